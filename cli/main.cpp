@@ -1,0 +1,38 @@
+// waste: parse, dispatch to the chosen subcommand, turn escaped exceptions into exit codes.
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "cli/command.hpp"
+
+namespace waste::cli {
+std::vector<Command>& command_registry() {
+  static std::vector<Command> registry;
+  return registry;
+}
+}  // namespace waste::cli
+
+int main(int argc, char** argv) {
+  using waste::cli::command_registry;
+  CLI::App app{"WASTE: run mixture-of-experts models larger than RAM"};
+  app.require_subcommand(1);
+  auto& commands = command_registry();
+  std::sort(commands.begin(), commands.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  std::function<int()> chosen;
+  for (auto& command : commands) {
+    CLI::App* sub = app.add_subcommand(command.name, command.description);
+    auto run = command.setup(*sub);
+    sub->callback([&chosen, run] { chosen = run; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return chosen ? chosen() : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "waste: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,62 @@
+# Every dependency comes from Debian 12. A missing one stops configure with the
+# package to install (scripts/setup.sh installs them all).
+function(waste_missing what package)
+  message(FATAL_ERROR "WASTE needs ${what}: install the Debian package '${package}' (apt-get install ${package}, or run scripts/setup.sh)")
+endfunction()
+
+find_package(Threads REQUIRED)
+
+find_package(Boost 1.74 QUIET)
+if(NOT Boost_FOUND)
+  waste_missing("Boost.Interprocess" "libboost-dev")
+endif()
+
+find_package(ZLIB QUIET)
+if(NOT ZLIB_FOUND)
+  waste_missing("zlib (crc32 cross-checks)" "zlib1g-dev")
+endif()
+
+find_package(PkgConfig QUIET)
+if(NOT PkgConfig_FOUND)
+  waste_missing("pkg-config" "pkg-config")
+endif()
+pkg_check_modules(ZMQ QUIET IMPORTED_TARGET libzmq)
+if(NOT ZMQ_FOUND)
+  waste_missing("ZeroMQ" "libzmq3-dev")
+endif()
+find_path(CPPZMQ_INCLUDE_DIR zmq.hpp)
+if(NOT CPPZMQ_INCLUDE_DIR)
+  waste_missing("cppzmq (zmq.hpp)" "cppzmq-dev")
+endif()
+
+find_package(CLI11 QUIET CONFIG)
+if(NOT CLI11_FOUND)
+  find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp)
+  if(NOT CLI11_INCLUDE_DIR)
+    waste_missing("CLI11" "libcli11-dev")
+  endif()
+  add_library(CLI11::CLI11 INTERFACE IMPORTED)
+  target_include_directories(CLI11::CLI11 INTERFACE ${CLI11_INCLUDE_DIR})
+endif()
+
+find_package(spdlog QUIET CONFIG)
+if(NOT spdlog_FOUND)
+  waste_missing("spdlog" "libspdlog-dev")
+endif()
+
+find_package(nlohmann_json 3 QUIET CONFIG)
+if(NOT nlohmann_json_FOUND)
+  waste_missing("nlohmann-json" "nlohmann-json3-dev")
+endif()
+
+pkg_check_modules(ICU QUIET IMPORTED_TARGET icu-uc)
+if(NOT ICU_FOUND)
+  waste_missing("ICU (Unicode categories for the tokenizer)" "libicu-dev")
+endif()
+
+if(WASTE_BUILD_TESTS)
+  find_package(Catch2 2 QUIET CONFIG)
+  if(NOT Catch2_FOUND)
+    waste_missing("Catch2 v2" "catch2")
+  endif()
+endif()

@@ -1,0 +1,65 @@
+// The hot loops, ISA-free: raw pointers and counts, no SIMD types cross this header.
+// generic.cpp holds the scalar reference; ISA files (avx2.cpp, ...) implement the same
+// signatures and dispatch.cpp fills the KernelTable once at start-up (WASTE_FORCE_ISA
+// overrides). Every entry works on a row range [row_begin, row_end) so the thread pool can
+// split by rows; results never depend on how the rows were split.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace waste::kernels {
+
+// A quantised trunk matrix as stored in the trunk image (waste-v0-reference.md §1.5).
+struct QuantMatrix {
+  const std::uint8_t* payload;    // rows x row_stride bytes
+  const std::uint16_t* scales;    // rows x n_groups fp16 (row-major); nullptr for f32
+  std::int64_t rows;
+  std::int64_t cols;              // N (unpadded)
+  std::int64_t row_stride;        // payload bytes per row
+  int group;                      // 128 in every v0 container
+  std::uint8_t fmt;               // TensorFormat: 0 f32, 2 q8g, 3 q4g, 7 q3g
+};
+
+// One expert matrix's RVQ index data as it sits in the record (blocked by 64 rows).
+struct RvqMatrix {
+  const std::uint8_t* index;      // [row_block][vector][row_in_block][run]
+  const std::uint16_t* scales;    // rows fp16 row scales (may be unaligned)
+  int rows;                       // M
+  int n_vectors;                  // N / vec_dim
+  int stages;
+  bool packed6;                   // VQ4P: 3-byte runs of four 6-bit indices
+};
+
+struct KernelTable {
+  const char* isa;  // "generic", "avx2", "avx512", "neon"
+
+  // y[r] = sum_c W[r][c] * x[c] for r in [row_begin, row_end). Per group of 128 a partial
+  // sum in f32, then acc += fp16(scale) * partial (the v0 summation order).
+  void (*matvec)(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
+                 std::int64_t row_end);
+
+  // lut[v][s][e] = sum_{d<vec_dim} x[v*vec_dim+d] * book_s[e][d], d ascending, for vectors
+  // [v_begin, v_end). books[s] points at stage s's entries x vec_dim f32 centroids.
+  void (*rvq_lut_build)(const float* x, const float* const* books, int stages, int entries,
+                        int vec_dim, int v_begin, int v_end, float* lut);
+
+  // VQ4P int8 LUT quantisation in blocks of 32 vectors (scale per block, §2 of the notes).
+  void (*rvq_lut_quantize)(const float* lut, int n_vectors, int stages, int entries,
+                           std::int8_t* lut_q, float* block_scales);
+
+  // y[r] = fp16(scale_r) * sum_v sum_s lut[v][s][idx(r,v,s)], rows [row_begin,row_end),
+  // row_begin a multiple of 64. 8-bit indices with an f32 LUT.
+  void (*rvq_apply)(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+                    int row_end);
+  // VQ4P with the int8 LUT: int16 sums per 32-vector block, acc += block_scale * sum.
+  void (*rvq_apply_vq4p)(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                         float* y, int row_begin, int row_end);
+};
+
+// The table chosen at start-up for this CPU (logged once).
+const KernelTable& active();
+// The scalar reference, always available (tests compare every ISA against it).
+const KernelTable& generic();
+
+}  // namespace waste::kernels

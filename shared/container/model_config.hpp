@@ -1,0 +1,79 @@
+// ModelConfig: the subset of the HF config.json the forward pass needs, parsed and bounded
+// exactly as the v0 reference engine does (waste-v0-reference.md §1.3). Untrusted input:
+// every dimension is range-checked before anything is sized from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "shared/result.hpp"
+
+namespace waste {
+
+enum class LayerAttention : std::uint8_t { kda, mla };
+enum class LayerFfn : std::uint8_t { dense, moe };
+
+struct ModelConfig {
+  std::string arch;            // "kimi-linear", "kimi-k3", or the raw architectures[0]
+  int n_layers = 0;            // num_hidden_layers, 1..128
+  int hidden = 0;              // hidden_size
+  int vocab = 0;               // vocab_size
+  int eos_token_id = 0;        // 0 = keep the tokenizer's default
+  int bos_token_id = -1;       // informational; -1 when absent
+  float rms_eps = 1e-5f;       // rms_norm_eps, in (0, 1)
+
+  // MoE
+  int n_experts = 0;           // num_experts (0 = dense model)
+  int top_k = 0;               // num_experts_per_token
+  int moe_inter = 0;           // moe_intermediate_size
+  int dense_inter = 0;         // intermediate_size (dense layers)
+  int n_shared = 0;            // num_shared_experts; shared width = moe_inter * max(n_shared, 1)
+  int first_dense = 0;         // first_k_dense_replace: layers < first_dense are dense
+  float routed_scale = 1.0f;   // routed_scaling_factor
+  bool renormalize = false;    // moe_renormalize
+  int latent_dim = 0;          // routed_expert_hidden_size (K3 latent MoE); 0 = none
+  bool latent_norm = false;    // latent_moe_use_norm
+  bool act_situ = false;       // hidden_act == "situ"
+  float situ_beta = 1.0f;      // activation_situ_beta
+  float situ_linear_beta = 0.0f;  // activation_situ_linear_beta (0 = up not squashed)
+
+  // MLA
+  int n_heads = 0;             // num_attention_heads
+  int kv_lora = 0;             // kv_lora_rank
+  int q_lora = 0;              // q_lora_rank (0 = direct q_proj)
+  int qk_nope = 0;             // qk_nope_head_dim
+  int qk_rope = 0;             // qk_rope_head_dim
+  int v_head = 0;              // v_head_dim
+  bool mla_output_gate = false;  // mla_use_output_gate (K3)
+
+  // KDA (linear_attn_config)
+  int kda_heads = 0;           // num_heads
+  int kda_dim = 0;             // head_dim
+  int conv_k = 4;              // short_conv_kernel_size
+  bool full_rank_gate = false; // use_full_rank_gate (K3: g_proj instead of g_a/g_b)
+  float gate_lower_bound = 0.0f;  // < 0 selects the bounded sigmoid gate (K3)
+
+  int attn_res_block = 0;      // attn_res_block_size (K3 Attention Residuals); 0 = none
+
+  std::vector<LayerAttention> attention;  // per layer, from kda_layers (1-based in JSON)
+
+  [[nodiscard]] bool is_kda(int layer) const { return attention[layer] == LayerAttention::kda; }
+  [[nodiscard]] bool is_moe(int layer) const { return n_experts > 0 && layer >= first_dense; }
+  [[nodiscard]] int expert_input_dim() const { return latent_dim > 0 ? latent_dim : hidden; }
+  [[nodiscard]] int shared_inter() const { return moe_inter * (n_shared > 1 ? n_shared : 1); }
+  [[nodiscard]] int kda_channels() const { return kda_heads * kda_dim; }
+  [[nodiscard]] int n_kda_layers() const;
+  [[nodiscard]] int n_mla_layers() const;
+  [[nodiscard]] int n_moe_layers() const;
+
+  // Parse from the manifest's "config" (or its nested "text_config"). Errors name the key:
+  // "config.hidden_size: 0 is out of range 1..1048576".
+  static Result<ModelConfig> from_json(const nlohmann::json& config);
+  // Write back the keys from_json reads, as HF names (used by `waste synth`).
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+}  // namespace waste
