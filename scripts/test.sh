@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# README command 2: build and run every test (ctest), then the small tests under ASan+UBSan and
+# the IPC tests under TSan. Exits non-zero on the first failing stage.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+jobs="${WASTE_JOBS:-$(nproc)}"
+bash "$root/scripts/setup.sh"
+
+echo "== release build and full test suite"
+bash "$root/scripts/build.sh" "$root/build"
+ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 900
+
+if [[ "${WASTE_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  echo "== ASan+UBSan: container, kernels, forward-pass and tokenizer tests"
+  WASTE_TARGETS="waste test_shared test_compute test_tokenizer" \
+    bash "$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DWASTE_SANITIZE=address
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 900 -L 'shared|compute|tokenizer' -LE 'oracle|slow'
+
+  echo "== TSan: IPC tests"
+  WASTE_TARGETS="test_ioserver" \
+    bash "$root/scripts/build.sh" "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWASTE_SANITIZE=thread
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir "$root/build-tsan" --output-on-failure -j1 --timeout 900 -L ipc -LE 'slow'
+fi
