@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string_view>
 
 namespace waste::kernels {
 
@@ -55,11 +57,31 @@ struct KernelTable {
   // VQ4P with the int8 LUT: int16 sums per 32-vector block, acc += block_scale * sum.
   void (*rvq_apply_vq4p)(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                          float* y, int row_begin, int row_end);
+
+  // One KDA recurrent step for one head (waste-v0-reference.md §3.4 step 4), K = V = D:
+  //   S[i][:] *= exp(g[i]);  u = S^T k;  S += k (beta (v - u))^T;  o = S^T q
+  // S is D x D row-major (row = key dim), updated in place; q and k already L2-normalised (and
+  // q scaled by D^-1/2) by the caller. D <= kKdaMaxDim. ISAs other than generic may use FMA
+  // (results agree with generic to ~1e-6 relative, not bit for bit).
+  void (*kda_head_step)(float* S, const float* q, const float* k, const float* v, const float* g,
+                        float beta, int D, float* o);
 };
+
+inline constexpr int kKdaMaxDim = 1024;        // kda_head_step keeps D floats on the stack
+inline constexpr int kLutQuantBlock = 32;      // VQ4P: vector positions per int8 LUT scale
+
+// Number of VQ4P LUT blocks (size of block_scales) for n_vectors positions.
+constexpr int lut_quant_blocks(int n_vectors) {
+  return (n_vectors + kLutQuantBlock - 1) / kLutQuantBlock;
+}
 
 // The table chosen at start-up for this CPU (logged once).
 const KernelTable& active();
 // The scalar reference, always available (tests compare every ISA against it).
 const KernelTable& generic();
+// Every table this CPU can run, generic first (tests and benches loop over these).
+std::span<const KernelTable* const> supported();
+// The supported table named isa ("generic", "avx2", "avx512"), or nullptr.
+const KernelTable* find(std::string_view isa);
 
 }  // namespace waste::kernels

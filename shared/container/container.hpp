@@ -39,6 +39,10 @@ struct ContainerInfo {
   static Result<ContainerInfo> open(const std::filesystem::path& dir);
 };
 
+// One trunk entry's payload and scale block lie inside trunk.bin. Error:
+// "trunk tensor NAME: payload [off, off+n) exceeds trunk.bin size S".
+Status check_trunk_bounds(const TrunkTensorInfo& tensor, std::uint64_t trunk_file_bytes);
+
 // Every tensor the forward pass indexes exists with exactly the expected shape
 // (waste-v0-reference.md §1.8 step 5). Error: "tensor NAME: expected shape [..], found [..]".
 Status validate_text_tensors(const Manifest& manifest);

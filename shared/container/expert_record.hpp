@@ -81,6 +81,12 @@ std::uint32_t compute_record_crc(std::span<const std::byte> record, const Expert
 Status verify_record_crc(std::span<const std::byte> record, int layer, int expert,
                          const ExpertGeometry& geometry);
 
+// Writer side: fill the 48-byte header of a record whose indices and scales are already in
+// place (offsets from the geometry, fmt byte 8 for VQ4P else 4 as the v0 converter writes),
+// then compute and store its crc32. `record` is geometry.record_bytes long.
+void finish_record(std::span<std::byte> record, const ExpertGeometry& geometry, int layer, int expert,
+                   int codebook_id);
+
 // After validation: pointers into the record.
 ExpertView make_expert_view(std::span<const std::byte> record, const ExpertGeometry& geometry);
 

@@ -1,0 +1,98 @@
+// waste run MODEL --ids 1,2,3 -n 16: generate from token ids, print the generated ids on one
+// line (stdout) and a stats line (stderr).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "compute/api/engine.hpp"
+
+namespace waste::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<int> ids;
+  int n_tokens = 16;
+  int threads = 0;
+  int ctx = 4096;
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  std::uint64_t seed = 0;
+  bool verify = false;
+  bool no_direct_io = false;
+  std::size_t cache_records = 0;
+  bool ignore_eos = false;
+  std::vector<int> stop;
+};
+
+int run(const RunArgs& a) {
+  EngineOptions options;
+  options.model = a.model;
+  options.threads = a.threads;
+  options.ctx_tokens = a.ctx;
+  options.verify_records = a.verify;
+  options.direct_io = !a.no_direct_io;
+  options.cache_records = a.cache_records;
+  auto engine = Engine::open(options);
+  if (!engine) {
+    std::fprintf(stderr, "waste run: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  GenerateParams params;
+  params.max_tokens = a.n_tokens;
+  params.sampling = SamplingParams{a.temperature, a.top_p, a.top_k, a.seed};
+  params.stop_tokens = a.stop;
+  if (a.ignore_eos) params.eos_token = -2;
+
+  auto result = (*engine)->generate(a.ids, params, [](const TokenEvent&) { return true; });
+  if (!result) {
+    std::fprintf(stderr, "waste run: %s\n", result.error().message.c_str());
+    return 1;
+  }
+  std::string line;
+  for (std::size_t i = 0; i < result->tokens.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(result->tokens[i]);
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+
+  const ExpertSourceStats st = (*engine)->stats();
+  const double seconds = result->prompt_seconds + result->generate_seconds;
+  const std::size_t n = result->tokens.size();
+  std::fprintf(stderr,
+               "tokens %zu (prompt %d)  seconds %.3f  tok/s %.2f  hits %llu  misses %llu  bytes read %llu  "
+               "stop %s\n",
+               n, result->prompt_tokens, seconds,
+               result->generate_seconds > 0 ? double(n) / result->generate_seconds : 0.0,
+               static_cast<unsigned long long>(st.hits), static_cast<unsigned long long>(st.misses),
+               static_cast<unsigned long long>(st.bytes_read), stop_reason_name(result->stop));
+  return 0;
+}
+
+const CommandRegistration kRegistration{Command{
+    "run", "Generate token ids from a prompt of token ids",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto args = std::make_shared<RunArgs>();
+      sub.add_option("model", args->model, "Container directory (NAME.waste)")->required();
+      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated")->delimiter(',')->required();
+      sub.add_option("-n,--tokens", args->n_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
+      sub.add_option("--threads", args->threads, "Compute threads (0 = all hardware threads)")
+          ->check(CLI::NonNegativeNumber);
+      sub.add_option("--ctx", args->ctx, "Context length in tokens")->check(CLI::PositiveNumber);
+      sub.add_option("--temp", args->temperature, "Sampling temperature (0 = greedy)");
+      sub.add_option("--top-k", args->top_k, "Keep the k most likely tokens (0 = off)");
+      sub.add_option("--top-p", args->top_p, "Nucleus sampling threshold (1 = off)");
+      sub.add_option("--seed", args->seed, "Sampling seed (0 = default)");
+      sub.add_option("--stop", args->stop, "Stop after generating one of these ids")->delimiter(',');
+      sub.add_option("--cache-records", args->cache_records, "Expert cache capacity in records (0 = none)");
+      sub.add_flag("--verify", args->verify, "CRC-check every expert record read");
+      sub.add_flag("--no-direct-io", args->no_direct_io, "Read expert banks through the page cache");
+      sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's eos token");
+      return [args] { return run(*args); };
+    }}};
+
+}  // namespace
+}  // namespace waste::cli

@@ -1,0 +1,278 @@
+#include "compute/api/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "compute/forward/forward.hpp"
+#include "compute/io/local_expert_source.hpp"
+#include "compute/kernels/kernels.hpp"
+#include "compute/model/weights.hpp"
+#include "compute/runtime/thread_pool.hpp"
+#include "shared/container/codebooks.hpp"
+#include "shared/container/container.hpp"
+
+namespace waste {
+
+const char* stop_reason_name(StopReason reason) noexcept {
+  switch (reason) {
+    case StopReason::max_tokens: return "max_tokens";
+    case StopReason::stop_token: return "stop_token";
+    case StopReason::eos: return "eos";
+    case StopReason::context_full: return "context_full";
+    case StopReason::cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+// Member order is destruction order in reverse: forward refers to everything above it.
+struct Engine::Impl {
+  EngineOptions options;
+  ContainerInfo info;
+  std::shared_ptr<const Trunk> trunk;
+  Codebooks codebooks;
+  model::ModelWeights weights;
+  std::unique_ptr<ExpertSource> source;
+  std::unique_ptr<ThreadPool> pool;
+  const kernels::KernelTable* kernels = nullptr;
+  model::RunState state;
+  std::vector<float> logits;
+  bool have_logits = false;
+  std::unique_ptr<forward::Forward> forward;
+
+  Status feed(int token) {
+    Status s = forward->step(token, state, logits);
+    have_logits = bool(s);
+    return s;
+  }
+};
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Shapes the forward pass relies on between the config and the record geometry.
+Status check_geometry(const ModelConfig& c, const ExpertGeometry& g) {
+  if (c.n_experts == 0) return ok();
+  const int lat = c.expert_input_dim();
+  if (g.rows[0] != c.moe_inter || g.cols[0] != lat || g.rows[1] != c.moe_inter || g.cols[1] != lat ||
+      g.rows[2] != lat || g.cols[2] != c.moe_inter) {
+    return make_error(Errc::format, "expert geometry does not match the config (moe_intermediate_size " +
+                                        std::to_string(c.moe_inter) + ", expert input " + std::to_string(lat) + ")");
+  }
+  if (g.stages < 1 || g.stages > 8 || g.cols[0] % g.vec_dim != 0 || g.cols[2] % g.vec_dim != 0) {
+    return make_error(Errc::format, "expert geometry: widths are not multiples of vec_dim " +
+                                        std::to_string(g.vec_dim));
+  }
+  return ok();
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::unique_ptr<ExpertSource> source,
+                                             std::shared_ptr<const Trunk> trunk) {
+  const std::string where = options.model.string();
+  if (options.ctx_tokens < 1) {
+    return make_error(Errc::argument, "ctx_tokens " + std::to_string(options.ctx_tokens) + " must be at least 1");
+  }
+  if (options.threads < 0) {
+    return make_error(Errc::argument, "threads " + std::to_string(options.threads) + " must be 0 (auto) or more");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  {
+    auto info = ContainerInfo::open(options.model);
+    if (!info) return std::unexpected(info.error());
+    impl->info = std::move(*info);
+  }
+  const ModelConfig& c = impl->info.manifest.config;
+  WASTE_TRY(check_geometry(c, impl->info.geometry));
+
+  if (trunk) {
+    impl->trunk = std::move(trunk);
+  } else {
+    auto loaded = Trunk::load(options.model, impl->info.manifest);
+    if (!loaded) return std::unexpected(loaded.error());
+    impl->trunk = std::make_shared<const Trunk>(std::move(*loaded));
+  }
+  {
+    auto books = Codebooks::load(impl->info.files.codebooks(), impl->info.manifest.quant);
+    if (!books) return std::unexpected(books.error());
+    impl->codebooks = std::move(*books);
+  }
+  {
+    auto weights = model::ModelWeights::bind(c, *impl->trunk);
+    if (!weights) return std::unexpected(weights.error().with_context(where));
+    impl->weights = std::move(*weights);
+  }
+  if (source) {
+    impl->source = std::move(source);
+  } else if (c.n_experts > 0) {
+    auto local = LocalExpertSource::open(
+        impl->info, LocalSourceOptions{options.direct_io, options.verify_records, options.cache_records});
+    if (!local) return std::unexpected(local.error());
+    impl->source = std::move(*local);
+  }
+  {
+    auto state = model::RunState::create(c, options.ctx_tokens);
+    if (!state) return std::unexpected(state.error());
+    impl->state = std::move(*state);
+  }
+  impl->pool = std::make_unique<ThreadPool>(options.threads);
+  impl->kernels = &kernels::active();
+  impl->logits.assign(std::size_t(c.vocab), 0.0f);
+  if (!impl->source) {
+    // A dense model never asks for experts; the forward pass still wants a source reference.
+    return make_error(Errc::unsupported, where + ": models without routed experts are not supported");
+  }
+  forward::Forward::Inputs in{c,
+                              impl->weights,
+                              *impl->trunk,
+                              impl->codebooks,
+                              impl->info.geometry,
+                              *impl->source,
+                              *impl->pool,
+                              *impl->kernels,
+                              options.ctx_tokens};
+  impl->forward = std::make_unique<forward::Forward>(in);
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Status Engine::check_tokens(std::span<const int> tokens) const {
+  const int vocab = impl_->info.manifest.config.vocab;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      return make_error(Errc::argument, "token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                                            " is out of range 0.." + std::to_string(vocab - 1));
+    }
+  }
+  return ok();
+}
+
+Result<std::span<const float>> Engine::eval(std::span<const int> tokens) {
+  if (tokens.empty()) return make_error(Errc::argument, "eval: no tokens to feed");
+  WASTE_TRY(check_tokens(tokens));
+  const int free_positions = impl_->state.ctx_tokens() - impl_->state.position();
+  if (std::int64_t(tokens.size()) > free_positions) {
+    return make_error(Errc::argument, "eval: " + std::to_string(tokens.size()) + " tokens at position " +
+                                          std::to_string(impl_->state.position()) + " overflow a context of " +
+                                          std::to_string(impl_->state.ctx_tokens()) + " tokens");
+  }
+  for (const int token : tokens) {
+    if (Status fed = impl_->feed(token); !fed) {
+      return std::unexpected(fed.error().with_context("token at position " + std::to_string(impl_->state.position())));
+    }
+  }
+  return std::span<const float>(impl_->logits);
+}
+
+Result<GenerateResult> Engine::generate(std::span<const int> prompt, const GenerateParams& params,
+                                        const std::function<bool(const TokenEvent&)>& on_token) {
+  const ModelConfig& c = impl_->info.manifest.config;
+  if (params.max_tokens < 0) {
+    return make_error(Errc::argument, "max_tokens " + std::to_string(params.max_tokens) + " must be 0 or more");
+  }
+  WASTE_TRY(check_tokens(prompt));
+  WASTE_TRY(check_tokens(params.stop_tokens));
+  const int ctx = impl_->state.ctx_tokens();
+  if (std::int64_t(prompt.size()) + impl_->state.position() >= ctx) {
+    return make_error(Errc::argument, "prompt of " + std::to_string(prompt.size()) + " tokens at position " +
+                                          std::to_string(impl_->state.position()) +
+                                          " leaves no free position in a context of " + std::to_string(ctx) +
+                                          " tokens");
+  }
+  if (prompt.empty() && !impl_->have_logits) {
+    return make_error(Errc::argument, "generate: empty prompt and no previous token to continue from");
+  }
+  const int eos = params.eos_token == -1 ? (c.eos_token_id > 0 ? c.eos_token_id : -1) : params.eos_token;
+
+  GenerateResult result;
+  result.prompt_tokens = int(prompt.size());
+  auto start = std::chrono::steady_clock::now();
+  if (!prompt.empty()) {
+    auto fed = eval(prompt);
+    if (!fed) return std::unexpected(fed.error());
+  }
+  result.prompt_seconds = seconds_since(start);
+
+  start = std::chrono::steady_clock::now();
+  Sampler sampler(params.sampling);
+  result.tokens.reserve(std::size_t(params.max_tokens));
+  for (int step = 0; step < params.max_tokens; ++step) {
+    const int next = sampler.sample(impl_->logits);
+    if (impl_->state.position() >= ctx) {
+      result.stop = StopReason::context_full;
+      break;
+    }
+    const ExpertSourceStats before = impl_->source->stats();
+    const auto step_start = std::chrono::steady_clock::now();
+    if (Status fed = impl_->feed(next); !fed) {
+      return std::unexpected(fed.error().with_context("generated token " + std::to_string(step)));
+    }
+    const ExpertSourceStats after = impl_->source->stats();
+    result.tokens.push_back(next);
+    TokenEvent event;
+    event.token = next;
+    event.step = step;
+    event.experts_hit = after.hits - before.hits;
+    event.experts_missed = after.misses - before.misses;
+    event.bytes_read = after.bytes_read - before.bytes_read;
+    event.ms = seconds_since(step_start) * 1e3;
+    event.io_wait_ms = (after.wait_seconds - before.wait_seconds) * 1e3;
+    if (on_token && !on_token(event)) {
+      result.stop = StopReason::cancelled;
+      break;
+    }
+    if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), next) != params.stop_tokens.end()) {
+      result.stop = StopReason::stop_token;
+      break;
+    }
+    if (next == eos) {
+      result.stop = StopReason::eos;
+      break;
+    }
+  }
+  result.generate_seconds = seconds_since(start);
+  return result;
+}
+
+void Engine::reset() {
+  impl_->state.reset();
+  impl_->have_logits = false;
+}
+
+int Engine::position() const { return impl_->state.position(); }
+const ModelConfig& Engine::config() const { return impl_->info.manifest.config; }
+ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
+std::span<const float> Engine::logits() const { return impl_->logits; }
+model::RunState& Engine::run_state() { return impl_->state; }
+const model::RunState& Engine::run_state() const { return impl_->state; }
+
+ModelInfo Engine::info() const {
+  const ModelConfig& c = config();
+  ModelInfo m;
+  m.arch = c.arch;
+  m.n_layers = c.n_layers;
+  m.n_kda_layers = c.n_kda_layers();
+  m.n_mla_layers = c.n_mla_layers();
+  m.n_moe_layers = c.n_moe_layers();
+  m.hidden = c.hidden;
+  m.vocab = c.vocab;
+  m.n_experts = c.n_experts;
+  m.top_k = c.top_k;
+  m.ctx_tokens = impl_->state.ctx_tokens();
+  m.expert_format = impl_->info.manifest.quant.fmt;
+  m.record_bytes = impl_->info.geometry.record_bytes;
+  m.trunk_resident_bytes = impl_->trunk->resident_bytes();
+  m.threads = impl_->pool->size();
+  m.kernel_isa = impl_->kernels->isa;
+  m.direct_io = impl_->source->direct_io();
+  return m;
+}
+
+}  // namespace waste

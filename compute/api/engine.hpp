@@ -1,0 +1,116 @@
+// The engine API: open a container, feed tokens, read logits, generate. Used by the CLI, the
+// server and the tests. An Engine owns one sequence (RunState); it is not thread-safe, and
+// nothing in it calls exit(): every failure comes back as a Result with context.
+//
+// Expert records come from an ExpertSource: by default an in-process LocalExpertSource, or one
+// the caller supplies (waste-ioserver's shared-memory DaemonExpertSource). The caller may also
+// supply a Trunk built over a shared trunk image, so several engines share one copy.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/expert_source.hpp"
+#include "compute/model/run_state.hpp"
+#include "compute/sampling/sampler.hpp"
+#include "shared/container/model_config.hpp"
+#include "shared/container/trunk.hpp"
+#include "shared/result.hpp"
+
+namespace waste {
+
+struct EngineOptions {
+  std::filesystem::path model;     // the NAME.waste directory
+  int threads = 0;                 // compute threads including the caller; 0 = hardware threads
+  int ctx_tokens = 4096;           // positions per sequence (MLA latent cache length)
+  bool verify_records = false;     // CRC-check every record read from disk
+  bool direct_io = true;           // O_DIRECT for the banks when the filesystem allows it
+  std::size_t cache_records = 0;   // LocalExpertSource cache capacity in records (0 = no cache)
+};
+
+struct GenerateParams {
+  int max_tokens = 256;
+  SamplingParams sampling;         // temperature 0 = greedy
+  std::vector<int> stop_tokens;    // generation stops after feeding one of these
+  int eos_token = -1;              // -1 = the config's eos_token_id (when > 0); -2 = none
+};
+
+// One generated token, reported after it has been fed through the model.
+struct TokenEvent {
+  int token = 0;
+  int step = 0;                    // 0-based index among generated tokens
+  std::uint64_t experts_hit = 0;   // this step's demand hits / misses / bytes read
+  std::uint64_t experts_missed = 0;
+  std::uint64_t bytes_read = 0;
+  double ms = 0;                   // wall time of the step
+  double io_wait_ms = 0;           // of which blocked on expert reads
+};
+
+enum class StopReason : std::uint8_t { max_tokens, stop_token, eos, context_full, cancelled };
+const char* stop_reason_name(StopReason reason) noexcept;
+
+struct GenerateResult {
+  std::vector<int> tokens;         // generated ids, every one already fed
+  StopReason stop = StopReason::max_tokens;
+  int prompt_tokens = 0;
+  double prompt_seconds = 0;
+  double generate_seconds = 0;
+};
+
+struct ModelInfo {
+  std::string arch;
+  int n_layers = 0, n_kda_layers = 0, n_mla_layers = 0, n_moe_layers = 0;
+  int hidden = 0, vocab = 0, n_experts = 0, top_k = 0;
+  int ctx_tokens = 0;
+  std::string expert_format;       // "VQ3R", "VQ2R", "VQ4P"
+  std::uint64_t record_bytes = 0;
+  std::uint64_t trunk_resident_bytes = 0;
+  int threads = 0;
+  std::string kernel_isa;
+  bool direct_io = false;
+};
+
+class Engine {
+ public:
+  // `source` null => a LocalExpertSource built from the options. `trunk` null => trunk.bin is
+  // loaded into a private image; otherwise that Trunk (e.g. over the daemon's shared image) is
+  // used and must belong to the same container.
+  static Result<std::unique_ptr<Engine>> open(const EngineOptions& options,
+                                               std::unique_ptr<ExpertSource> source = nullptr,
+                                               std::shared_ptr<const Trunk> trunk = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Feed tokens one by one; the logits after the last (vocab floats, valid until the next call
+  // that feeds a token or resets). Ids are range-checked before anything is fed.
+  Result<std::span<const float>> eval(std::span<const int> tokens);
+
+  // §6.2: feed the prompt, then sample, feed, report, until max_tokens, a stop/eos token (fed,
+  // then stop), a full context or the callback returning false (StopReason::cancelled).
+  Result<GenerateResult> generate(std::span<const int> prompt, const GenerateParams& params,
+                                  const std::function<bool(const TokenEvent&)>& on_token = {});
+
+  void reset();
+  [[nodiscard]] int position() const;
+  [[nodiscard]] const ModelConfig& config() const;
+  [[nodiscard]] ModelInfo info() const;
+  [[nodiscard]] ExpertSourceStats stats() const;
+  [[nodiscard]] std::span<const float> logits() const;  // of the last fed token
+  // The sequence state (sessions save and restore it; keep position() consistent).
+  model::RunState& run_state();
+  [[nodiscard]] const model::RunState& run_state() const;
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  Status check_tokens(std::span<const int> tokens) const;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace waste

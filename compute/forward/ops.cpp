@@ -1,0 +1,65 @@
+#include "compute/forward/ops.hpp"
+
+#include <cstring>
+
+#include "shared/fp16.hpp"
+
+namespace waste::forward {
+
+void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, float* y) {
+  const auto* k = &exec.kernels;
+  exec.pool.parallel_for(w.rows, kMatvecMinRows,
+                         [&](std::int64_t begin, std::int64_t end) { k->matvec(w, x, y, begin, end); });
+}
+
+float rms_inverse(const float* x, int n, float eps) {
+  float ss = 0.0f;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  return 1.0f / std::sqrt(ss / float(n) + eps);
+}
+
+void rms_norm(const float* x, const float* w, int n, float eps, float* out) {
+  const float inv = rms_inverse(x, n, eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void ffn_activation(const ModelConfig& c, const float* a, const float* b, int n, float* out) {
+  if (!c.act_situ) {
+    for (int i = 0; i < n; ++i) out[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
+    return;
+  }
+  const float beta = c.situ_beta;
+  const float lambda = c.situ_linear_beta;
+  for (int i = 0; i < n; ++i) {
+    const float gate = beta * std::tanh(a[i] / beta) / (1.0f + std::exp(-a[i]));
+    const float up = lambda > 0.0f ? lambda * std::tanh(b[i] / lambda) : b[i];
+    out[i] = gate * up;
+  }
+}
+
+void dequantize_row(const kernels::QuantMatrix& w, std::int64_t row, float* out) {
+  const std::uint8_t* p = w.payload + row * w.row_stride;
+  if (w.fmt == 0) {
+    std::memcpy(out, p, std::size_t(w.cols) * sizeof(float));
+    return;
+  }
+  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
+  const std::uint16_t* scales = w.scales + row * n_groups;
+  for (std::int64_t c = 0; c < w.cols; ++c) {
+    std::uint16_t s16;
+    std::memcpy(&s16, scales + c / w.group, sizeof s16);  // scales may be unaligned
+    int q = 0;
+    switch (w.fmt) {
+      case 2: q = static_cast<std::int8_t>(p[c]); break;
+      case 3: q = int((c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15)) - 8; break;
+      default: {  // 7: Q3G bitstream, 3 bits per element LSB-first
+        const std::int64_t bit = 3 * c;
+        const unsigned v = unsigned(p[bit >> 3] >> (bit & 7)) | unsigned(p[(bit >> 3) + 1]) << (8 - (bit & 7));
+        q = int(v & 7u) - 4;
+      }
+    }
+    out[c] = float(q) * fp16_to_f32(s16);
+  }
+}
+
+}  // namespace waste::forward

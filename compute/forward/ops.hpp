@@ -1,0 +1,41 @@
+// Small building blocks of the forward pass: the thread pool + kernel table bundle, the
+// row-parallel trunk matvec, RMSNorm, activations. Everything here is allocation-free and
+// deterministic for any thread count (work is split by output rows only).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "compute/kernels/kernels.hpp"
+#include "compute/runtime/thread_pool.hpp"
+#include "shared/container/model_config.hpp"
+
+namespace waste::forward {
+
+// What every forward routine needs to run kernels: the pool and the dispatched table.
+struct Exec {
+  ThreadPool& pool;
+  const kernels::KernelTable& kernels;
+};
+
+inline constexpr std::int64_t kMatvecMinRows = 64;
+
+// y = W x over all rows, split across the pool by rows.
+void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, float* y);
+
+// out = x * (mean(x^2) + eps)^-1/2 * w; out may alias x.
+void rms_norm(const float* x, const float* w, int n, float eps, float* out);
+// As rms_norm, without the weight (AttnRes scores use the normalised value times two vectors).
+float rms_inverse(const float* x, int n, float eps);
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// softplus(z) = z for z > 20 (exp would only add rounding), else log1p(exp z).
+inline float softplus(float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); }
+
+// The gated FFN activation, SiLU(a)*b or SiTU(a, b) (§3.8); out may alias a or b.
+void ffn_activation(const ModelConfig& config, const float* a, const float* b, int n, float* out);
+
+// Row `row` of a trunk matrix dequantised to f32 (cols floats), the same values matvec uses.
+void dequantize_row(const kernels::QuantMatrix& w, std::int64_t row, float* out);
+
+}  // namespace waste::forward

@@ -1,0 +1,311 @@
+#include "compute/io/daemon_expert_source.hpp"
+
+#include <unistd.h>
+
+#include <thread>
+#include <unordered_map>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+
+#include "shared/ipc/process_liveness.hpp"
+
+namespace waste {
+
+namespace bip = boost::interprocess;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kAcquireSpin = 4000;                  // polls before sleeping on the completion futex
+constexpr auto kWaitSlice = 50ms;                    // futex timeout between liveness checks
+constexpr auto kHeartbeatGrace = std::chrono::milliseconds(1500);  // daemon ticks every <= 200 ms
+
+enum class KeyState : std::uint8_t { none, pending, ready, failed };
+
+}  // namespace
+
+struct DaemonExpertSource::Impl {
+  ipc::ClientLease lease;
+  ExpertGeometry geometry;
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+  ipc::ArenaView view;
+  int client_idx = 0;
+  int n_layers = 0, n_experts = 0;
+  std::optional<ipc::RingProducer> requests;
+  std::optional<ipc::RingConsumer> completions;
+
+  std::vector<KeyState> state;         // per key (layer * n_experts + expert)
+  std::vector<std::uint32_t> slot_of;  // per key, valid when ready
+  std::vector<std::vector<int>> layer_keys;  // experts requested per layer since its release
+  std::unordered_map<std::uint32_t, std::string> failure;  // error text of failed keys
+  int outstanding = 0;                 // demands sent, completion not yet seen
+
+  std::optional<Error> broken;         // sticky: the daemon is gone or the lease was lost
+  std::uint64_t last_heartbeat = 0;
+  std::chrono::steady_clock::time_point heartbeat_seen;
+  ExpertSourceStats stats;
+
+  std::size_t index(int layer, int expert) const { return std::size_t(layer) * std::size_t(n_experts) + std::size_t(expert); }
+  bool in_range(int layer, int expert) const { return layer >= 0 && layer < n_layers && expert >= 0 && expert < n_experts; }
+  ipc::ControlHeaderShm& header() const { return view.header(); }
+
+  // Liveness: stopped flag, the pid (not a zombie, same start time), the heartbeat, our lease.
+  Status check_daemon() {
+    if (broken) return std::unexpected(*broken);
+    const int pid = header().daemon_pid;
+    auto fail = [&](std::string what) -> Status {
+      broken = Error{Errc::ipc, "waste-ioserver (pid " + std::to_string(pid) + ") " + what};
+      return std::unexpected(*broken);
+    };
+    // SYNC POINT: acquire pairs with the daemon's release store in IoServer::stop.
+    if (header().shutting_down.load(std::memory_order_acquire) != 0) return fail("stopped");
+    if (!ipc::process_alive(pid, header().daemon_start_ticks)) return fail("is gone");
+    const ipc::ClientShm& me = view.client(client_idx);
+    if (me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached) ||
+        me.generation.load(std::memory_order_relaxed) != lease.generation) {
+      return fail("dropped this client (lease " + std::to_string(client_idx) + " reclaimed)");
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const std::uint64_t beat = header().heartbeat.load(std::memory_order_relaxed);
+    if (beat != last_heartbeat) {
+      last_heartbeat = beat;
+      heartbeat_seen = now;
+    } else if (now - heartbeat_seen > kHeartbeatGrace) {
+      return fail("is gone (no heartbeat for 1.5 s)");
+    }
+    return ok();
+  }
+
+  void apply(const ipc::Completion& c) {
+    if (!in_range(c.layer, c.expert)) return;
+    const std::size_t k = index(c.layer, c.expert);
+    if (state[k] != KeyState::pending) return;  // released meanwhile: nothing to do
+    --outstanding;
+    if (c.error) {
+      state[k] = KeyState::failed;
+      failure[ipc::make_key(c.layer, c.expert)] = read_error_text(view.client(client_idx));
+      return;
+    }
+    if (c.value >= header().n_slots) {
+      state[k] = KeyState::failed;
+      failure[ipc::make_key(c.layer, c.expert)] = "waste-ioserver sent slot " + std::to_string(c.value) +
+                                                   " of " + std::to_string(header().n_slots);
+      return;
+    }
+    state[k] = KeyState::ready;
+    slot_of[k] = c.value;
+    if (c.miss) ++stats.misses; else ++stats.hits;
+  }
+
+  void drain_completions() {
+    while (auto e = completions->try_pop()) apply(ipc::decode_completion(*e));
+  }
+
+  // Push one request; waits (bounded by daemon liveness) while the ring is full.
+  Status push(std::uint64_t entry) {
+    while (!requests->try_push(entry)) {
+      ipc::ring_doorbell(header().work);
+      WASTE_TRY(check_daemon());
+      std::this_thread::sleep_for(50us);
+    }
+    return ok();
+  }
+
+  void ring_daemon() { ipc::ring_doorbell(header().work); }
+
+  // Wait for one more completion (or a timeout slice); fails when the daemon is gone.
+  Status wait_completion() {
+    const auto t0 = std::chrono::steady_clock::now();
+    completions->wait(kAcquireSpin, kWaitSlice);
+    stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (completions->empty()) return check_daemon();
+    return ok();
+  }
+
+  Result<std::span<const std::byte>> acquire_bytes(int layer, int expert) {
+    if (broken) return std::unexpected(*broken);
+    if (!in_range(layer, expert)) {
+      return make_error(Errc::argument, "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
+                                            ": outside this container's " + std::to_string(n_layers) + " layers x " +
+                                            std::to_string(n_experts) + " experts");
+    }
+    const std::size_t k = index(layer, expert);
+    if (state[k] == KeyState::none) {
+      const int id = expert;
+      WASTE_TRY(request(layer, std::span<const int>(&id, 1)));
+    }
+    for (;;) {
+      drain_completions();
+      if (state[k] == KeyState::ready) {
+        return std::span<const std::byte>(view.slot_data(slot_of[k]), header().record_bytes);
+      }
+      if (state[k] == KeyState::failed) {
+        const auto it = failure.find(ipc::make_key(layer, expert));
+        std::string text = it != failure.end() ? it->second : "failed";
+        const std::string name = "expert " + std::to_string(expert) + " of layer " + std::to_string(layer);
+        if (text.rfind(name, 0) != 0) text = name + ": " + text;  // always name the record
+        return make_error(Errc::io, text);
+      }
+      WASTE_TRY(wait_completion());
+    }
+  }
+
+  Status request(int layer, std::span<const int> experts) {
+    if (broken) return std::unexpected(*broken);
+    bool pushed = false;
+    for (int expert : experts) {
+      if (!in_range(layer, expert)) {
+        return make_error(Errc::argument, "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
+                                              ": outside this container's " + std::to_string(n_layers) +
+                                              " layers x " + std::to_string(n_experts) + " experts");
+      }
+      const std::size_t k = index(layer, expert);
+      if (state[k] != KeyState::none) continue;  // already asked for since the last release
+      if (outstanding >= int(ipc::kRingCapacity) - 1) {
+        return make_error(Errc::argument, "more than " + std::to_string(ipc::kRingCapacity - 1) +
+                                              " outstanding expert requests");
+      }
+      WASTE_TRY(push(ipc::encode_request(ipc::RequestKind::demand, layer, expert)));
+      state[k] = KeyState::pending;
+      layer_keys[std::size_t(layer)].push_back(expert);
+      ++outstanding;
+      pushed = true;
+    }
+    if (pushed) ring_daemon();
+    return ok();
+  }
+
+  void release_layer(int layer) {
+    if (layer < 0 || layer >= n_layers) return;
+    auto& keys = layer_keys[std::size_t(layer)];
+    // Every demand gets exactly one completion; collect them before the release so a late
+    // completion can never be mistaken for a later request of the same record.
+    for (int expert : keys) {
+      while (!broken && state[index(layer, expert)] == KeyState::pending) {
+        drain_completions();
+        if (state[index(layer, expert)] != KeyState::pending) break;
+        if (!wait_completion()) break;
+      }
+    }
+    for (int expert : keys) {
+      const std::uint32_t key = ipc::make_key(layer, expert);
+      if (state[index(layer, expert)] == KeyState::failed) failure.erase(key);
+      if (state[index(layer, expert)] == KeyState::pending) --outstanding;
+      state[index(layer, expert)] = KeyState::none;
+    }
+    keys.clear();
+    if (broken) return;
+    if (push(ipc::encode_request(ipc::RequestKind::release_layer, layer, 0))) ring_daemon();
+  }
+
+  void prefetch(int layer, std::span<const int> experts) {
+    if (broken) return;
+    bool pushed = false;
+    for (int expert : experts) {
+      if (!in_range(layer, expert) || state[index(layer, expert)] != KeyState::none) continue;
+      // Speculative: never wait for ring space.
+      if (!requests->try_push(ipc::encode_request(ipc::RequestKind::prefetch, layer, expert))) break;
+      ++stats.prefetch_issued;
+      pushed = true;
+    }
+    if (pushed) ring_daemon();
+  }
+};
+
+DaemonExpertSource::DaemonExpertSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DaemonExpertSource::~DaemonExpertSource() = default;
+
+Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::ClientLease& lease,
+                                                                     const ExpertGeometry& geometry) {
+  auto impl = std::make_unique<Impl>();
+  impl->lease = lease;
+  impl->geometry = geometry;
+  try {
+    impl->shm = bip::shared_memory_object(bip::open_only, lease.segment_name.c_str(), bip::read_write);
+    impl->region = bip::mapped_region(impl->shm, bip::read_write);
+  } catch (const bip::interprocess_exception& e) {
+    return make_error(Errc::ipc, "cannot map waste-ioserver segment " + lease.segment_name + ": " + e.what());
+  }
+  auto view = ipc::ArenaView::attach(
+      std::span<std::byte>(static_cast<std::byte*>(impl->region.get_address()), impl->region.get_size()),
+      lease.segment_name);
+  if (!view) return std::unexpected(view.error());
+  impl->view = *view;
+  const ipc::ControlHeaderShm& h = impl->view.header();
+  if (lease.client_idx < 0 || lease.client_idx >= int(h.max_clients)) {
+    return make_error(Errc::ipc, "lease names client " + std::to_string(lease.client_idx) + " of " +
+                                     std::to_string(h.max_clients));
+  }
+  if (geometry.record_bytes != 0 && geometry.record_bytes != h.record_bytes) {
+    return make_error(Errc::ipc, "waste-ioserver serves " + std::to_string(h.record_bytes) +
+                                     "-byte records, this model expects " + std::to_string(geometry.record_bytes) +
+                                     " (different container?)");
+  }
+  impl->client_idx = lease.client_idx;
+  impl->n_layers = int(h.n_layers);
+  impl->n_experts = int(h.n_experts);
+  const ipc::ClientShm& me = impl->view.client(lease.client_idx);
+  if (me.generation.load(std::memory_order_relaxed) != lease.generation ||
+      me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached)) {
+    return make_error(Errc::ipc, "lease for client " + std::to_string(lease.client_idx) + " is no longer valid");
+  }
+  impl->requests.emplace(impl->view.request_ring(lease.client_idx));
+  impl->completions.emplace(impl->view.completion_ring(lease.client_idx));
+  const std::size_t n_keys = std::size_t(impl->n_layers) * std::size_t(impl->n_experts);
+  impl->state.assign(n_keys, KeyState::none);
+  impl->slot_of.assign(n_keys, 0);
+  impl->layer_keys.resize(std::size_t(impl->n_layers));
+  for (auto& k : impl->layer_keys) k.reserve(std::size_t(impl->n_experts));
+  impl->last_heartbeat = h.heartbeat.load(std::memory_order_relaxed);
+  impl->heartbeat_seen = std::chrono::steady_clock::now();
+  WASTE_TRY(impl->check_daemon());
+  return std::unique_ptr<DaemonExpertSource>(new DaemonExpertSource(std::move(impl)));
+}
+
+Status DaemonExpertSource::request(int layer, std::span<const int> experts) { return impl_->request(layer, experts); }
+
+Result<ExpertView> DaemonExpertSource::acquire(int layer, int expert) {
+  auto bytes = impl_->acquire_bytes(layer, expert);
+  if (!bytes) return std::unexpected(bytes.error());
+  // The daemon validated the header when it read the record; cache hits are not re-checked.
+  ExpertView v = make_expert_view(*bytes, impl_->geometry);
+  return v;
+}
+
+Result<std::span<const std::byte>> DaemonExpertSource::acquire_bytes(int layer, int expert) {
+  return impl_->acquire_bytes(layer, expert);
+}
+
+void DaemonExpertSource::release_layer(int layer) { impl_->release_layer(layer); }
+void DaemonExpertSource::prefetch(int layer, std::span<const int> experts) { impl_->prefetch(layer, experts); }
+
+ExpertSourceStats DaemonExpertSource::stats() const {
+  ExpertSourceStats s = impl_->stats;
+  s.bytes_read = impl_->view.client(impl_->client_idx).bytes_read.load(std::memory_order_relaxed);
+  return s;
+}
+
+bool DaemonExpertSource::direct_io() const { return impl_->view.header().direct_io != 0; }
+std::uint64_t DaemonExpertSource::record_bytes() const { return impl_->view.header().record_bytes; }
+int DaemonExpertSource::daemon_pid() const { return impl_->view.header().daemon_pid; }
+
+Result<SharedTrunkImage> map_trunk_segment(const ipc::ClientLease& lease) {
+  if (lease.trunk_segment_name.empty()) return make_error(Errc::ipc, "waste-ioserver serves no trunk segment");
+  try {
+    bip::shared_memory_object shm(bip::open_only, lease.trunk_segment_name.c_str(), bip::read_only);
+    auto region = std::make_shared<bip::mapped_region>(shm, bip::read_only);
+    if (region->get_size() < lease.trunk_bytes) {
+      return make_error(Errc::ipc, "trunk segment " + lease.trunk_segment_name + " is shorter than announced");
+    }
+    SharedTrunkImage image;
+    image.image = std::span<const std::byte>(static_cast<const std::byte*>(region->get_address()), lease.trunk_bytes);
+    image.keep_alive = region;
+    return image;
+  } catch (const bip::interprocess_exception& e) {
+    return make_error(Errc::ipc, "cannot map trunk segment " + lease.trunk_segment_name + ": " + e.what());
+  }
+}
+
+}  // namespace waste

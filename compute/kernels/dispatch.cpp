@@ -1,0 +1,76 @@
+// Picks the KernelTable once per process (Highway's "hoist the dispatch" rule): the best ISA this
+// CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512 names another supported one.
+#include <array>
+#include <cstdlib>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
+
+#include "compute/kernels/kernel_impl.hpp"
+
+namespace waste::kernels {
+namespace {
+
+struct SupportedTables {
+  std::array<const KernelTable*, 4> tables{};
+  std::size_t count = 0;
+};
+
+SupportedTables detect() {
+  SupportedTables found;
+  found.tables[found.count++] = &detail::generic_table();
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (avx2) found.tables[found.count++] = &detail::avx2_table();
+  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    found.tables[found.count++] = &detail::avx512_table();
+  }
+#endif
+  return found;
+}
+
+const SupportedTables& supported_tables() {
+  static const SupportedTables tables = detect();
+  return tables;
+}
+
+const KernelTable& choose() {
+  const SupportedTables& all = supported_tables();
+  const KernelTable* best = all.tables[all.count - 1];
+  if (const char* forced = std::getenv("WASTE_FORCE_ISA"); forced != nullptr && *forced != '\0') {
+    if (const KernelTable* table = find(forced)) {
+      spdlog::info("kernels: ISA {} (forced by WASTE_FORCE_ISA)", table->isa);
+      return *table;
+    }
+    spdlog::warn("kernels: WASTE_FORCE_ISA={} is not supported on this CPU, using {}", forced,
+                 best->isa);
+    return *best;
+  }
+  spdlog::info("kernels: ISA {}", best->isa);
+  return *best;
+}
+
+}  // namespace
+
+const KernelTable& active() {
+  static const KernelTable& table = choose();
+  return table;
+}
+
+const KernelTable& generic() { return detail::generic_table(); }
+
+std::span<const KernelTable* const> supported() {
+  const SupportedTables& all = supported_tables();
+  return {all.tables.data(), all.count};
+}
+
+const KernelTable* find(std::string_view isa) {
+  for (const KernelTable* table : supported()) {
+    if (isa == table->isa) return table;
+  }
+  return nullptr;
+}
+
+}  // namespace waste::kernels

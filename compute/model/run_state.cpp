@@ -1,0 +1,58 @@
+#include "compute/model/run_state.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace waste::model {
+
+Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
+  if (ctx_tokens < 1) {
+    return make_error(Errc::argument, "ctx_tokens " + std::to_string(ctx_tokens) + " must be at least 1");
+  }
+  RunState s;
+  s.ctx_tokens_ = ctx_tokens;
+  s.latent_width_ = c.kv_lora + c.qk_rope;
+  s.conv_ring_floats_ = c.kda_channels() * std::max(c.conv_k - 1, 0);
+  const std::size_t mla_floats = std::size_t(ctx_tokens) * std::size_t(s.latent_width_);
+  if (c.n_mla_layers() > 0 &&
+      mla_floats > std::size_t(std::numeric_limits<std::int64_t>::max()) / sizeof(float) / c.n_mla_layers()) {
+    return make_error(Errc::argument, "ctx_tokens " + std::to_string(ctx_tokens) + " is too large");
+  }
+  s.layers_.resize(std::size_t(c.n_layers));
+  for (int L = 0; L < c.n_layers; ++L) {
+    Layer& layer = s.layers_[L];
+    layer.kda = c.is_kda(L);
+    if (layer.kda) {
+      layer.kda_s.assign(std::size_t(c.kda_heads) * c.kda_dim * c.kda_dim, 0.0f);
+      layer.conv.assign(3 * std::size_t(s.conv_ring_floats_), 0.0f);
+    } else {
+      layer.latent.assign(mla_floats, 0.0f);
+    }
+  }
+  if (c.attn_res_block > 0) {
+    s.max_blocks_ = c.n_layers / c.attn_res_block + 2;
+    s.blocks_.assign(std::size_t(s.max_blocks_) * c.hidden, 0.0f);
+  }
+  s.hidden_.assign(std::size_t(c.hidden), 0.0f);
+  return s;
+}
+
+void RunState::reset() {
+  for (Layer& layer : layers_) {
+    std::fill(layer.kda_s.begin(), layer.kda_s.end(), 0.0f);
+    std::fill(layer.conv.begin(), layer.conv.end(), 0.0f);
+    // Latent slots >= position are never read, but zeroing keeps a reset state byte-identical
+    // to a fresh one (what a saved session compares against).
+    std::fill(layer.latent.begin(), layer.latent.end(), 0.0f);
+  }
+  std::fill(blocks_.begin(), blocks_.end(), 0.0f);
+  std::fill(hidden_.begin(), hidden_.end(), 0.0f);
+  position_ = 0;
+  n_blocks_ = 0;
+}
+
+std::span<float> RunState::conv_ring(int layer, ConvRing which) {
+  return std::span<float>(layers_[layer].conv).subspan(std::size_t(which) * conv_ring_floats_, conv_ring_floats_);
+}
+
+}  // namespace waste::model

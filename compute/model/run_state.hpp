@@ -1,0 +1,72 @@
+// RunState: everything one sequence carries from token to token, in one place so a session can
+// be saved and restored (waste-v0-reference.md §6.1 lists the same pieces):
+//   KDA layers: S (H x D x D f32, [head][key][value]) and the q/k/v conv rings (C x (K-1) each,
+//               oldest sample first);
+//   MLA layers: the latent cache, ctx_tokens x (kv_lora + rope) f32, slot t = token t;
+//   the position (next token index), the AttnRes block history of the last token, and the
+//   residual stream x after the last layer.
+// Sized once at creation; nothing here allocates afterwards.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "shared/container/model_config.hpp"
+#include "shared/result.hpp"
+
+namespace waste::model {
+
+enum class ConvRing : int { q = 0, k = 1, v = 2 };
+
+class RunState {
+ public:
+  // ctx_tokens bounds the MLA latent cache (and the position for every model).
+  static Result<RunState> create(const ModelConfig& config, int ctx_tokens);
+
+  void reset();  // zero state, position 0
+
+  [[nodiscard]] int position() const { return position_; }
+  void set_position(int position) { position_ = position; }
+  [[nodiscard]] int ctx_tokens() const { return ctx_tokens_; }
+  [[nodiscard]] int n_layers() const { return static_cast<int>(layers_.size()); }
+  [[nodiscard]] bool is_kda(int layer) const { return layers_[layer].kda; }
+
+  // KDA layer: recurrent state [H][D][D] and one conv ring [C][K-1] per q/k/v.
+  std::span<float> kda_state(int layer) { return layers_[layer].kda_s; }
+  std::span<float> conv_ring(int layer, ConvRing which);
+  [[nodiscard]] std::span<const float> kda_state(int layer) const { return layers_[layer].kda_s; }
+  // MLA layer: the whole latent cache [ctx_tokens][kv_lora + rope]; slots < position() are valid.
+  std::span<float> latent_cache(int layer) { return layers_[layer].latent; }
+  [[nodiscard]] std::span<const float> latent_cache(int layer) const { return layers_[layer].latent; }
+  [[nodiscard]] int latent_width() const { return latent_width_; }
+
+  // AttnRes block history of the last token: n_blocks() x hidden.
+  std::span<float> blocks() { return blocks_; }
+  [[nodiscard]] int n_blocks() const { return n_blocks_; }
+  void set_n_blocks(int n) { n_blocks_ = n; }
+  [[nodiscard]] int max_blocks() const { return max_blocks_; }
+
+  // Residual stream after the last layer (before model.norm) of the last token.
+  std::span<float> hidden() { return hidden_; }
+  [[nodiscard]] std::span<const float> hidden() const { return hidden_; }
+
+ private:
+  struct Layer {
+    bool kda = false;
+    std::vector<float> kda_s;
+    std::vector<float> conv;   // 3 rings back to back: q, k, v
+    std::vector<float> latent;
+  };
+  std::vector<Layer> layers_;
+  std::vector<float> blocks_;
+  std::vector<float> hidden_;
+  int position_ = 0;
+  int ctx_tokens_ = 0;
+  int latent_width_ = 0;
+  int conv_ring_floats_ = 0;
+  int n_blocks_ = 0;
+  int max_blocks_ = 0;
+};
+
+}  // namespace waste::model

@@ -1,0 +1,224 @@
+#include "compute/model/weights.hpp"
+
+#include <cstring>
+#include <string_view>
+
+namespace waste::model {
+namespace {
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+// Resolves names under one layer prefix ("model.layers.3.") and checks shapes.
+class Binder {
+ public:
+  explicit Binder(const Trunk& trunk) : trunk_(trunk) {}
+
+  Result<const TrunkTensor*> find(const std::string& name) const {
+    const TrunkTensor* t = trunk_.find(name);
+    if (t == nullptr || t->info == nullptr) return make_error(Errc::format, "tensor " + name + ": missing");
+    return t;
+  }
+  [[nodiscard]] bool has(const std::string& name) const { return trunk_.find(name) != nullptr; }
+
+  // A matrix must be 2-D with exactly [rows, cols] and resident (any storage format).
+  Result<QuantMatrix> matrix(const std::string& name, std::int64_t rows, std::int64_t cols) const {
+    auto found = find(name);
+    if (!found) return std::unexpected(found.error());
+    const TrunkTensor& t = **found;
+    const TrunkTensorInfo& info = *t.info;
+    if (info.shape.size() != 2 || info.shape[0] != rows || info.shape[1] != cols) {
+      return make_error(Errc::format, "tensor " + name + ": expected shape " +
+                                          shape_text({rows, cols}) + ", found " + shape_text(info.shape));
+    }
+    if (!t.resident()) return make_error(Errc::format, "tensor " + name + ": not resident in the trunk image");
+    const auto fmt = static_cast<std::uint8_t>(info.fmt);
+    if (fmt != 0 && fmt != 2 && fmt != 3 && fmt != 7) {
+      return make_error(Errc::format, "tensor " + name + ": storage format " +
+                                          tensor_format_name(info.fmt) + " is not a trunk matrix format");
+    }
+    QuantMatrix m{};
+    m.payload = reinterpret_cast<const std::uint8_t*>(t.payload);
+    m.scales = info.quantized() ? t.scales : nullptr;
+    m.rows = rows;
+    m.cols = cols;
+    m.row_stride = info.quantized() ? info.row_stride_bytes() : cols * std::int64_t(sizeof(float));
+    m.group = info.group;
+    m.fmt = fmt;
+    return m;
+  }
+
+  // An F32 vector; `exact` demands exactly n elements, otherwise at least n (conv taps, A_log,
+  // dt_bias: the reference only requires enough floats). The first n are copied.
+  Result<std::vector<float>> vector(const std::string& name, std::int64_t n, bool exact = true) const {
+    auto found = find(name);
+    if (!found) return std::unexpected(found.error());
+    const TrunkTensor& t = **found;
+    const TrunkTensorInfo& info = *t.info;
+    const std::int64_t have = info.elements();
+    if (exact ? have != n : have < n) {
+      return make_error(Errc::format, "tensor " + name + ": expected " + (exact ? "" : "at least ") +
+                                          std::to_string(n) + " elements, found shape " + shape_text(info.shape));
+    }
+    if (info.fmt != TensorFormat::f32) {
+      return make_error(Errc::format, "tensor " + name + ": expected F32 storage, found " +
+                                          tensor_format_name(info.fmt));
+    }
+    if (!t.resident()) return make_error(Errc::format, "tensor " + name + ": not resident in the trunk image");
+    std::vector<float> out(static_cast<std::size_t>(n));
+    std::memcpy(out.data(), t.payload, out.size() * sizeof(float));
+    return out;
+  }
+
+ private:
+  const Trunk& trunk_;
+};
+
+#define BIND(dst, expr)                                       \
+  do {                                                        \
+    auto bound_ = (expr);                                     \
+    if (!bound_) return std::unexpected(bound_.error());      \
+    (dst) = std::move(*bound_);                               \
+  } while (0)
+
+Status bind_kda(const Binder& b, const ModelConfig& c, const std::string& p, KdaWeights& w) {
+  const std::int64_t H = c.kda_heads, D = c.kda_dim, C = c.kda_channels(), K = c.conv_k, hid = c.hidden;
+  BIND(w.q_proj, b.matrix(p + "q_proj.weight", C, hid));
+  BIND(w.k_proj, b.matrix(p + "k_proj.weight", C, hid));
+  BIND(w.v_proj, b.matrix(p + "v_proj.weight", C, hid));
+  BIND(w.q_conv, b.vector(p + "q_conv1d.weight", C * K, false));
+  BIND(w.k_conv, b.vector(p + "k_conv1d.weight", C * K, false));
+  BIND(w.v_conv, b.vector(p + "v_conv1d.weight", C * K, false));
+  BIND(w.f_a, b.matrix(p + "f_a_proj.weight", D, hid));
+  BIND(w.f_b, b.matrix(p + "f_b_proj.weight", C, D));
+  BIND(w.b_proj, b.matrix(p + "b_proj.weight", H, hid));
+  BIND(w.a_log, b.vector(p + "A_log", H, false));
+  BIND(w.dt_bias, b.vector(p + "dt_bias", C, false));
+  if (c.full_rank_gate) {
+    BIND(w.g_proj, b.matrix(p + "g_proj.weight", C, hid));
+  } else {
+    BIND(w.g_a, b.matrix(p + "g_a_proj.weight", D, hid));
+    BIND(w.g_b, b.matrix(p + "g_b_proj.weight", C, D));
+  }
+  BIND(w.o_norm, b.vector(p + "o_norm.weight", D));
+  BIND(w.o_proj, b.matrix(p + "o_proj.weight", hid, C));
+  return ok();
+}
+
+Status bind_mla(const Binder& b, const ModelConfig& c, const std::string& p, MlaWeights& w) {
+  const std::int64_t nh = c.n_heads, qd = c.qk_nope + c.qk_rope, hid = c.hidden;
+  if (c.q_lora > 0) {
+    BIND(w.q_a, b.matrix(p + "q_a_proj.weight", c.q_lora, hid));
+    BIND(w.q_a_norm, b.vector(p + "q_a_layernorm.weight", c.q_lora));
+    BIND(w.q_b, b.matrix(p + "q_b_proj.weight", nh * qd, c.q_lora));
+  } else {
+    BIND(w.q_proj, b.matrix(p + "q_proj.weight", nh * qd, hid));
+  }
+  BIND(w.kv_a, b.matrix(p + "kv_a_proj_with_mqa.weight", c.kv_lora + c.qk_rope, hid));
+  BIND(w.kv_a_norm, b.vector(p + "kv_a_layernorm.weight", c.kv_lora));
+  BIND(w.kv_b, b.matrix(p + "kv_b_proj.weight", nh * (c.qk_nope + c.v_head), c.kv_lora));
+  if (c.mla_output_gate) BIND(w.g_proj, b.matrix(p + "g_proj.weight", nh * c.v_head, hid));
+  BIND(w.o_proj, b.matrix(p + "o_proj.weight", hid, nh * c.v_head));
+  return ok();
+}
+
+Status bind_ffn(const Binder& b, const std::string& p, const char* gate, const char* up, const char* down,
+                std::int64_t inter, std::int64_t in, FfnWeights& w) {
+  BIND(w.gate, b.matrix(p + gate, inter, in));
+  BIND(w.up, b.matrix(p + up, inter, in));
+  BIND(w.down, b.matrix(p + down, in, inter));
+  return ok();
+}
+
+Status bind_moe(const Binder& b, const ModelConfig& c, const std::string& p, MoeWeights& w) {
+  const std::int64_t hid = c.hidden;
+  BIND(w.router, b.matrix(p + "gate.weight", c.n_experts, hid));
+  // The correction bias is optional in v0: absent, or not F32, means no bias.
+  const std::string bias_name = p + "gate.e_score_correction_bias";
+  if (b.has(bias_name) && (*b.find(bias_name))->info->fmt == TensorFormat::f32) {
+    BIND(w.score_bias, b.vector(bias_name, c.n_experts));
+  }
+  const std::string sp = p + "shared_experts.";
+  w.has_shared = c.n_shared > 0 || b.has(sp + "gate_proj.weight");
+  if (w.has_shared) {
+    WASTE_TRY(bind_ffn(b, sp, "gate_proj.weight", "up_proj.weight", "down_proj.weight", c.shared_inter(), hid,
+                       w.shared));
+  }
+  if (c.latent_dim > 0) {
+    BIND(w.latent_down, b.matrix(p + "routed_expert_down_proj.weight", c.latent_dim, hid));
+    BIND(w.latent_up, b.matrix(p + "routed_expert_up_proj.weight", hid, c.latent_dim));
+    if (c.latent_norm) BIND(w.latent_norm, b.vector(p + "routed_expert_norm.weight", c.latent_dim));
+  }
+  return ok();
+}
+
+}  // namespace
+
+QuantMatrix row_slice(const QuantMatrix& m, std::int64_t row_begin, std::int64_t n_rows) {
+  QuantMatrix s = m;
+  s.payload = m.payload + row_begin * m.row_stride;
+  if (m.scales != nullptr) s.scales = m.scales + row_begin * ((m.cols + m.group - 1) / m.group);
+  s.rows = n_rows;
+  return s;
+}
+
+Result<ModelWeights> ModelWeights::bind(const ModelConfig& c, const Trunk& trunk) {
+  Binder b(trunk);
+  ModelWeights w;
+  const std::int64_t hid = c.hidden;
+  {
+    const std::string name = "model.embed_tokens.weight";
+    auto found = b.find(name);
+    if (!found) return std::unexpected(found.error());
+    const auto& shape = (*found)->info->shape;
+    if (shape.size() != 2 || shape[0] != c.vocab || shape[1] != hid) {
+      return make_error(Errc::format, "tensor " + name + ": expected shape " + shape_text({c.vocab, hid}) +
+                                          ", found " + shape_text(shape));
+    }
+    w.embed = *found;
+  }
+  BIND(w.final_norm, b.vector("model.norm.weight", hid));
+  BIND(w.lm_head, b.matrix("lm_head.weight", c.vocab, hid));
+  if (c.attn_res_block > 0) {
+    BIND(w.out_res_norm, b.vector("model.output_attn_res_norm.weight", hid));
+    BIND(w.out_res_proj, b.vector("model.output_attn_res_proj.weight", hid));
+  }
+  w.layers.resize(static_cast<std::size_t>(c.n_layers));
+  for (int L = 0; L < c.n_layers; ++L) {
+    LayerWeights& lw = w.layers[L];
+    const std::string p = "model.layers." + std::to_string(L) + ".";
+    lw.index = L;
+    lw.kda = c.is_kda(L);
+    lw.moe = c.is_moe(L);
+    BIND(lw.input_norm, b.vector(p + "input_layernorm.weight", hid));
+    BIND(lw.post_norm, b.vector(p + "post_attention_layernorm.weight", hid));
+    if (c.attn_res_block > 0) {
+      BIND(lw.attn_res_norm, b.vector(p + "self_attention_res_norm.weight", hid));
+      BIND(lw.attn_res_proj, b.vector(p + "self_attention_res_proj.weight", hid));
+      BIND(lw.mlp_res_norm, b.vector(p + "mlp_res_norm.weight", hid));
+      BIND(lw.mlp_res_proj, b.vector(p + "mlp_res_proj.weight", hid));
+    }
+    if (lw.kda) {
+      WASTE_TRY(bind_kda(b, c, p + "self_attn.", lw.kda_w));
+    } else {
+      WASTE_TRY(bind_mla(b, c, p + "self_attn.", lw.mla_w));
+    }
+    if (lw.moe) {
+      WASTE_TRY(bind_moe(b, c, p + "block_sparse_moe.", lw.moe_w));
+    } else {
+      WASTE_TRY(bind_ffn(b, p + "mlp.", "gate_proj.weight", "up_proj.weight", "down_proj.weight", c.dense_inter,
+                         hid, lw.dense));
+    }
+  }
+  return w;
+}
+
+#undef BIND
+
+}  // namespace waste::model

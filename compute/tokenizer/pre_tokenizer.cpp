@@ -1,0 +1,118 @@
+#include "compute/tokenizer/pre_tokenizer.hpp"
+
+#include <unicode/regex.h>
+#include <unicode/unistr.h>
+
+#include "compute/tokenizer/utf8.hpp"
+
+namespace waste::tokenizer {
+
+struct PreTokenizer::Compiled {
+  std::unique_ptr<icu::RegexPattern> regex;
+};
+
+namespace {
+
+// tiktoken's regex crates define \s as the Unicode White_Space property; spelling it out keeps
+// the meaning independent of how this ICU version defines its own \s.
+std::string to_icu_syntax(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 32);
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[i + 1];
+      if (next == 's') {
+        out += "\\p{White_Space}";
+      } else if (next == 'S') {
+        out += "\\P{White_Space}";
+      } else {
+        out += pattern[i];
+        out += next;
+      }
+      ++i;
+      continue;
+    }
+    out += pattern[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+PreTokenizer::PreTokenizer(std::string pattern, std::shared_ptr<const Compiled> compiled)
+    : pattern_(std::move(pattern)), compiled_(std::move(compiled)) {}
+
+Result<PreTokenizer> PreTokenizer::create(std::string_view pattern) {
+  if (pattern.empty()) return make_error(Errc::argument, "pre-tokenizer pattern is empty");
+  const std::string icu_pattern = to_icu_syntax(pattern);
+  UParseError parse_error{};
+  UErrorCode status = U_ZERO_ERROR;
+  auto compiled = std::make_shared<Compiled>();
+  compiled->regex.reset(
+      icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(icu_pattern), 0, parse_error, status));
+  if (U_FAILURE(status) || !compiled->regex) {
+    return make_error(Errc::argument, "pre-tokenizer pattern does not compile (" + std::string(u_errorName(status)) +
+                                          " at line " + std::to_string(parse_error.line) + ", offset " +
+                                          std::to_string(parse_error.offset) + " of the ICU form '" +
+                                          icu_pattern + "')");
+  }
+  return PreTokenizer(std::string(pattern), std::move(compiled));
+}
+
+std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
+  std::vector<std::string_view> pieces;
+  split(text, pieces);
+  return pieces;
+}
+
+void PreTokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t valid = valid_utf8_prefix(text.substr(pos));
+    if (valid > 0) {
+      split_valid(text.substr(pos, valid), pieces);
+      pos += valid;
+    } else {
+      pieces.push_back(text.substr(pos, 1));  // an ill-formed byte stands alone
+      pos += 1;
+    }
+  }
+}
+
+void PreTokenizer::split_valid(std::string_view text, std::vector<std::string_view>& pieces) const {
+  // ICU matches UTF-16; keep the byte offset of every UTF-16 unit to map matches back.
+  icu::UnicodeString utf16;
+  std::vector<std::uint32_t> byte_at;  // byte_at[u16 index] = byte offset in text
+  byte_at.reserve(text.size() + 1);
+  std::size_t pos = 0;
+  char32_t cp = 0;
+  while (pos < text.size()) {
+    const std::size_t len = decode_utf8(text.substr(pos), cp);
+    byte_at.push_back(static_cast<std::uint32_t>(pos));
+    if (cp >= 0x10000) byte_at.push_back(static_cast<std::uint32_t>(pos));
+    utf16.append(static_cast<UChar32>(cp));
+    pos += len;
+  }
+  byte_at.push_back(static_cast<std::uint32_t>(text.size()));
+
+  UErrorCode status = U_ZERO_ERROR;
+  std::unique_ptr<icu::RegexMatcher> matcher(compiled_->regex->matcher(utf16, status));
+  // No backtracking-stack cap: a megabyte-long whitespace run is valid input, not an attack
+  // to stop (the heap grows instead; tiktoken has no cap either).
+  if (U_SUCCESS(status)) matcher->setStackLimit(0, status);
+  std::size_t covered = 0;  // bytes of text already emitted
+  if (U_SUCCESS(status)) {
+    while (matcher->find(status) && U_SUCCESS(status)) {
+      const std::size_t begin = byte_at[static_cast<std::size_t>(matcher->start(status))];
+      const std::size_t end = byte_at[static_cast<std::size_t>(matcher->end(status))];
+      if (U_FAILURE(status) || end <= begin) continue;  // empty matches carry no text
+      if (begin > covered) pieces.push_back(text.substr(covered, begin - covered));
+      pieces.push_back(text.substr(begin, end - begin));
+      covered = end;
+    }
+  }
+  // An ICU failure here (stack or time limit) must not lose text: the rest is one piece.
+  if (covered < text.size()) pieces.push_back(text.substr(covered));
+}
+
+}  // namespace waste::tokenizer

@@ -1,0 +1,56 @@
+// What the control plane needs from the data path (shared-memory arena, rings, readers).
+// The daemon talks to this interface, not to IoServer directly, so the control plane can be
+// tested in-process with a scripted data plane and the real one (io_server_plane.cpp) stays a
+// thin adapter. Called from the daemon's control thread only.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/result.hpp"
+
+namespace waste::ioserver {
+
+struct PlaneLease {
+  int client_idx = -1;
+  std::string arena_segment;
+  std::string trunk_segment;
+  nlohmann::json extra = nlohmann::json::object();   // anything else the client needs to map
+};
+
+struct DataPlaneConfig {
+  std::filesystem::path container;
+  std::string instance;
+  std::uint64_t arena_slots = 0;
+  std::string policy = "lfru";
+  int reader_threads = 2;
+  bool direct_io = true;
+  bool verify_crc = false;
+  int max_clients = 16;
+};
+
+class DataPlane {
+ public:
+  virtual ~DataPlane() = default;
+  virtual Result<PlaneLease> attach(int pid) = 0;
+  virtual Status detach(int client_idx) = 0;
+  virtual void reclaim_dead_clients() = 0;
+  // {"totals": {hits, misses, bytes_read, queue_depth, direct_io, slots_used, latency_us_log2[]},
+  //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}
+  [[nodiscard]] virtual nlohmann::json stats() const = 0;
+  virtual Status set_policy(std::string_view policy) = 0;   // "lfru" | "lru"
+  virtual void stop() = 0;                                   // idempotent
+};
+
+using DataPlaneFactory = std::function<Result<std::unique_ptr<DataPlane>>(const DataPlaneConfig&)>;
+
+// The real data path (IoServer). Defined in io_server_plane.cpp.
+Result<std::unique_ptr<DataPlane>> make_io_server_plane(const DataPlaneConfig& config);
+
+}  // namespace waste::ioserver

@@ -1,0 +1,459 @@
+#include "ioserver/daemon.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <zmq.hpp>
+
+#include "shared/ipc/control_client.hpp"
+#include "shared/ipc/segment_names.hpp"
+
+namespace waste::ioserver {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::chrono::milliseconds kReclaimEvery{200};
+constexpr std::chrono::milliseconds kPollTimeout{100};
+
+}  // namespace
+
+Result<DaemonSetup> resolve_setup(const DaemonOptions& options) {
+  DaemonSetup setup;
+  setup.options = options;
+  std::error_code ec;
+  setup.model = fs::canonical(options.model, ec);
+  if (ec) return make_error(Errc::io, options.model.string() + ": " + ec.message());
+  if (!fs::is_directory(setup.model)) return make_error(Errc::format, setup.model.string() + ": not a container directory");
+
+  if (!options.instance.empty()) {
+    setup.instance = options.instance;
+  } else {
+    auto derived = ipc::instance_for_container(setup.model);
+    if (!derived) return std::unexpected(derived.error());
+    setup.instance = *derived;
+  }
+  WASTE_TRY(ipc::validate_instance_name(setup.instance));
+  if (options.reserved_clients < 1) {
+    return make_error(Errc::argument, "--clients must be at least 1, not " + std::to_string(options.reserved_clients));
+  }
+  if (options.policy != "lfru" && options.policy != "lru") {
+    return make_error(Errc::argument, "--policy must be lfru or lru, not '" + options.policy + "'");
+  }
+
+  auto plan = plan_memory(setup.model);
+  if (!plan) return std::unexpected(plan.error());
+  // Each client beyond the first holds its own state and scratch next to the shared trunk.
+  const std::uint64_t extra = std::uint64_t(options.reserved_clients - 1) * plan->client_bytes();
+  plan->floor_bytes += extra;
+  plan->recommended_bytes += extra;
+  setup.plan = *plan;
+
+  const UsableRam ram = options.ram ? *options.ram : usable_ram();
+  auto budget = resolve_budget(setup.plan, options.budget_bytes, ram.cap_bytes);
+  if (!budget) return std::unexpected(budget.error());
+  setup.budget = *budget;
+  setup.arena_slots = arena_slots(setup.plan, setup.budget.budget_bytes);
+
+  // One daemon per instance: a live one is an error, a crashed one's leftovers are removed.
+  auto dir = ipc::ensure_runtime_dir();
+  if (!dir) return std::unexpected(dir.error());
+  if (auto info = ipc::read_daemon_info(ipc::info_path(setup.instance)); info && ipc::process_alive(info->pid) &&
+                                                                          info->pid != ::getpid()) {
+    return make_error(Errc::ipc, "waste-ioserver for " + setup.instance + " is already running (pid " +
+                                     std::to_string(info->pid) + ", socket " + info->socket + ")");
+  }
+  setup.cleaned = ipc::remove_instance_files(setup.instance);
+  return setup;
+}
+
+struct Daemon::Sockets {
+  zmq::context_t context{1};
+  zmq::socket_t rep{context, zmq::socket_type::rep};
+};
+
+Daemon::Daemon(DaemonSetup setup)
+    : setup_(std::move(setup)),
+      ledger_(setup_.budget.budget_bytes, setup_.plan.trunk_bytes, setup_.arena_slots * setup_.plan.max_record_bytes),
+      policy_(setup_.options.policy) {}
+
+Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneFactory& factory) {
+  std::unique_ptr<Daemon> d(new Daemon(std::move(setup)));
+  const DaemonOptions& opt = d->setup_.options;
+  const std::string& instance = d->setup_.instance;
+
+  auto dir = ipc::ensure_runtime_dir();
+  if (!dir) return std::unexpected(dir.error());
+  const fs::path log_file = opt.log_file.empty() ? ipc::default_log_path(instance) : fs::absolute(opt.log_file);
+  try {
+    std::vector<spdlog::sink_ptr> sinks;
+    sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file.string()));
+    if (opt.log_to_stderr) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    d->log_ = std::make_shared<spdlog::logger>("waste-ioserver", sinks.begin(), sinks.end());
+    d->log_->set_pattern("%Y-%m-%d %H:%M:%S.%e [%l] %v");
+    d->log_->flush_on(spdlog::level::info);
+  } catch (const spdlog::spdlog_ex& e) {
+    return make_error(Errc::io, log_file.string() + ": cannot open log: " + e.what());
+  }
+  for (const auto& what : d->setup_.cleaned) d->log_->info("removed stale {}", what);
+
+  // Block the signals before any data-plane thread exists, so they all inherit the mask and
+  // the signals arrive only through the signalfd in the poll loop.
+  if (opt.handle_signals) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    d->signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (d->signal_fd_ < 0) return make_error(Errc::io, std::string("signalfd: ") + std::strerror(errno));
+    ::signal(SIGPIPE, SIG_IGN);
+  }
+  d->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (d->wake_fd_ < 0) return make_error(Errc::io, std::string("eventfd: ") + std::strerror(errno));
+
+  DataPlaneConfig pc;
+  pc.container = d->setup_.model;
+  pc.instance = instance;
+  pc.arena_slots = d->setup_.arena_slots;
+  pc.policy = opt.policy;
+  pc.reader_threads = opt.reader_threads;
+  pc.direct_io = opt.direct_io;
+  pc.verify_crc = opt.verify_crc;
+  pc.max_clients = opt.max_clients;
+  auto plane = factory(pc);
+  if (!plane) return std::unexpected(plane.error().with_context(d->setup_.model.string()));
+  d->plane_ = std::move(*plane);
+
+  const fs::path sock = ipc::socket_path(instance);
+  const std::string endpoint = ipc::socket_endpoint(instance);
+  try {
+    d->sockets_ = std::make_unique<Sockets>();
+    d->sockets_->rep.set(zmq::sockopt::linger, 0);
+    d->sockets_->rep.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    d->plane_->stop();
+    return make_error(Errc::ipc, endpoint + ": cannot bind: " + e.what());
+  }
+  // Only this user may talk to the daemon (the directory is 0700 as well).
+  if (::chmod(sock.c_str(), 0600) != 0) {
+    d->plane_->stop();
+    return make_error(Errc::io, sock.string() + ": chmod 0600: " + std::strerror(errno));
+  }
+
+  ipc::DaemonInfo& info = d->info_;
+  info.pid = ::getpid();
+  info.instance = instance;
+  info.model = d->setup_.model.string();
+  info.socket = endpoint;
+  info.budget_bytes = d->setup_.budget.budget_bytes;
+  info.arena_slots = d->setup_.arena_slots;
+  info.log = log_file.string();
+  info.protocol = ipc::kProtocolVersion;
+  if (auto st = ipc::write_daemon_info(info); !st) {
+    d->plane_->stop();
+    return std::unexpected(st.error());
+  }
+  d->log_->info("serving {} as {} on {}: budget {} ({}), floor {}, arena {} slots of {}", info.model, instance,
+                endpoint, format_bytes(info.budget_bytes),
+                d->setup_.budget.explicit_budget ? "given" : "floor + " + std::to_string(d->setup_.budget.working_sets) + " working sets",
+                format_bytes(d->setup_.plan.floor_bytes), info.arena_slots,
+                format_bytes(d->setup_.plan.max_record_bytes));
+  if (d->setup_.budget.above_cap) {
+    d->log_->warn("budget {} leaves under 1/8 of usable RAM to the OS: it will page out the expert cache",
+                  format_bytes(info.budget_bytes));
+  }
+  return d;
+}
+
+Daemon::~Daemon() {
+  teardown();
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void Daemon::stop() noexcept {
+  if (wake_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void Daemon::begin_drain(std::chrono::milliseconds drain) {
+  if (!draining_) log_->info("shutting down: draining {} client(s) for up to {} ms", clients_.clients().size(), drain.count());
+  draining_ = true;
+  drain_deadline_ = Clock::now() + drain;
+}
+
+Status Daemon::run() {
+  zmq::pollitem_t items[3] = {
+      {sockets_->rep.handle(), 0, ZMQ_POLLIN, 0},
+      {nullptr, wake_fd_, ZMQ_POLLIN, 0},
+      {nullptr, signal_fd_, ZMQ_POLLIN, 0},
+  };
+  const int n_items = signal_fd_ >= 0 ? 3 : 2;
+  auto next_reclaim = Clock::now() + kReclaimEvery;
+  for (;;) {
+    try {
+      zmq::poll(items, n_items, kPollTimeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) {
+        log_->error("poll: {}", e.what());
+        break;
+      }
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      zmq::message_t msg;
+      try {
+        if (sockets_->rep.recv(msg, zmq::recv_flags::dontwait)) {
+          const json reply = handle(msg.to_string());
+          sockets_->rep.send(zmq::buffer(reply.dump()), zmq::send_flags::none);
+        }
+      } catch (const zmq::error_t& e) {
+        log_->error("control socket: {}", e.what());
+      }
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
+      begin_drain(std::chrono::milliseconds(0));
+    }
+    if (n_items == 3 && (items[2].revents & ZMQ_POLLIN)) {
+      signalfd_siginfo si{};
+      while (::read(signal_fd_, &si, sizeof si) == ssize_t(sizeof si)) {
+        if (si.ssi_signo == SIGHUP) {
+          log_->info("SIGHUP: nothing to reload (use `waste-ctl` config)");
+        } else {
+          log_->info("signal {}: stopping", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+          begin_drain(std::chrono::milliseconds(2000));
+        }
+      }
+    }
+    const auto now = Clock::now();
+    if (now >= next_reclaim) {
+      reclaim();
+      next_reclaim = now + kReclaimEvery;
+    }
+    if (draining_ && (clients_.empty() || now >= drain_deadline_)) break;
+  }
+  teardown();
+  return ok();
+}
+
+void Daemon::drop_client(int client_idx, const char* why) {
+  const auto it = clients_.clients().find(client_idx);
+  const int pid = it == clients_.clients().end() ? 0 : it->second.pid;
+  if (auto st = plane_->detach(client_idx); !st) {
+    // The data plane may have reclaimed a dead pid already; the ledger must still let go.
+    log_->debug("detach client {}: {}", client_idx, st.error().message);
+  }
+  ledger_.release(client_idx);
+  clients_.remove(client_idx);
+  log_->info("client {} (pid {}) {}; budget used {} of {}", client_idx, pid, why, format_bytes(ledger_.used_bytes()),
+             format_bytes(ledger_.budget_bytes()));
+}
+
+void Daemon::reclaim() {
+  plane_->reclaim_dead_clients();
+  const auto dead = clients_.expired(Clock::now(), std::chrono::milliseconds(ipc::kHeartbeatTimeoutMs),
+                                     [](int pid) { return ipc::process_alive(pid); });
+  for (int idx : dead) {
+    const auto& entry = clients_.clients().at(idx);
+    drop_client(idx, ipc::process_alive(entry.pid) ? "stopped heartbeating: reclaimed" : "died: reclaimed");
+  }
+}
+
+json Daemon::handle(const std::string& text) {
+  auto request = ipc::parse_request(text);
+  if (!request) return ipc::make_error_reply(request.error());
+  // An exception may fail one request, never the daemon.
+  try {
+    const std::string& op = request->op;
+    const json& body = request->body;
+    if (op == "ping") {
+      return ipc::make_ok(json{{"pid", info_.pid},
+                               {"instance", info_.instance},
+                               {"model", info_.model},
+                               {"budget_bytes", ledger_.budget_bytes()},
+                               {"protocol", ipc::kProtocolVersion},
+                               {"clients", clients_.clients().size()},
+                               {"draining", draining_}});
+    }
+    if (op == "attach") return handle_attach(body);
+    if (op == "detach") return handle_detach(body);
+    if (op == "heartbeat") return handle_heartbeat(body);
+    if (op == "stats") return handle_stats();
+    if (op == "config") return handle_config(body);
+    if (op == "shutdown") return handle_shutdown(body);
+    return ipc::make_error_reply(Error{Errc::argument, "unknown op '" + op + "'"});
+  } catch (const std::exception& e) {
+    log_->error("request {}: {}", request->op, e.what());
+    return ipc::make_error_reply(Error{Errc::format, request->op + ": " + e.what()});
+  }
+}
+
+json Daemon::handle_attach(const json& body) {
+  auto req = ipc::attach_request_from_json(body);
+  if (!req) return ipc::make_error_reply(req.error());
+  if (draining_) return ipc::make_error_reply(Error{Errc::ipc, "waste-ioserver " + info_.instance + " is shutting down"});
+  // Admission first, so a refused client never touches the data plane.
+  const std::uint64_t used = ledger_.used_bytes();
+  if (used > ledger_.budget_bytes() || req->state_bytes > ledger_.budget_bytes() - used) {
+    const Error refusal{Errc::ram_budget, "attach refused: budget " + format_bytes(ledger_.budget_bytes()) + ", used " +
+                                              format_bytes(used) + ", requested " + format_bytes(req->state_bytes)};
+    log_->warn("pid {}: {}", req->pid, refusal.message);
+    return ipc::make_error_reply(refusal);
+  }
+  auto lease = plane_->attach(req->pid);
+  if (!lease) return ipc::make_error_reply(lease.error());
+  if (auto st = ledger_.reserve(lease->client_idx, req->state_bytes); !st) {
+    (void)plane_->detach(lease->client_idx);
+    return ipc::make_error_reply(st.error());
+  }
+  ClientEntry entry;
+  entry.client_idx = lease->client_idx;
+  entry.pid = req->pid;
+  entry.state_bytes = req->state_bytes;
+  entry.last_heartbeat = Clock::now();
+  entry.attached_at = std::chrono::system_clock::now();
+  clients_.add(entry);
+
+  ipc::AttachReply reply;
+  reply.client_idx = lease->client_idx;
+  reply.arena_segment = lease->arena_segment;
+  reply.trunk_segment = lease->trunk_segment;
+  reply.budget_bytes = ledger_.budget_bytes();
+  reply.used_bytes = ledger_.used_bytes();
+  reply.arena_slots = setup_.arena_slots;
+  reply.record_bytes = setup_.plan.max_record_bytes;
+  reply.daemon_pid = info_.pid;
+  reply.instance = info_.instance;
+  reply.lease = lease->extra;
+  log_->info("client {} attached (pid {}, state {}); budget used {} of {}", reply.client_idx, req->pid,
+             format_bytes(req->state_bytes), format_bytes(reply.used_bytes), format_bytes(reply.budget_bytes));
+  return ipc::make_ok(ipc::to_json(reply));
+}
+
+json Daemon::handle_detach(const json& body) {
+  const int idx = body.at("client_idx").get<int>();
+  if (!clients_.clients().contains(idx)) {
+    return ipc::make_error_reply(Error{Errc::argument, "client " + std::to_string(idx) + " is not attached"});
+  }
+  drop_client(idx, "detached");
+  return ipc::make_ok();
+}
+
+json Daemon::handle_heartbeat(const json& body) {
+  const int idx = body.at("client_idx").get<int>();
+  const int pid = body.at("pid").get<int>();
+  if (!clients_.touch(idx, pid, Clock::now())) {
+    return ipc::make_error_reply(Error{Errc::ipc, "client " + std::to_string(idx) + " (pid " + std::to_string(pid) +
+                                                      ") is not attached (reclaimed?)"});
+  }
+  return ipc::make_ok();
+}
+
+json Daemon::handle_stats() const {
+  json plane = plane_->stats();
+  json per_plane = json::object();
+  if (plane.contains("clients") && plane["clients"].is_array()) {
+    for (const auto& c : plane["clients"]) {
+      if (c.contains("client_idx")) per_plane[std::to_string(c["client_idx"].get<int>())] = c;
+    }
+  }
+  json clients = json::array();
+  const auto now = Clock::now();
+  for (const auto& [idx, entry] : clients_.clients()) {
+    json c = per_plane.value(std::to_string(idx), json::object());
+    c["client_idx"] = idx;
+    c["pid"] = entry.pid;
+    c["state_bytes"] = entry.state_bytes;
+    c["heartbeat_age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(now - entry.last_heartbeat).count();
+    clients.push_back(std::move(c));
+  }
+  json budget = {{"budget_bytes", ledger_.budget_bytes()}, {"used_bytes", ledger_.used_bytes()},
+                 {"trunk_bytes", ledger_.trunk_bytes()},   {"arena_bytes", ledger_.arena_bytes()},
+                 {"clients_bytes", ledger_.clients_bytes()}, {"floor_bytes", setup_.plan.floor_bytes},
+                 {"arena_slots", setup_.arena_slots}};
+  return ipc::make_ok(json{{"instance", info_.instance},
+                           {"pid", info_.pid},
+                           {"model", info_.model},
+                           {"policy", policy_},
+                           {"draining", draining_},
+                           {"budget", budget},
+                           {"totals", plane.value("totals", json::object())},
+                           {"clients", clients}});
+}
+
+Status Daemon::reconfigure(const ipc::ConfigRequest& request) {
+  if (request.budget_bytes) {
+    if (*request.budget_bytes < setup_.plan.floor_bytes) {
+      return make_error(Errc::ram_budget, "budget " + format_bytes(*request.budget_bytes) + " is below the floor " +
+                                              format_bytes(setup_.plan.floor_bytes) + " for this model");
+    }
+    WASTE_TRY(ledger_.set_budget(*request.budget_bytes));
+    info_.budget_bytes = *request.budget_bytes;
+    (void)ipc::write_daemon_info(info_);
+    log_->info("budget set to {}", format_bytes(*request.budget_bytes));
+  }
+  if (request.policy) {
+    WASTE_TRY(plane_->set_policy(*request.policy));
+    policy_ = *request.policy;
+    log_->info("cache policy set to {}", policy_);
+  }
+  return ok();
+}
+
+json Daemon::handle_config(const json& body) {
+  auto req = ipc::config_request_from_json(body);
+  if (!req) return ipc::make_error_reply(req.error());
+  if (auto st = reconfigure(*req); !st) return ipc::make_error_reply(st.error());
+  return ipc::make_ok(json{{"policy", policy_}, {"budget_bytes", ledger_.budget_bytes()}});
+}
+
+json Daemon::handle_shutdown(const json& body) {
+  const int drain_ms = body.value("drain_ms", 2000);
+  begin_drain(std::chrono::milliseconds(drain_ms < 0 ? 0 : drain_ms));
+  return ipc::make_ok(json{{"clients", clients_.clients().size()}});
+}
+
+void Daemon::teardown() noexcept {
+  if (torn_down_) return;
+  torn_down_ = true;
+  try {
+    if (plane_) {
+      std::vector<int> left;
+      for (const auto& [idx, entry] : clients_.clients()) left.push_back(idx);
+      for (int idx : left) drop_client(idx, "detached at shutdown");
+      plane_->stop();
+      plane_.reset();   // the data plane removes its shared memory
+    }
+    sockets_.reset();
+    if (!info_.instance.empty()) {
+      // Whatever the data plane left (and our own socket and info file) goes too.
+      for (const auto& what : ipc::remove_instance_files(info_.instance)) {
+        if (log_) log_->debug("removed {}", what);
+      }
+    }
+    if (log_) log_->info("stopped");
+  } catch (...) {
+    // Teardown runs from destructors; nothing may escape.
+  }
+}
+
+}  // namespace waste::ioserver

@@ -1,0 +1,112 @@
+// waste-ioserver's lifecycle: one daemon per container.
+//   resolve_setup  plan + budget + instance name; refuse a live twin, clean a crashed one's files
+//   Daemon::init   block signals (signalfd), create the data plane, bind the control socket
+//                  (0600), write the info file
+//   run            the poll loop: control requests, signals, and every 200 ms reclaim clients
+//                  whose pid died or heartbeat stopped
+//   reconfigure    policy / budget (within limits) at run time
+//   stop           thread-safe; the loop drains, detaches everyone, removes shm, socket, info
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ioserver/control/client_registry.hpp"
+#include "ioserver/control/data_plane.hpp"
+#include "shared/ipc/protocol.hpp"
+#include "shared/ipc/runtime_dir.hpp"
+#include "shared/memory/budget.hpp"
+#include "shared/memory/budget_ledger.hpp"
+#include "shared/memory/memory_plan.hpp"
+#include "shared/memory/ram.hpp"
+#include "shared/result.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace waste::ioserver {
+
+struct DaemonOptions {
+  std::filesystem::path model;
+  std::optional<std::uint64_t> budget_bytes;   // nullopt = automatic
+  std::string instance;                        // empty = derived from the container path
+  std::string policy = "lfru";
+  int reader_threads = 2;
+  bool direct_io = true;
+  bool verify_crc = false;
+  int reserved_clients = 1;                    // clients whose state the budget must hold
+  int max_clients = 16;
+  std::filesystem::path log_file;              // empty = <runtime dir>/waste-<instance>.log
+  bool log_to_stderr = true;
+  bool handle_signals = true;                  // false in in-process tests
+  std::optional<UsableRam> ram;                // nullopt = this machine (tests pin it)
+};
+
+// Everything decided before the daemon forks: what to serve and with how much memory.
+struct DaemonSetup {
+  DaemonOptions options;
+  std::filesystem::path model;       // canonical
+  std::string instance;
+  MemoryPlan plan;                   // with the floor raised for reserved_clients
+  BudgetChoice budget;
+  std::uint64_t arena_slots = 0;
+  std::vector<std::string> cleaned;  // stale files removed (crashed predecessor)
+};
+
+// Errors: Errc::ram_budget (below floor), Errc::ipc ("waste-ioserver for INSTANCE is already
+// running (pid N)"), Errc::io / Errc::format for the container.
+Result<DaemonSetup> resolve_setup(const DaemonOptions& options);
+
+class Daemon {
+ public:
+  static Result<std::unique_ptr<Daemon>> init(DaemonSetup setup, const DataPlaneFactory& factory);
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  ~Daemon();
+
+  Status run();
+  Status reconfigure(const ipc::ConfigRequest& request);
+  void stop() noexcept;   // any thread, signal-safe: writes an eventfd
+
+  [[nodiscard]] const ipc::DaemonInfo& info() const noexcept { return info_; }
+  [[nodiscard]] std::shared_ptr<spdlog::logger> logger() const { return log_; }
+
+ private:
+  explicit Daemon(DaemonSetup setup);
+  nlohmann::json handle(const std::string& text);
+  nlohmann::json handle_attach(const nlohmann::json& body);
+  nlohmann::json handle_detach(const nlohmann::json& body);
+  nlohmann::json handle_heartbeat(const nlohmann::json& body);
+  nlohmann::json handle_stats() const;
+  nlohmann::json handle_config(const nlohmann::json& body);
+  nlohmann::json handle_shutdown(const nlohmann::json& body);
+  void reclaim();
+  void drop_client(int client_idx, const char* why);
+  void begin_drain(std::chrono::milliseconds drain);
+  void teardown() noexcept;
+
+  DaemonSetup setup_;
+  ipc::DaemonInfo info_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<DataPlane> plane_;
+  BudgetLedger ledger_;
+  ClientRegistry clients_;
+  std::string policy_;
+  struct Sockets;                    // ZeroMQ context and REP socket
+  std::unique_ptr<Sockets> sockets_;
+  int signal_fd_ = -1;
+  int wake_fd_ = -1;
+  bool draining_ = false;
+  std::chrono::steady_clock::time_point drain_deadline_{};
+  bool torn_down_ = false;
+};
+
+}  // namespace waste::ioserver

@@ -1,0 +1,116 @@
+#include "ioserver/expert_cache/expert_cache.hpp"
+
+#include <utility>
+
+namespace waste {
+
+using ipc::SlotState;
+
+ExpertCache::ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy)
+    : slots_(slots), policy_(policy), index_(std::uint32_t(slots.size())), waiters_(slots.size(), 0) {
+  free_.reserve(slots.size());
+  // Pop order = slot 0 first.
+  for (std::size_t i = slots.size(); i-- > 0;) free_.push_back(std::uint32_t(i));
+}
+
+bool ExpertCache::evictable(std::uint32_t slot) const {
+  const auto& s = slots_[slot];
+  const auto st = SlotState(s.state.load(std::memory_order_relaxed));
+  // Failed slots are not candidates: they return through the free list (mark_failed / unpin).
+  return st == SlotState::ready && s.pin_mask.load(std::memory_order_relaxed) == 0 &&
+         waiters_[slot] == 0;
+}
+
+bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
+  const auto& sa = slots_[a];
+  const auto& sb = slots_[b];
+  const std::uint64_t la = sa.last_use.load(std::memory_order_relaxed);
+  const std::uint64_t lb = sb.last_use.load(std::memory_order_relaxed);
+  if (policy_ == CachePolicy::lfru) {
+    const std::uint32_t ha = sa.hits.load(std::memory_order_relaxed);
+    const std::uint32_t hb = sb.hits.load(std::memory_order_relaxed);
+    if (ha != hb) return ha < hb;
+  }
+  return la < lb;
+}
+
+std::optional<std::uint32_t> ExpertCache::choose_victim() {
+  if (!free_.empty()) {
+    const std::uint32_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  const auto n = std::uint32_t(slots_.size());
+  std::optional<std::uint32_t> best;
+  if (n <= std::uint32_t(kVictimSamples)) {
+    // Small caches: look at every slot, which is what 16 samples approximate anyway.
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (evictable(i) && (!best || better_victim(i, *best))) best = i;
+    }
+  } else {
+    for (int k = 0; k < kVictimSamples; ++k) {
+      rng_ = rng_ * 1664525u + 1013904223u;
+      const std::uint32_t i = rng_ % n;
+      if (evictable(i) && (!best || better_victim(i, *best))) best = i;
+    }
+    // Every sample pinned: first evictable slot by linear scan.
+    for (std::uint32_t i = 0; !best && i < n; ++i) {
+      if (evictable(i)) best = i;
+    }
+  }
+  if (best) {
+    if (state(*best) == SlotState::ready) {
+      index_.erase(key(*best));
+      ++evictions_;
+    }
+  }
+  return best;
+}
+
+ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
+  if (demand) ++clock_;
+  if (const auto found = index_.find(key)) {
+    auto& s = slots_[*found];
+    if (demand) {
+      s.last_use.store(clock_, std::memory_order_relaxed);
+      s.hits.store(s.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    return {state(*found) == SlotState::ready ? Outcome::ready : Outcome::inflight, *found};
+  }
+  const auto victim = choose_victim();
+  if (!victim) return {Outcome::no_victim, 0};
+  auto& s = slots_[*victim];
+  s.key.store(key, std::memory_order_relaxed);
+  s.hits.store(1, std::memory_order_relaxed);
+  s.last_use.store(clock_, std::memory_order_relaxed);
+  s.state.store(std::uint32_t(SlotState::inflight), std::memory_order_relaxed);
+  index_.insert(key, *victim);
+  return {Outcome::claimed, *victim};
+}
+
+ExpertCache::Lookup ExpertCache::demand(std::uint32_t key) { return lookup(key, true); }
+ExpertCache::Lookup ExpertCache::prefetch(std::uint32_t key) { return lookup(key, false); }
+
+void ExpertCache::mark_ready(std::uint32_t slot) {
+  slots_[slot].state.store(std::uint32_t(SlotState::ready), std::memory_order_relaxed);
+}
+
+void ExpertCache::mark_failed(std::uint32_t slot) {
+  index_.erase(key(slot));
+  slots_[slot].state.store(std::uint32_t(SlotState::failed), std::memory_order_relaxed);
+  // Failed slots are reused before any eviction; pins on them are dropped by release-layer.
+  if (slots_[slot].pin_mask.load(std::memory_order_relaxed) == 0) free_.push_back(slot);
+}
+
+void ExpertCache::pin(std::uint32_t slot, int client) {
+  slots_[slot].pin_mask.fetch_or(std::uint64_t{1} << client, std::memory_order_relaxed);
+}
+
+void ExpertCache::unpin(std::uint32_t slot, int client) {
+  const std::uint64_t before = slots_[slot].pin_mask.fetch_and(~(std::uint64_t{1} << client), std::memory_order_relaxed);
+  const std::uint64_t after = before & ~(std::uint64_t{1} << client);
+  // A failed slot whose last pin goes returns to the free list.
+  if (before != 0 && after == 0 && state(slot) == SlotState::failed && waiters_[slot] == 0) free_.push_back(slot);
+}
+
+}  // namespace waste

@@ -1,0 +1,84 @@
+// The ioserver's expert cache: which record sits in which arena slot, and which slot to evict.
+// State lives in the shared slot table (SlotShm, so waste-ctl can look) plus daemon-private
+// bookkeeping (index, free list, waiters). Not thread-safe: the daemon calls it under its cache
+// mutex. Never allocates after construction.
+//
+// Slot life: empty -> inflight (claimed for a read) -> ready | failed; a ready slot becomes
+// inflight again for another key when it is chosen as a victim. A slot is evictable when it is
+// ready, nobody pins it and nobody waits on it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "ioserver/expert_cache/cache_policy.hpp"
+#include "ioserver/expert_cache/slot_index.hpp"
+#include "shared/ipc/shm_layout.hpp"
+
+namespace waste {
+
+class ExpertCache {
+ public:
+  static constexpr int kVictimSamples = 16;
+
+  // `slots` must be zero-initialised (all empty) and outlive the cache.
+  ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy);
+
+  enum class Outcome : std::uint8_t {
+    ready,      // resident: `slot` holds the record
+    inflight,   // a read is under way into `slot`
+    claimed,    // was absent: `slot` is now inflight for this key and the caller must read it
+    no_victim,  // absent and every slot is pinned, waited on or in flight
+  };
+  struct Lookup {
+    Outcome outcome;
+    std::uint32_t slot = 0;
+  };
+
+  // A demand access ticks the clock and, when resident, bumps frequency and recency.
+  Lookup demand(std::uint32_t key);
+  // A prefetch looks up or claims without touching frequency or recency of resident records.
+  Lookup prefetch(std::uint32_t key);
+
+  void mark_ready(std::uint32_t slot);
+  // The read failed: the key leaves the index, the slot shows `failed` until reused.
+  void mark_failed(std::uint32_t slot);
+
+  void pin(std::uint32_t slot, int client);
+  void unpin(std::uint32_t slot, int client);
+  // Waiters: clients owed a completion when the inflight read of `slot` ends.
+  void add_waiter(std::uint32_t slot, int client) { waiters_[slot] |= std::uint64_t{1} << client; }
+  std::uint64_t take_waiters(std::uint32_t slot) { return std::exchange(waiters_[slot], 0); }
+  void drop_waiter(std::uint32_t slot, int client) { waiters_[slot] &= ~(std::uint64_t{1} << client); }
+  [[nodiscard]] std::uint64_t waiters(std::uint32_t slot) const { return waiters_[slot]; }
+
+  void set_policy(CachePolicy policy) { policy_ = policy; }
+  [[nodiscard]] CachePolicy policy() const { return policy_; }
+  [[nodiscard]] std::uint32_t n_slots() const { return std::uint32_t(slots_.size()); }
+  [[nodiscard]] std::uint32_t used() const { return index_.size(); }
+  [[nodiscard]] std::uint64_t evictions() const { return evictions_; }
+  [[nodiscard]] ipc::SlotState state(std::uint32_t slot) const {
+    return ipc::SlotState(slots_[slot].state.load(std::memory_order_relaxed));
+  }
+  [[nodiscard]] std::uint32_t key(std::uint32_t slot) const { return slots_[slot].key.load(std::memory_order_relaxed); }
+  [[nodiscard]] bool evictable(std::uint32_t slot) const;
+
+ private:
+  Lookup lookup(std::uint32_t key, bool demand);
+  std::optional<std::uint32_t> choose_victim();
+  [[nodiscard]] bool better_victim(std::uint32_t a, std::uint32_t b) const;  // a beats b
+
+  std::span<ipc::SlotShm> slots_;
+  CachePolicy policy_;
+  SlotIndex index_;
+  std::vector<std::uint32_t> free_;      // never-used or failed slots, used before any eviction
+  std::vector<std::uint64_t> waiters_;   // per slot, bit per client
+  std::uint64_t clock_ = 0;
+  std::uint32_t rng_ = 0x9e3779b9u;
+  std::uint64_t evictions_ = 0;
+};
+
+}  // namespace waste

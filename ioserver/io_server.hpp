@@ -1,0 +1,122 @@
+// IoServer: the data path of waste-ioserver, as a library class (the daemon's main and the
+// tests run it in-process). It owns the arena segment (control block, slot table, client rings,
+// expert slots), the read-only trunk segment, the expert cache, the reader threads and one
+// service thread that drains every client's request ring.
+//
+// Threads: the service thread and the reader threads are internal. The public methods may be
+// called from any thread (the control plane's); they take the cache mutex briefly.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ioserver/expert_cache/cache_policy.hpp"
+#include "ioserver/nvme/record_reader.hpp"
+#include "shared/ipc/client_lease.hpp"
+#include "shared/result.hpp"
+
+namespace waste {
+
+using ipc::ClientLease;
+
+struct IoServerConfig {
+  std::filesystem::path container;
+  std::string instance;               // unique name part: segment and socket names derive from uid + this
+  std::uint64_t arena_slots = 0;      // expert slots in the arena (>= 1)
+  CachePolicy policy = CachePolicy::lfru;
+  int reader_threads = 2;             // 1..64
+  bool direct_io = true;
+  bool verify_crc = false;
+  int max_clients = 16;               // 1..64
+};
+
+inline constexpr int kLatencyBuckets = 32;  // bucket i counts reads of [2^i, 2^(i+1)) us (bucket 0: < 2 us)
+
+struct ClientIoStats {
+  int client_idx = -1;
+  int pid = 0;
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t prefetch_reads = 0;
+  std::uint32_t pinned_slots = 0;
+  std::uint32_t request_queue_depth = 0;  // entries waiting in its request ring
+};
+
+struct IoStats {
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t reads = 0;               // records read from disk (demand and prefetch)
+  std::uint64_t prefetch_reads = 0;
+  std::uint64_t read_errors = 0;
+  std::uint64_t evictions = 0;
+  std::uint64_t clients_reclaimed = 0;   // dead clients whose pins and rings were freed
+  std::array<std::uint64_t, kLatencyBuckets> read_latency_us_log2{};
+  std::uint32_t read_queue_depth = 0;    // reads queued or in progress
+  bool direct_io = false;
+  std::uint64_t slots_total = 0;
+  std::uint64_t slots_used = 0;
+  std::uint64_t slots_pinned = 0;
+  std::uint64_t record_bytes = 0;
+  CachePolicy policy = CachePolicy::lfru;
+  std::vector<ClientIoStats> clients;    // attached clients only
+};
+
+class IoServer {
+ public:
+  // Open the container (banks with the O_DIRECT probe), create both segments (mode 0600) and
+  // start the threads. Fails if a live daemon already serves `instance`; stale segments left by
+  // a dead one are removed.
+  static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config);
+  // Same with an injected record reader and no trunk segment (tests, tools). config.container is
+  // only used for the identity recorded in the header.
+  static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, std::unique_ptr<RecordReader> reader);
+
+  // The general form both of the above use. `trunk_fill` writes the trunk image into the new
+  // segment (trunk_bytes long); identity fields go to the header.
+  struct Parts {
+    std::unique_ptr<RecordReader> reader;
+    std::uint64_t trunk_bytes = 0;
+    std::function<Status(std::span<std::byte>)> trunk_fill;
+    std::uint64_t manifest_bytes = 0;
+    std::int64_t manifest_mtime_ns = 0;
+  };
+  static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, Parts parts);
+
+  ~IoServer();
+  IoServer(const IoServer&) = delete;
+  IoServer& operator=(const IoServer&) = delete;
+
+  // Give process `pid` a client block and a ring pair. Errors: no such process, all in use.
+  Result<ClientLease> attach(int pid);
+  // Orderly goodbye: unpin everything the client holds, free its rings.
+  Status detach(int client_idx);
+  // Free the pins, waits and rings of every client whose process died (kill -9 included).
+  // The service thread calls it every 200 ms; the control plane may call it too.
+  void reclaim_dead_clients();
+
+  [[nodiscard]] IoStats stats() const;
+  Status set_policy(CachePolicy policy);
+  // Stop the threads and tell clients (their waits fail with "stopped"). Idempotent; the
+  // segments stay until destruction.
+  void stop();
+
+  [[nodiscard]] const std::string& segment_name() const;
+  [[nodiscard]] const std::string& trunk_segment_name() const;  // empty without a trunk segment
+  [[nodiscard]] bool direct_io_engaged() const;
+
+  struct Impl;
+
+ private:
+  explicit IoServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace waste

@@ -1,0 +1,36 @@
+// IoServer::create(config): the container-backed form (banks + trunk image). Kept apart from the
+// core so the core builds and tests with an injected reader alone.
+#include <sys/stat.h>
+
+#include "ioserver/io_server.hpp"
+#include "shared/container/container.hpp"
+#include "shared/container/expert_bank.hpp"
+#include "shared/container/trunk.hpp"
+
+namespace waste {
+
+Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config) {
+  auto info = ContainerInfo::open(config.container);
+  if (!info) return std::unexpected(info.error());
+  auto banks = ExpertBanks::open(config.container, info->manifest, info->n_codebooks,
+                                 BankReadOptions{config.direct_io, config.verify_crc});
+  if (!banks) return std::unexpected(banks.error());
+
+  Parts parts;
+  parts.reader = make_bank_record_reader(std::move(*banks), info->manifest);
+  const auto layout = std::make_shared<TrunkLayout>(TrunkLayout::plan(info->manifest));
+  parts.trunk_bytes = layout->image_bytes;
+  const auto manifest = std::make_shared<Manifest>(info->manifest);
+  const auto trunk_bin = info->files.trunk();
+  parts.trunk_fill = [layout, manifest, trunk_bin](std::span<std::byte> image) {
+    return load_trunk_image(trunk_bin, *manifest, *layout, image);
+  };
+  struct stat st {};
+  if (::stat(info->files.manifest().c_str(), &st) == 0) {
+    parts.manifest_bytes = std::uint64_t(st.st_size);
+    parts.manifest_mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  }
+  return create(config, std::move(parts));
+}
+
+}  // namespace waste

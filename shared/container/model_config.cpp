@@ -1,0 +1,288 @@
+#include "shared/container/model_config.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace waste {
+namespace {
+
+using nlohmann::json;
+
+// Reads keys of one JSON object with bounds, naming "<where>.<key>" in every error.
+class ConfigReader {
+ public:
+  ConfigReader(const json& object, std::string where) : object_(object), where_(std::move(where)) {}
+
+  Result<int> get_int(const char* key, int fallback, std::int64_t lo, std::int64_t hi) const {
+    auto it = object_.find(key);
+    if (it == object_.end() || it->is_null()) return range_checked(key, fallback, lo, hi);
+    if (!it->is_number_integer()) {
+      return make_error(Errc::format, where_ + "." + key + ": expected an integer, found " +
+                                          it->type_name());
+    }
+    if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(hi)) {
+      return make_error(Errc::format, where_ + "." + key + ": " + it->dump() + " is out of range " +
+                                          std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    return range_checked(key, it->get<std::int64_t>(), lo, hi);
+  }
+
+  Result<float> get_float(const char* key, float fallback) const {
+    auto it = object_.find(key);
+    if (it == object_.end() || it->is_null()) return fallback;
+    if (!it->is_number()) {
+      return make_error(Errc::format, where_ + "." + key + ": expected a number, found " + it->type_name());
+    }
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || std::fabs(v) > 1e30) {
+      return make_error(Errc::format, where_ + "." + key + ": " + it->dump() + " is not a finite number");
+    }
+    return static_cast<float>(v);
+  }
+
+  // The v0 engine presence-tests these keys; a compatible reader treats them as booleans.
+  [[nodiscard]] bool get_flag(const char* key) const {
+    auto it = object_.find(key);
+    if (it == object_.end() || it->is_null()) return false;
+    if (it->is_boolean()) return it->get<bool>();
+    return true;
+  }
+
+  [[nodiscard]] const std::string& where() const { return where_; }
+
+ private:
+  Result<int> range_checked(const char* key, std::int64_t v, std::int64_t lo, std::int64_t hi) const {
+    if (v < lo || v > hi) {
+      return make_error(Errc::format, where_ + "." + key + ": " + std::to_string(v) + " is out of range " +
+                                          std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    return static_cast<int>(v);
+  }
+
+  const json& object_;
+  std::string where_;
+};
+
+constexpr std::int64_t k2p16 = 1 << 16;
+constexpr std::int64_t k2p20 = 1 << 20;
+constexpr std::int64_t k2p24 = 1 << 24;
+
+std::string arch_from(const json& outer_or_config) {
+  auto first_of = [](const json& o) -> std::string {
+    auto it = o.find("architectures");
+    if (it != o.end() && it->is_array() && !it->empty() && it->front().is_string()) {
+      return it->front().get<std::string>();
+    }
+    return {};
+  };
+  std::string raw;
+  auto outer = outer_or_config.find("_outer");
+  if (outer != outer_or_config.end() && outer->is_object()) raw = first_of(*outer);
+  if (raw.empty()) raw = first_of(outer_or_config);
+  if (raw.find("KimiK3") != std::string::npos) return "kimi-k3";
+  if (raw.find("KimiLinear") != std::string::npos) return "kimi-linear";
+  return raw;
+}
+
+}  // namespace
+
+#define WASTE_ASSIGN(lhs, expr)                               \
+  do {                                                        \
+    auto waste_assign_result_ = (expr);                       \
+    if (!waste_assign_result_) return std::unexpected(std::move(waste_assign_result_.error())); \
+    lhs = *waste_assign_result_;                              \
+  } while (0)
+
+Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
+  if (!config_in.is_object()) return make_error(Errc::format, "config: expected an object");
+  const json* text = &config_in;
+  std::string where = "config";
+  auto nested = config_in.find("text_config");
+  if (nested != config_in.end() && nested->is_object()) {
+    text = &*nested;
+    where = "config.text_config";
+  }
+  const ConfigReader r(*text, where);
+  ModelConfig c;
+  c.arch = arch_from(config_in);
+  if (c.arch.empty()) c.arch = arch_from(*text);
+  if (c.arch.empty()) {
+    auto mt = text->find("model_type");
+    if (mt != text->end() && mt->is_string()) c.arch = mt->get<std::string>();
+  }
+
+  WASTE_ASSIGN(c.n_layers, r.get_int("num_hidden_layers", 0, 1, 128));
+  WASTE_ASSIGN(c.hidden, r.get_int("hidden_size", 0, 1, k2p20));
+  WASTE_ASSIGN(c.vocab, r.get_int("vocab_size", 0, 1, k2p24));
+  WASTE_ASSIGN(c.n_heads, r.get_int("num_attention_heads", 0, 1, k2p16));
+  WASTE_ASSIGN(c.n_experts, r.get_int("num_experts", 0, 0, k2p20));
+  WASTE_ASSIGN(c.top_k, r.get_int("num_experts_per_token", 0, 0, std::min(c.n_experts, 64)));
+  WASTE_ASSIGN(c.moe_inter, r.get_int("moe_intermediate_size", 0, 0, k2p20));
+  WASTE_ASSIGN(c.dense_inter, r.get_int("intermediate_size", 0, 0, k2p20));
+  WASTE_ASSIGN(c.n_shared, r.get_int("num_shared_experts", 0, 0, 64));
+  WASTE_ASSIGN(c.first_dense, r.get_int("first_k_dense_replace", 0, 0, c.n_layers));
+  WASTE_ASSIGN(c.kv_lora, r.get_int("kv_lora_rank", 0, 0, k2p20));
+  WASTE_ASSIGN(c.q_lora, r.get_int("q_lora_rank", 0, 0, k2p20));
+  WASTE_ASSIGN(c.qk_nope, r.get_int("qk_nope_head_dim", 0, 0, k2p20));
+  WASTE_ASSIGN(c.qk_rope, r.get_int("qk_rope_head_dim", 0, 0, k2p20));
+  WASTE_ASSIGN(c.v_head, r.get_int("v_head_dim", 0, 0, k2p20));
+  WASTE_ASSIGN(c.latent_dim, r.get_int("routed_expert_hidden_size", 0, 0, k2p20));
+  WASTE_ASSIGN(c.attn_res_block, r.get_int("attn_res_block_size", 0, 0, c.n_layers));
+  WASTE_ASSIGN(c.rms_eps, r.get_float("rms_norm_eps", 1e-5f));
+  if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f)) {
+    return make_error(Errc::format, where + ".rms_norm_eps: " + std::to_string(c.rms_eps) + " is not in (0, 1)");
+  }
+  WASTE_ASSIGN(c.routed_scale, r.get_float("routed_scaling_factor", 1.0f));
+  WASTE_ASSIGN(c.situ_beta, r.get_float("activation_situ_beta", 1.0f));
+  WASTE_ASSIGN(c.situ_linear_beta, r.get_float("activation_situ_linear_beta", 0.0f));
+  c.renormalize = r.get_flag("moe_renormalize");
+  c.latent_norm = r.get_flag("latent_moe_use_norm");
+  c.mla_output_gate = r.get_flag("mla_use_output_gate");
+  {
+    auto act = text->find("hidden_act");
+    c.act_situ = act != text->end() && act->is_string() && act->get<std::string>() == "situ";
+  }
+  {
+    // eos may be an array in some configs; the engine then keeps the tokenizer default.
+    auto eos = text->find("eos_token_id");
+    if (eos != text->end() && eos->is_number_integer()) WASTE_ASSIGN(c.eos_token_id, r.get_int("eos_token_id", 0, 0, k2p24));
+    auto bos = text->find("bos_token_id");
+    if (bos != text->end() && bos->is_number_integer()) WASTE_ASSIGN(c.bos_token_id, r.get_int("bos_token_id", -1, 0, k2p24));
+  }
+
+  std::vector<int> kda_layers;
+  auto lac = text->find("linear_attn_config");
+  if (lac != text->end() && !lac->is_null()) {
+    if (!lac->is_object()) return make_error(Errc::format, where + ".linear_attn_config: expected an object");
+    const ConfigReader lr(*lac, where + ".linear_attn_config");
+    WASTE_ASSIGN(c.kda_heads, lr.get_int("num_heads", 0, 0, k2p16));
+    WASTE_ASSIGN(c.kda_dim, lr.get_int("head_dim", 0, 0, k2p16));
+    WASTE_ASSIGN(c.conv_k, lr.get_int("short_conv_kernel_size", 4, 0, 64));
+    WASTE_ASSIGN(c.gate_lower_bound, lr.get_float("gate_lower_bound", 0.0f));
+    c.full_rank_gate = lr.get_flag("use_full_rank_gate");
+    auto kl = lac->find("kda_layers");
+    if (kl != lac->end() && !kl->is_null()) {
+      if (!kl->is_array()) return make_error(Errc::format, lr.where() + ".kda_layers: expected an array");
+      for (const auto& v : *kl) {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > c.n_layers) {
+          return make_error(Errc::format, lr.where() + ".kda_layers: entry " + v.dump() +
+                                              " is not a layer number 1.." + std::to_string(c.n_layers));
+        }
+        kda_layers.push_back(v.get<int>());
+      }
+    }
+  }
+  c.attention.assign(c.n_layers, LayerAttention::mla);
+  for (int l1 : kda_layers) c.attention[l1 - 1] = LayerAttention::kda;
+
+  // Bounds that depend on which layer kinds exist (cfg_sane).
+  auto need = [&](bool ok, const std::string& what) -> Status {
+    if (!ok) return make_error(Errc::format, where + ": " + what);
+    return {};
+  };
+  if (c.n_kda_layers() > 0) {
+    WASTE_TRY(need(c.kda_heads >= 1 && c.kda_dim >= 1 && c.conv_k >= 1,
+                   "KDA layers need linear_attn_config.num_heads, head_dim and short_conv_kernel_size >= 1"));
+  }
+  if (c.n_mla_layers() > 0) {
+    WASTE_TRY(need(c.kv_lora >= 1, "MLA layers need kv_lora_rank >= 1"));
+    WASTE_TRY(need(c.qk_nope + c.qk_rope >= 1, "MLA layers need qk_nope_head_dim + qk_rope_head_dim >= 1"));
+    WASTE_TRY(need(c.v_head >= 1, "MLA layers need v_head_dim >= 1"));
+  }
+  if (c.n_experts > 0) WASTE_TRY(need(c.moe_inter >= 1, "num_experts > 0 needs moe_intermediate_size >= 1"));
+  if (c.n_experts > 0) WASTE_TRY(need(c.top_k >= 1, "num_experts > 0 needs num_experts_per_token >= 1"));
+  if (c.n_experts == 0 || c.first_dense > 0) {
+    WASTE_TRY(need(c.dense_inter >= 1, "dense layers need intermediate_size >= 1"));
+  }
+  // Every tensor size and per-token width the engine computes must fit in int32.
+  const std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t lat = c.expert_input_dim();
+  const std::pair<std::int64_t, const char*> products[] = {
+      {std::int64_t(c.vocab) * c.hidden, "vocab_size * hidden_size"},
+      {std::int64_t(c.dense_inter) * c.hidden, "intermediate_size * hidden_size"},
+      {std::int64_t(c.moe_inter) * lat, "moe_intermediate_size * expert input size"},
+      {std::int64_t(c.shared_inter()) * c.hidden, "shared expert width * hidden_size"},
+      {std::int64_t(c.n_experts) * c.hidden, "num_experts * hidden_size"},
+      {std::int64_t(c.kda_heads) * c.kda_dim * std::max(c.hidden, c.conv_k), "KDA channels * hidden_size"},
+      {std::int64_t(c.kda_heads) * c.kda_dim * c.kda_dim, "KDA heads * head_dim^2"},
+      {std::int64_t(c.n_heads) * (c.qk_nope + c.qk_rope) * std::max(c.hidden, c.q_lora), "MLA query size * input"},
+      {std::int64_t(c.n_heads) * (c.qk_nope + c.v_head) * c.kv_lora, "kv_b_proj size"},
+      {std::int64_t(c.n_heads) * c.v_head * c.hidden, "o_proj size"},
+      {std::int64_t(c.kv_lora + c.qk_rope) * c.hidden, "kv_a_proj size"},
+      {std::int64_t(c.q_lora) * c.hidden, "q_a_proj size"},
+  };
+  for (const auto& [value, what] : products) {
+    if (value > kMax) return make_error(Errc::format, where + ": " + what + " = " + std::to_string(value) + " overflows int32");
+  }
+  return c;
+}
+
+#undef WASTE_ASSIGN
+
+int ModelConfig::n_kda_layers() const {
+  return static_cast<int>(std::count(attention.begin(), attention.end(), LayerAttention::kda));
+}
+int ModelConfig::n_mla_layers() const {
+  return static_cast<int>(std::count(attention.begin(), attention.end(), LayerAttention::mla));
+}
+int ModelConfig::n_moe_layers() const {
+  int n = 0;
+  for (int l = 0; l < n_layers; ++l) n += is_moe(l) ? 1 : 0;
+  return n;
+}
+
+json ModelConfig::to_json() const {
+  json j;
+  if (arch == "kimi-k3") j["architectures"] = {"KimiK3ForConditionalGeneration"};
+  else if (arch == "kimi-linear") j["architectures"] = {"KimiLinearForCausalLM"};
+  else if (!arch.empty()) j["architectures"] = {arch};
+  j["num_hidden_layers"] = n_layers;
+  j["hidden_size"] = hidden;
+  j["vocab_size"] = vocab;
+  if (eos_token_id > 0) j["eos_token_id"] = eos_token_id;
+  if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
+  j["rms_norm_eps"] = rms_eps;
+  j["num_experts"] = n_experts;
+  j["num_experts_per_token"] = top_k;
+  j["moe_intermediate_size"] = moe_inter;
+  j["intermediate_size"] = dense_inter;
+  j["num_shared_experts"] = n_shared;
+  j["first_k_dense_replace"] = first_dense;
+  j["routed_scaling_factor"] = routed_scale;
+  if (renormalize) j["moe_renormalize"] = true;
+  if (latent_dim > 0) j["routed_expert_hidden_size"] = latent_dim;
+  if (latent_norm) j["latent_moe_use_norm"] = true;
+  if (act_situ) {
+    j["hidden_act"] = "situ";
+    j["activation_situ_beta"] = situ_beta;
+    j["activation_situ_linear_beta"] = situ_linear_beta;
+  } else {
+    j["hidden_act"] = "silu";
+  }
+  j["num_attention_heads"] = n_heads;
+  j["kv_lora_rank"] = kv_lora;
+  if (q_lora > 0) j["q_lora_rank"] = q_lora;
+  else j["q_lora_rank"] = nullptr;
+  j["qk_nope_head_dim"] = qk_nope;
+  j["qk_rope_head_dim"] = qk_rope;
+  j["v_head_dim"] = v_head;
+  if (mla_output_gate) j["mla_use_output_gate"] = true;
+  if (attn_res_block > 0) j["attn_res_block_size"] = attn_res_block;
+  json lac;
+  lac["num_heads"] = kda_heads;
+  lac["head_dim"] = kda_dim;
+  lac["short_conv_kernel_size"] = conv_k;
+  if (full_rank_gate) lac["use_full_rank_gate"] = true;
+  if (gate_lower_bound != 0.0f) lac["gate_lower_bound"] = gate_lower_bound;
+  json kda = json::array(), full = json::array();
+  for (int l = 0; l < n_layers; ++l) (is_kda(l) ? kda : full).push_back(l + 1);
+  lac["kda_layers"] = kda;
+  lac["full_attn_layers"] = full;
+  j["linear_attn_config"] = lac;
+  return j;
+}
+
+}  // namespace waste

@@ -1,0 +1,103 @@
+#include "shared/ipc/control_client.hpp"
+
+#include <filesystem>
+
+#include <zmq.hpp>
+
+namespace waste::ipc {
+
+using nlohmann::json;
+
+ControlClient::ControlClient(std::string endpoint, std::chrono::milliseconds timeout)
+    : endpoint_(std::move(endpoint)), timeout_(timeout), context_(std::make_unique<zmq::context_t>(1)) {}
+
+ControlClient::ControlClient(ControlClient&&) noexcept = default;
+ControlClient& ControlClient::operator=(ControlClient&&) noexcept = default;
+
+ControlClient::~ControlClient() {
+  socket_.reset();   // before the context: closing a context with open sockets blocks
+  context_.reset();
+}
+
+Result<ControlClient> ControlClient::connect(std::string endpoint, std::chrono::milliseconds timeout) {
+  if (endpoint.rfind("ipc://", 0) == 0) {
+    const std::filesystem::path file = endpoint.substr(6);
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) {
+      return make_error(Errc::ipc, "no waste-ioserver socket at " + file.string());
+    }
+  }
+  ControlClient client(std::move(endpoint), timeout);
+  WASTE_TRY(client.open_socket());
+  return client;
+}
+
+Status ControlClient::open_socket() {
+  try {
+    socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::req);
+    const int ms = int(timeout_.count());
+    socket_->set(zmq::sockopt::linger, 0);          // never block process exit on a dead peer
+    socket_->set(zmq::sockopt::rcvtimeo, ms);
+    socket_->set(zmq::sockopt::sndtimeo, ms);
+    socket_->set(zmq::sockopt::immediate, 1);       // don't queue to a socket nobody accepts
+    socket_->connect(endpoint_);
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    return make_error(Errc::ipc, endpoint_ + ": " + e.what());
+  }
+  return ok();
+}
+
+Result<json> ControlClient::call(const json& request) {
+  if (!socket_) WASTE_TRY(open_socket());
+  const std::string text = request.dump();
+  const auto timed_out = [&](const char* what) {
+    // A REQ socket that missed its reply cannot send again; start over next call.
+    socket_.reset();
+    return make_error(Errc::ipc, "waste-ioserver at " + endpoint_ + " did not " + what + " within " +
+                                     std::to_string(timeout_.count()) + " ms (is it running?)");
+  };
+  try {
+    if (!socket_->send(zmq::buffer(text), zmq::send_flags::none)) return timed_out("accept the request");
+    zmq::message_t reply;
+    if (!socket_->recv(reply, zmq::recv_flags::none)) return timed_out("answer");
+    return parse_reply(reply.to_string_view());
+  } catch (const zmq::error_t& e) {
+    socket_.reset();
+    return make_error(Errc::ipc, endpoint_ + ": " + e.what());
+  }
+}
+
+Result<json> ControlClient::ping() { return call(make_request("ping")); }
+
+Result<AttachReply> ControlClient::attach(const AttachRequest& request) {
+  auto reply = call(make_request("attach", to_json(request)));
+  if (!reply) return std::unexpected(reply.error());
+  return attach_reply_from_json(*reply);
+}
+
+Status ControlClient::detach(int client_idx) {
+  auto reply = call(make_request("detach", json{{"client_idx", client_idx}}));
+  if (!reply) return std::unexpected(reply.error());
+  return ok();
+}
+
+Status ControlClient::heartbeat(int client_idx, int pid) {
+  auto reply = call(make_request("heartbeat", json{{"client_idx", client_idx}, {"pid", pid}}));
+  if (!reply) return std::unexpected(reply.error());
+  return ok();
+}
+
+Result<json> ControlClient::stats() { return call(make_request("stats")); }
+
+Result<json> ControlClient::configure(const ConfigRequest& request) {
+  return call(make_request("config", to_json(request)));
+}
+
+Status ControlClient::shutdown(int drain_ms) {
+  auto reply = call(make_request("shutdown", json{{"drain_ms", drain_ms}}));
+  if (!reply) return std::unexpected(reply.error());
+  return ok();
+}
+
+}  // namespace waste::ipc

@@ -1,0 +1,39 @@
+// RAM budget resolution (waste-v0-reference.md §4.2) and byte-size text: an explicit budget is a
+// contract (refused below the floor); an automatic one takes floor + k * working set for the
+// largest k in {3, 2, 1} that fits under the cap, else the floor.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "shared/memory/memory_plan.hpp"
+#include "shared/result.hpp"
+
+namespace waste {
+
+struct BudgetChoice {
+  std::uint64_t budget_bytes = 0;
+  bool explicit_budget = false;  // the caller gave it
+  int working_sets = 0;          // automatic: how many working sets above the floor (0 = floor)
+  bool above_cap = false;        // budget > cap: the OS will page the expert cache out (warn)
+};
+
+// cap_bytes 0 = unknown (automatic then takes floor + 3 * ws, as the reference does).
+// Error (Errc::ram_budget): "budget 100.0 MB is below the floor 1.28 GB for this model".
+Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::uint64_t> requested_bytes,
+                                    std::uint64_t cap_bytes);
+
+// Expert cache a budget buys: budget - floor + min_expert_cache (the floor already holds the
+// minimal cache). Precondition: budget >= floor.
+std::uint64_t expert_cache_bytes(const MemoryPlan& plan, std::uint64_t budget_bytes) noexcept;
+// Arena slots of max_record_bytes each in that cache (0 when a record does not fit).
+std::uint64_t arena_slots(const MemoryPlan& plan, std::uint64_t budget_bytes) noexcept;
+
+// Binary units, as the reference CLI prints them: "1.28 GB", "100.0 MB", "12.0 KB", "512 B".
+std::string format_bytes(std::uint64_t bytes);
+// "8G", "1.5g", "500M", "64k", "12345", "4GB", "2GiB". Errors: Errc::argument naming the text.
+Result<std::uint64_t> parse_bytes(std::string_view text);
+
+}  // namespace waste

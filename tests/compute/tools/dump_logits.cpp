@@ -1,0 +1,82 @@
+// waste-dump-logits MODEL OUT.bin --prompt 1,2,... --decode N [--threads T]
+// Feeds the prompt one token at a time, then N greedy tokens (argmax of the previous step's
+// logits, ties to the lowest id), and writes the logits after every fed token for the PyTorch
+// oracle diff. File: int32 n_steps, int32 vocab, then per step {int32 token_fed; f32 logits[vocab]}.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "compute/api/engine.hpp"
+
+namespace {
+
+int argmax(std::span<const float> logits) {
+  int best = 0;
+  for (int i = 1; i < int(logits.size()); ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+template <class T>
+void put(std::ofstream& out, T value) {
+  out.write(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Dump the logits after every fed token (oracle diff)"};
+  std::string model, out_path;
+  std::vector<int> prompt;
+  int decode = 16, threads = 0, ctx = 4096;
+  std::size_t cache_records = 0;
+  app.add_option("model", model, "Container directory")->required();
+  app.add_option("out", out_path, "Output file")->required();
+  app.add_option("--prompt", prompt, "Prompt token ids, comma separated")->delimiter(',')->required();
+  app.add_option("--decode", decode, "Greedy tokens to decode after the prompt")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "Compute threads (0 = all)")->check(CLI::NonNegativeNumber);
+  app.add_option("--ctx", ctx, "Context length")->check(CLI::PositiveNumber);
+  app.add_option("--cache-records", cache_records, "Expert cache capacity in records");
+  CLI11_PARSE(app, argc, argv);
+
+  waste::EngineOptions options;
+  options.model = model;
+  options.threads = threads;
+  options.ctx_tokens = ctx;
+  options.cache_records = cache_records;
+  auto engine = waste::Engine::open(options);
+  if (!engine) {
+    std::fprintf(stderr, "waste-dump-logits: %s\n", engine.error().message.c_str());
+    return 1;
+  }
+  const int vocab = (*engine)->config().vocab;
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  if (!out) {
+    std::fprintf(stderr, "waste-dump-logits: cannot write %s\n", out_path.c_str());
+    return 1;
+  }
+  put(out, std::int32_t(prompt.size() + std::size_t(decode)));
+  put(out, std::int32_t(vocab));
+  int token = 0;
+  for (int step = 0; step < int(prompt.size()) + decode; ++step) {
+    token = step < int(prompt.size()) ? prompt[std::size_t(step)] : argmax((*engine)->logits());
+    const int one[1] = {token};
+    auto logits = (*engine)->eval(one);
+    if (!logits) {
+      std::fprintf(stderr, "waste-dump-logits: step %d: %s\n", step, logits.error().message.c_str());
+      return 1;
+    }
+    put(out, std::int32_t(token));
+    out.write(reinterpret_cast<const char*>(logits->data()), std::streamsize(logits->size() * sizeof(float)));
+  }
+  if (!out.flush()) {
+    std::fprintf(stderr, "waste-dump-logits: write failed: %s\n", out_path.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+"""Differential check: the engine's logits dump against the PyTorch oracle.
+
+Dump format (little-endian): int32 n_steps, int32 vocab, then n_steps x {int32 token_fed;
+float32 logits[vocab]}: the logits after feeding token_fed. The oracle feeds the same tokens
+in the same order (teacher-forced) and every step must agree: max |logit diff| <= tol (1e-3)
+and the same argmax. If --prompt is given and the dump starts at the last prompt token (a
+prefill that only reported its last position), the earlier prompt tokens are fed first.
+
+Exit codes: 0 pass, 1 mismatch or bad input, 77 skipped (torch missing on a developer
+machine; with env CI set a missing torch is a failure, never a skip).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+
+SKIP = 77
+
+
+def require_torch():
+    """Import torch/numpy, or decide between skip (developer machine) and failure (CI)."""
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+    except ImportError as e:
+        reason = f"PyTorch/numpy not importable by {sys.executable}: {e}"
+        if os.environ.get("CI"):
+            print(f"FAILED: {reason} (CI is set, so the oracle must run)", file=sys.stderr)
+            sys.exit(1)
+        print(f"SKIPPED: {reason}")
+        sys.exit(SKIP)
+
+
+def read_dump(path: str):
+    """[(token_fed, float32 logits)], vocab. Raises ValueError with the path on bad input."""
+    import numpy as np
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError(f"{path}: {len(data)} bytes, shorter than the 8-byte header")
+    n_steps, vocab = struct.unpack_from("<ii", data)
+    if n_steps < 1 or vocab < 1:
+        raise ValueError(f"{path}: header n_steps={n_steps} vocab={vocab} must be >= 1")
+    step_bytes = 4 + 4 * vocab
+    want = 8 + n_steps * step_bytes
+    if len(data) != want:
+        raise ValueError(f"{path}: {len(data)} bytes, header (n_steps={n_steps}, vocab={vocab}) "
+                         f"implies {want}")
+    steps = []
+    for i in range(n_steps):
+        off = 8 + i * step_bytes
+        (tok,) = struct.unpack_from("<i", data, off)
+        logits = np.frombuffer(data, dtype="<f4", count=vocab, offset=off + 4)
+        steps.append((tok, logits))
+    return steps, vocab
+
+
+def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
+            float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True) -> bool:
+    import numpy as np
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from oracle import Oracle
+    from waste_container import Container
+
+    steps, vocab = read_dump(dump_path)
+    container = Container(container_dir)
+    if vocab != container.config.vocab:
+        raise ValueError(f"{dump_path}: vocab {vocab} but {container_dir} has vocab_size "
+                         f"{container.config.vocab}")
+    fed = [t for t, _ in steps]
+    prefix = []
+    if prompt:
+        if fed[:len(prompt)] == list(prompt):
+            prefix = []
+        elif fed[0] == prompt[-1]:
+            prefix = list(prompt[:-1])
+        else:
+            raise ValueError(f"{dump_path}: first fed tokens {fed[:len(prompt)]} match neither "
+                             f"the prompt {list(prompt)} nor its last token")
+    oracle = Oracle(container, torch.float64 if float64 else torch.float32, vq4p_int8_lut)
+    for t in prefix:
+        oracle.step(t)
+    worst, ok = 0.0, True
+    for i, (tok, eng) in enumerate(steps):
+        ref = oracle.step(tok).double().numpy()
+        diff = np.abs(eng.astype(np.float64) - ref)
+        j = int(diff.argmax())
+        worst = max(worst, float(diff[j]))
+        a_eng, a_ref = int(np.argmax(eng)), int(np.argmax(ref))
+        finite = bool(np.isfinite(eng).all())
+        line = (f"step {i:3d} token {tok:7d}: max|diff| {diff[j]:.3e} at id {j} "
+                f"(engine {eng[j]:+.6f}, oracle {ref[j]:+.6f}); argmax engine {a_eng} oracle {a_ref}")
+        bad = []
+        if not finite:
+            bad.append("non-finite engine logits")
+        if not diff[j] <= tol:
+            bad.append(f"diff > {tol:g}")
+        if a_eng != a_ref:
+            top2 = np.sort(ref)[-2:]
+            bad.append(f"argmax differs (oracle top-2 margin {top2[1] - top2[0]:.3e})")
+        if bad:
+            ok = False
+            line += "  <-- FAIL: " + "; ".join(bad)
+            routes = oracle.routes[-1]
+            if routes:
+                line += "\n      oracle routing this step: " + "; ".join(
+                    f"L{layer} {ids}" for layer, ids, _ in routes)
+        print(line, file=out)
+    print(f"overall max|diff| {worst:.3e} over {len(steps)} steps (tol {tol:g}): "
+          f"{'PASS' if ok else 'FAIL'}", file=out)
+    return ok
+
+
+def parse_ids(text: str):
+    return [int(s) for s in text.replace(" ", ",").split(",") if s]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("container", help="container directory the engine ran")
+    ap.add_argument("dump", help="logits dump written by waste-dump-logits")
+    ap.add_argument("--prompt", type=parse_ids, help="prompt ids (comma-separated)")
+    ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--float64", action="store_true", help="run the oracle in float64")
+    ap.add_argument("--exact-vq4p", action="store_true",
+                    help="VQ4P experts as exact dense W x instead of the v0 int8-LUT kernel")
+    args = ap.parse_args(argv)
+    require_torch()
+    import torch
+    torch.set_num_threads(int(os.environ.get("WASTE_ORACLE_THREADS", "2")))
+    try:
+        ok = compare(args.container, args.dump, args.prompt, args.tol, args.float64,
+                     vq4p_int8_lut=not args.exact_vq4p)
+    except (OSError, ValueError) as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a ContainerError from the reader: say which file/record
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

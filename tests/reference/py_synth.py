@@ -1,0 +1,271 @@
+"""Tiny deterministic WASTE v0 container writer, for testing the python reader and the oracle
+without the C++ `waste synth` (waste-v0-reference.md 1.2-1.7, section 8 layout rules).
+
+Weights are random; trunk matrices are quantized from random floats (Q8G for embed/lm_head,
+Q4G otherwise, optionally Q3G), experts get random RVQ indices and codebooks. Two presets:
+  tiny     Kimi-Linear shape at toy size (KDA + MLA, dense layer 0, shared expert, VQ3R)
+  tiny-k3  K3 features (latent MoE + norm, AttnRes, SiTU, q_lora, MLA output gate, full-rank
+           KDA gate, bounded gate, padded A_log, VQ4P experts, a Q3G matrix)
+Usage: py_synth.py --preset tiny --out DIR [--seed N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from waste_container import (CODEBOOK_MAGIC, EXPERT_MAGIC, FMT_F32, FMT_Q3G, FMT_Q4G,  # noqa: E402
+                             FMT_Q8G, FMT_VQ3R, FMT_VQ4P, RECORD_HEADER)
+
+
+def preset_config(name: str) -> tuple[dict, dict]:
+    base = {
+        "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear",
+        "num_hidden_layers": 4, "hidden_size": 128, "vocab_size": 256,
+        "first_k_dense_replace": 1, "intermediate_size": 256, "moe_intermediate_size": 64,
+        "num_experts": 8, "num_experts_per_token": 2, "num_shared_experts": 1,
+        "moe_renormalize": True, "routed_scaling_factor": 2.0, "num_attention_heads": 4,
+        "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "kv_lora_rank": 32,
+        "q_lora_rank": None, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+        "linear_attn_config": {"head_dim": 32, "num_heads": 4, "short_conv_kernel_size": 4,
+                               "kda_layers": [1, 2, 4], "full_attn_layers": [3]},
+    }
+    quant = {"fmt": "VQ3R", "stages": 3, "vec_dim": 8, "entries": 256, "index_block": 64,
+             "index_bits": 8, "bits_per_weight": 3}
+    if name == "tiny":
+        return base, quant
+    if name == "tiny-k3":
+        k3 = dict(base)
+        k3.update({
+            "architectures": ["KimiK3ForConditionalGeneration"], "num_hidden_layers": 5,
+            "num_shared_experts": 2, "routed_scaling_factor": 1.0, "q_lora_rank": 48,
+            "routed_expert_hidden_size": 64, "latent_moe_use_norm": True,
+            "attn_res_block_size": 2, "mla_use_output_gate": True, "hidden_act": "situ",
+            "activation_situ_beta": 4.0, "activation_situ_linear_beta": 25.0,
+            "linear_attn_config": {"head_dim": 32, "num_heads": 4, "short_conv_kernel_size": 4,
+                                   "kda_layers": [1, 2, 4, 5], "full_attn_layers": [3],
+                                   "use_full_rank_gate": True, "gate_lower_bound": -5.0},
+        })
+        quant = {"fmt": "VQ4P", "stages": 4, "vec_dim": 8, "entries": 64, "index_block": 64,
+                 "index_bits": 6, "bits_per_weight": 3}
+        return k3, quant
+    raise SystemExit(f"unknown preset {name!r}")
+
+
+def trunk_shapes(cfg: dict) -> dict:
+    """name -> shape for every text tensor the forward pass reads (section 3.2)."""
+    hid, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    lac = cfg["linear_attn_config"]
+    H, D, K = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
+    C = H * D
+    nh, nope, rope, vd = (cfg[k] for k in ("num_attention_heads", "qk_nope_head_dim",
+                                           "qk_rope_head_dim", "v_head_dim"))
+    lora, qlora = cfg["kv_lora_rank"], cfg.get("q_lora_rank") or 0
+    E, inter = cfg["num_experts"], cfg["moe_intermediate_size"]
+    S = inter * max(cfg.get("num_shared_experts", 0), 1)
+    lat = cfg.get("routed_expert_hidden_size", 0)
+    ar = cfg.get("attn_res_block_size", 0)
+    s = {"model.embed_tokens.weight": [cfg["vocab_size"], hid], "model.norm.weight": [hid],
+         "lm_head.weight": [cfg["vocab_size"], hid]}
+    if ar:
+        s["model.output_attn_res_norm.weight"] = [hid]
+        s["model.output_attn_res_proj.weight"] = [hid]
+    for layer in range(L):
+        p = f"model.layers.{layer}."
+        s[p + "input_layernorm.weight"] = [hid]
+        s[p + "post_attention_layernorm.weight"] = [hid]
+        if ar:
+            for n in ("self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm",
+                      "mlp_res_proj"):
+                s[p + n + ".weight"] = [hid]
+        a = p + "self_attn."
+        if (layer + 1) in lac["kda_layers"]:
+            for n in "qkv":
+                s[a + f"{n}_proj.weight"] = [C, hid]
+                s[a + f"{n}_conv1d.weight"] = [C, 1, K]
+            s[a + "f_a_proj.weight"] = [D, hid]
+            s[a + "f_b_proj.weight"] = [C, D]
+            s[a + "b_proj.weight"] = [H, hid]
+            s[a + "A_log"] = [128] if lac.get("use_full_rank_gate") else [1, 1, H, 1]
+            s[a + "dt_bias"] = [C]
+            if lac.get("use_full_rank_gate"):
+                s[a + "g_proj.weight"] = [C, hid]
+            else:
+                s[a + "g_a_proj.weight"] = [D, hid]
+                s[a + "g_b_proj.weight"] = [C, D]
+            s[a + "o_norm.weight"] = [D]
+            s[a + "o_proj.weight"] = [hid, C]
+        else:
+            if qlora:
+                s[a + "q_a_proj.weight"] = [qlora, hid]
+                s[a + "q_a_layernorm.weight"] = [qlora]
+                s[a + "q_b_proj.weight"] = [nh * (nope + rope), qlora]
+            else:
+                s[a + "q_proj.weight"] = [nh * (nope + rope), hid]
+            s[a + "kv_a_proj_with_mqa.weight"] = [lora + rope, hid]
+            s[a + "kv_a_layernorm.weight"] = [lora]
+            s[a + "kv_b_proj.weight"] = [nh * (nope + vd), lora]
+            if cfg.get("mla_use_output_gate"):
+                s[a + "g_proj.weight"] = [nh * vd, hid]
+            s[a + "o_proj.weight"] = [hid, nh * vd]
+        if E and layer >= cfg["first_k_dense_replace"]:
+            m = p + "block_sparse_moe."
+            s[m + "gate.weight"] = [E, hid]
+            s[m + "gate.e_score_correction_bias"] = [E]
+            s[m + "shared_experts.gate_proj.weight"] = [S, hid]
+            s[m + "shared_experts.up_proj.weight"] = [S, hid]
+            s[m + "shared_experts.down_proj.weight"] = [hid, S]
+            if lat:
+                s[m + "routed_expert_down_proj.weight"] = [lat, hid]
+                s[m + "routed_expert_up_proj.weight"] = [hid, lat]
+                s[m + "routed_expert_norm.weight"] = [lat]
+        else:
+            s[p + "mlp.gate_proj.weight"] = [cfg["intermediate_size"], hid]
+            s[p + "mlp.up_proj.weight"] = [cfg["intermediate_size"], hid]
+            s[p + "mlp.down_proj.weight"] = [hid, cfg["intermediate_size"]]
+    return s
+
+
+def quantize(w2d: np.ndarray, fmt: int, group: int = 128) -> tuple[bytes, bytes]:
+    """(payload, fp16 scales) of a [rows, N] matrix in Q8G / Q4G / Q3G (section 1.5)."""
+    rows, n = w2d.shape
+    ng = -(-n // group)
+    wp = np.zeros((rows, ng * group), dtype=np.float32)
+    wp[:, :n] = w2d
+    g = wp.reshape(rows, ng, group)
+    qmax = {FMT_Q8G: 127, FMT_Q4G: 7, FMT_Q3G: 3}[fmt]
+    qmin = {FMT_Q8G: -127, FMT_Q4G: -8, FMT_Q3G: -4}[fmt]
+    s = np.maximum(np.abs(g).max(-1), 1e-8).astype(np.float32) / np.float32(qmax)
+    q = np.clip(np.rint(g / s[:, :, None]), qmin, qmax).astype(np.int32).reshape(rows, -1)
+    scales = s.astype(np.float16).view(np.uint16).astype("<u2").tobytes()
+    if fmt == FMT_Q8G:
+        return q.astype(np.int8).tobytes(), scales
+    if fmt == FMT_Q4G:
+        u = (q + 8).astype(np.uint8)
+        return (u[:, 0::2] | (u[:, 1::2] << 4)).astype(np.uint8).tobytes(), scales
+    stride = (ng * group * 3 + 7) // 8 + 1
+    out = np.zeros((rows, stride), dtype=np.uint8)
+    u = (q + 4).astype(np.uint32)
+    for i in range(ng * group):
+        bit = 3 * i
+        val = u[:, i] << (bit & 7)
+        out[:, bit >> 3] |= (val & 0xFF).astype(np.uint8)
+        out[:, (bit >> 3) + 1] |= (val >> 8).astype(np.uint8)
+    return out.tobytes(), scales
+
+
+def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=()) -> None:
+    rng = np.random.default_rng(seed)
+    os.makedirs(out, exist_ok=True)
+    shapes = trunk_shapes(cfg)
+    trunk, entries = bytearray(), []
+    for name in sorted(shapes):
+        shape = shapes[name]
+        numel = int(np.prod(shape))
+        # Every matrix quantized even when small, as the v0 test container does.
+        if len(shape) == 1 or "conv1d" in name or name.endswith("A_log"):
+            fmt = FMT_F32
+        elif "embed_tokens" in name or "lm_head" in name:
+            fmt = FMT_Q8G
+        else:
+            fmt = FMT_Q3G if name in q3g_names else FMT_Q4G
+        if fmt == FMT_F32:
+            if name.endswith("norm.weight"):
+                w = rng.uniform(0.5, 1.5, numel)
+            elif name.endswith("A_log"):
+                w = rng.uniform(-1.0, 1.0, numel)
+                if len(shape) == 1:  # K3 pads A_log to 128 with zeros
+                    w[cfg["linear_attn_config"]["num_heads"]:] = 0.0
+            else:
+                w = rng.uniform(-0.5, 0.5, numel)
+            entries.append({"name": name, "fmt": FMT_F32, "off": len(trunk), "shape": shape})
+            trunk += w.astype("<f4").tobytes()
+        else:
+            w = rng.normal(0.0, 1.0 / np.sqrt(shape[-1]), numel).astype(np.float32)
+            if "embed" in name:
+                w *= np.sqrt(shape[-1])
+            payload, scales = quantize(w.reshape(-1, shape[-1]), fmt)
+            off = len(trunk)
+            trunk += payload
+            entries.append({"name": name, "fmt": fmt, "off": off, "shape": shape, "group": 128,
+                            "scale_off": len(trunk), "bytes": len(payload) + len(scales)})
+            trunk += scales
+    with open(os.path.join(out, "trunk.bin"), "wb") as f:
+        f.write(trunk)
+
+    stages, vdim, n_ent = quant["stages"], quant["vec_dim"], quant["entries"]
+    six = quant.get("index_bits", 8) == 6
+    L, E = cfg["num_hidden_layers"], cfg["num_experts"]
+    moe_layers = [l for l in range(L) if E and l >= cfg["first_k_dense_replace"]]
+    books = bytearray()
+    for b in range(3 * stages * len(moe_layers)):
+        cent = rng.uniform(-0.3, 0.3, n_ent * vdim).astype(np.float16)
+        books += struct.pack("<IHBBII", CODEBOOK_MAGIC, b, FMT_VQ3R, vdim, n_ent, 0)
+        books += cent.view(np.uint16).astype("<u2").tobytes()
+    with open(os.path.join(out, "codebooks.bin"), "wb") as f:
+        f.write(books)
+
+    inter = cfg["moe_intermediate_size"]
+    lat = cfg.get("routed_expert_hidden_size") or cfg["hidden_size"]
+    mats = [(inter, lat), (inter, lat), (lat, inter)]
+    layers = {}
+    for li, layer in enumerate(moe_layers):
+        base = li * 3 * stages
+        bank = bytearray()
+        for e in range(E):
+            idx_parts, scale_parts = [], []
+            for rows, cols in mats:
+                nb, nvr = -(-rows // 64), cols // vdim
+                idx = rng.integers(0, n_ent, (nb * 64, nvr, stages), dtype=np.int64)
+                idx[rows:] = 0  # padding rows are zero
+                blk = idx.reshape(nb, 64, nvr, stages).transpose(0, 2, 1, 3)
+                if six:
+                    s0, s1, s2, s3 = (blk[..., i] for i in range(4))
+                    packed = np.stack([(s0 | (s1 << 6)) & 255, ((s1 >> 2) | (s2 << 4)) & 255,
+                                       ((s2 >> 4) | (s3 << 2)) & 255], axis=-1)
+                    idx_parts.append(packed.astype(np.uint8).tobytes())
+                else:
+                    idx_parts.append(blk.astype(np.uint8).tobytes())
+                scale_parts.append(rng.uniform(0.01, 0.05, rows).astype(np.float16)
+                                   .view(np.uint16).astype("<u2").tobytes())
+            offs, pos = [], 48
+            for part in idx_parts:
+                offs.append(pos)
+                pos += len(part)
+            body = b"".join(idx_parts) + b"".join(scale_parts)
+            rec_bytes = -(-(48 + len(body)) // 4096) * 4096
+            hdr = RECORD_HEADER.pack(EXPERT_MAGIC, layer, e, FMT_VQ4P if six else FMT_VQ3R, 0,
+                                     base, 0, 0, rec_bytes // 4096, offs[0], offs[1], offs[2],
+                                     pos, zlib.crc32(body) & 0xFFFFFFFF, 0, 0)
+            bank += hdr + body + bytes(rec_bytes - 48 - len(body))
+        fname = f"experts-L{layer}.bin"
+        with open(os.path.join(out, fname), "wb") as f:
+            f.write(bank)
+        layers[str(layer)] = {"file": fname, "experts": E, "bytes": len(bank),
+                              "codebook_base": base}
+    manifest = {"format_version": 0, "arch": cfg["model_type"], "tensor_prefix": "",
+                "config": cfg, "expert_quant": quant, "layers": layers, "trunk": entries}
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    cfg, quant = preset_config(args.preset)
+    q3g = ("model.layers.1.self_attn.o_proj.weight",) if args.preset == "tiny-k3" else ()
+    write_container(args.out, cfg, quant, args.seed, q3g)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""One ctest entry of the engine-vs-oracle differential: synth a container, let the engine dump
+its logits, compare against the oracle.
+
+  run_diff.py --waste BIN --dump-tool BIN --preset NAME --workdir DIR [--synth-arg=--layers
+              --synth-arg=2] [--prompt ids] [--decode 16] [--float64]
+
+Steps: `waste synth --preset NAME --out DIR/container ...`, then
+`waste-dump-logits DIR/container DIR/logits.bin --prompt i,j,... --decode N`, then
+compare_logits. Prompt ids are taken modulo the container's vocab. Exit 0 pass, 1 fail,
+77 skip (see compare_logits.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare_logits  # noqa: E402
+
+DEFAULT_PROMPT = "1,17,42,99,123,7,200,31,64,128,255,3,77,150,9,222"
+
+
+def run(cmd) -> None:
+    print("+ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.stdout.strip():
+        print(proc.stdout.rstrip()[-4000:])
+    if proc.returncode != 0:
+        print(proc.stderr.rstrip()[-4000:], file=sys.stderr)
+        print(f"FAILED: `{' '.join(cmd)}` exited with {proc.returncode}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--waste", required=True)
+    ap.add_argument("--dump-tool", required=True)
+    ap.add_argument("--preset", required=True)
+    ap.add_argument("--synth-arg", action="append", default=[])
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--prompt", default=DEFAULT_PROMPT)
+    ap.add_argument("--decode", type=int, default=16)
+    ap.add_argument("--float64", action="store_true")
+    args = ap.parse_args()
+
+    compare_logits.require_torch()  # skip (77) before spending time on synth
+    import torch
+    torch.set_num_threads(int(os.environ.get("WASTE_ORACLE_THREADS", "2")))
+
+    cdir = os.path.join(args.workdir, "container")
+    dump = os.path.join(args.workdir, "logits.bin")
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    os.makedirs(args.workdir)
+    run([args.waste, "synth", "--preset", args.preset, "--out", cdir, *args.synth_arg])
+
+    with open(os.path.join(cdir, "manifest.json")) as f:
+        cfg = json.load(f)["config"]
+    vocab = int(cfg.get("text_config", cfg)["vocab_size"])
+    prompt = [i % vocab for i in compare_logits.parse_ids(args.prompt)]
+    run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)),
+         "--decode", str(args.decode)])
+
+    try:
+        ok = compare_logits.compare(cdir, dump, prompt, float64=args.float64)
+    except Exception as e:  # bad dump / container: name it
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
