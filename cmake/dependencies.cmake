@@ -49,7 +49,7 @@ if(NOT nlohmann_json_FOUND)
   waste_missing("nlohmann-json" "nlohmann-json3-dev")
 endif()
 
-pkg_check_modules(ICU QUIET IMPORTED_TARGET icu-uc)
+pkg_check_modules(ICU QUIET IMPORTED_TARGET icu-uc icu-i18n)
 if(NOT ICU_FOUND)
   waste_missing("ICU (Unicode categories for the tokenizer)" "libicu-dev")
 endif()

@@ -1,10 +1,371 @@
-// placeholder, replaced below
+// AVX2 + FMA kernels. Contract with generic.cpp (docs/design/dispatch.md):
+//   RVQ LUT build, LUT quantise, RVQ apply, VQ4P apply: bit-identical (vectorised across entries
+//     or rows, each lane doing generic's operations in generic's order, no FMA).
+//   matvec, kda_head_step: vectorised across columns with FMA, so the summation order differs;
+//     they agree with generic to ~1e-6 relative.
+#include "compute/kernels/avx2.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdlib>
+
+#include "compute/kernels/avx2_common.hpp"
 #include "compute/kernels/kernel_impl.hpp"
+#include "shared/fp16.hpp"
+
+namespace waste::kernels::detail::avx2_impl {
+namespace {
+
+using avx2_common::hsum;
+using avx2_common::load_runs;
+using avx2_common::transpose8;
+
+// Sum over columns [begin, end) of decode * x, 8 columns per step; the tail is scalar.
+float dot_f32(const float* w, const float* x, std::int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c + 8), _mm256_loadu_ps(x + c + 8), acc1);
+  }
+  for (; c + 8 <= n; c += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), acc0);
+  float sum = hsum(_mm256_add_ps(acc0, acc1));
+  for (; c < n; ++c) sum += w[c] * x[c];
+  return sum;
+}
+
+// 8 Q8G weights at c as floats.
+inline __m256 q8_load8(const std::uint8_t* row, std::int64_t c) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c));
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+}
+
+// 8 Q4G weights at c (c even): 4 bytes, low nibble first.
+inline __m256 q4_load8(const std::uint8_t* row, std::int64_t c) {
+  std::uint32_t word;
+  std::memcpy(&word, row + c / 2, 4);
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i nibbles =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+                       _mm256_set1_epi32(15));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles, _mm256_set1_epi32(8)));
+}
+
+// 8 Q3G weights at c (c a multiple of 8): 24 bits starting on a byte boundary; the row's
+// guard byte keeps the 4-byte read inside the row.
+inline __m256 q3_load8(const std::uint8_t* row, std::int64_t c) {
+  std::uint32_t word;
+  std::memcpy(&word, row + c / 8 * 3, 4);
+  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+  const __m256i codes =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+                       _mm256_set1_epi32(7));
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_set1_epi32(4)));
+}
+
+template <class Load8, class Scalar>
+float dot_grouped(const QuantMatrix& w, std::int64_t r, const float* x, Load8 load8,
+                  Scalar scalar) {
+  const std::uint8_t* row = w.payload + r * w.row_stride;
+  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
+  __m256 acc = _mm256_setzero_ps();
+  float tail_acc = 0.0f;
+  for (std::int64_t g = 0; g < n_groups; ++g) {
+    const std::int64_t begin = g * w.group;
+    const std::int64_t end = std::min<std::int64_t>(begin + w.group, w.cols);
+    const float scale = fp16_to_f32(load_u16(w.scales, r * n_groups + g));
+    __m256 part0 = _mm256_setzero_ps(), part1 = _mm256_setzero_ps();
+    std::int64_t c = begin;
+    for (; c + 16 <= end; c += 16) {
+      part0 = _mm256_fmadd_ps(load8(row, c), _mm256_loadu_ps(x + c), part0);
+      part1 = _mm256_fmadd_ps(load8(row, c + 8), _mm256_loadu_ps(x + c + 8), part1);
+    }
+    for (; c + 8 <= end; c += 8) part0 = _mm256_fmadd_ps(load8(row, c), _mm256_loadu_ps(x + c), part0);
+    float tail = 0.0f;
+    for (; c < end; ++c) tail += static_cast<float>(scalar(row, c)) * x[c];
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_add_ps(part0, part1), acc);
+    tail_acc += scale * tail;
+  }
+  return hsum(acc) + tail_acc;
+}
+
+}  // namespace
+
+void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
+            std::int64_t row_end) {
+  switch (w.fmt) {
+    case kFmtF32:
+      for (std::int64_t r = row_begin; r < row_end; ++r) {
+        y[r] = dot_f32(reinterpret_cast<const float*>(w.payload + r * w.row_stride), x, w.cols);
+      }
+      return;
+    case kFmtQ8G:
+      for (std::int64_t r = row_begin; r < row_end; ++r) {
+        y[r] = dot_grouped(w, r, x, q8_load8, [](const std::uint8_t* row, std::int64_t c) {
+          return static_cast<int>(static_cast<std::int8_t>(row[c]));
+        });
+      }
+      return;
+    case kFmtQ4G:
+      for (std::int64_t r = row_begin; r < row_end; ++r) {
+        y[r] = dot_grouped(w, r, x, q4_load8, [](const std::uint8_t* row, std::int64_t c) {
+          const unsigned byte = row[c >> 1];
+          return static_cast<int>((c & 1) ? (byte >> 4) : (byte & 15u)) - 8;
+        });
+      }
+      return;
+    case kFmtQ3G:
+      for (std::int64_t r = row_begin; r < row_end; ++r) {
+        y[r] = dot_grouped(w, r, x, q3_load8, q3_value);
+      }
+      return;
+    default:
+      std::abort();  // the trunk loader refuses other formats
+  }
+}
+
+void rvq_lut_build(const float* x, const float* const* books, int stages, int entries, int vec_dim,
+                   int v_begin, int v_end, float* lut) {
+  if (vec_dim != 8 || entries % 8 != 0) {
+    generic_impl::rvq_lut_build(x, books, stages, entries, vec_dim, v_begin, v_end, lut);
+    return;
+  }
+  const std::int64_t per_vector = static_cast<std::int64_t>(stages) * entries;
+  for (int s = 0; s < stages; ++s) {
+    for (int e0 = 0; e0 < entries; e0 += 8) {
+      // Columns of 8 centroids: column d holds component d of entries e0..e0+7.
+      __m256 column[8];
+      for (int i = 0; i < 8; ++i) column[i] = _mm256_loadu_ps(books[s] + (e0 + i) * 8);
+      transpose8(column);
+      for (int v = v_begin; v < v_end; ++v) {
+        const float* xv = x + static_cast<std::int64_t>(v) * 8;
+        __m256 acc = _mm256_setzero_ps();
+        for (int d = 0; d < 8; ++d) {  // generic's order: acc += x[d] * c[d], d ascending
+          acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_broadcast_ss(xv + d), column[d]));
+        }
+        _mm256_storeu_ps(lut + v * per_vector + s * entries + e0, acc);
+      }
+    }
+  }
+}
+
+void rvq_lut_quantize(const float* lut, int n_vectors, int stages, int entries, std::int8_t* lut_q,
+                      float* block_scales) {
+  const std::int64_t per_vector = static_cast<std::int64_t>(stages) * entries;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int b = 0; b * kLutQuantBlock < n_vectors; ++b) {
+    const int v_end = std::min(n_vectors, (b + 1) * kLutQuantBlock);
+    const std::int64_t begin = static_cast<std::int64_t>(b) * kLutQuantBlock * per_vector;
+    const std::int64_t end = static_cast<std::int64_t>(v_end) * per_vector;
+    __m256 vmax = _mm256_setzero_ps();
+    std::int64_t i = begin;
+    for (; i + 8 <= end; i += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(lut + i), abs_mask));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float mx = 0.0f;
+    for (float lane : lanes) mx = std::max(mx, lane);
+    for (; i < end; ++i) mx = std::max(mx, std::fabs(lut[i]));
+    const float inverse = mx > 0.0f ? 127.0f / mx : 0.0f;
+    block_scales[b] = mx / 127.0f;
+    const __m256 vinv = _mm256_set1_ps(inverse);
+    const auto quantize8 = [&](std::int64_t at) {
+      const __m256 q = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(lut + at), vinv),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      return _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(q, lo), hi));
+    };
+    i = begin;
+    for (; i + 32 <= end; i += 32) {
+      const __m256i ab = _mm256_packs_epi32(quantize8(i), quantize8(i + 8));
+      const __m256i cd = _mm256_packs_epi32(quantize8(i + 16), quantize8(i + 24));
+      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lut_q + i), bytes);
+    }
+    for (; i < end; ++i) {
+      const float q = std::nearbyint(lut[i] * inverse);
+      lut_q[i] = static_cast<std::int8_t>(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+}
+
+namespace {
+
+// Row scales of 8 rows starting at r (the scalar decode: exponent 31 is not inf here).
+inline __m256 row_scales8(const std::uint16_t* scales, int r, int valid) {
+  alignas(32) float s[8] = {};
+  for (int k = 0; k < valid; ++k) s[k] = fp16_to_f32(load_u16(scales, r + k));
+  return _mm256_load_ps(s);
+}
+
+inline void store_rows(float* y, int r, int valid, __m256 v) {
+  if (valid == 8) {
+    _mm256_storeu_ps(y + r, v);
+    return;
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  for (int k = 0; k < valid; ++k) y[r + k] = lanes[k];
+}
+
+template <int S>
+void apply_stages(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+                  int row_end) {
+  const std::int64_t per_vector = static_cast<std::int64_t>(S) * entries;
+  const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kRowBlock * S;
+  for (int r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
+    const std::uint8_t* block = m.index + static_cast<std::int64_t>(r0 / kRowBlock) * block_bytes;
+    // One lane per row: lane k of acc[g] is row r0 + 8g + k, summed exactly like generic.
+    __m256 acc[8];
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    for (int v = 0; v < m.n_vectors; ++v) {
+      const std::uint8_t* runs = block + static_cast<std::int64_t>(v) * kRowBlock * S;
+      const float* lut_v = lut + v * per_vector;
+      for (int g = 0; g < 8; ++g) {
+        __m256i idx[S];
+        load_runs<S>(runs + g * 8 * S, idx);
+        __m256 term = _mm256_i32gather_ps(lut_v, idx[0], 4);
+        for (int s = 1; s < S; ++s) {
+          term = _mm256_add_ps(term, _mm256_i32gather_ps(lut_v + s * entries, idx[s], 4));
+        }
+        acc[g] = _mm256_add_ps(acc[g], term);
+      }
+    }
+    for (int g = 0; g < 8; ++g) {
+      const int r = r0 + 8 * g;
+      const int valid = std::clamp(row_end - r, 0, 8);
+      if (valid == 0) break;
+      store_rows(y, r, valid, _mm256_mul_ps(acc[g], row_scales8(m.scales, r, valid)));
+    }
+  }
+}
+
+}  // namespace
+
+void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+               int row_end) {
+  assert(row_begin % kRowBlock == 0);
+  switch (m.stages) {
+    case 1: apply_stages<1>(m, lut, entries, y, row_begin, row_end); return;
+    case 2: apply_stages<2>(m, lut, entries, y, row_begin, row_end); return;
+    case 3: apply_stages<3>(m, lut, entries, y, row_begin, row_end); return;
+    default: generic_impl::rvq_apply(m, lut, entries, y, row_begin, row_end); return;
+  }
+}
+
+void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                    float* y, int row_begin, int row_end) {
+  assert(row_begin % kRowBlock == 0);
+  constexpr int kPerVector = 4 * 64;
+  const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kRowBlock * 3;
+  // y holds each row's running acc; the int8 LUT of one 32-position block is widened to int32 once
+  // per call so the lookups can be gathers.
+  alignas(32) std::int32_t wide[kLutQuantBlock * kPerVector];
+  std::fill(y + row_begin, y + row_end, 0.0f);
+  const __m256i six = _mm256_set1_epi32(63);
+  for (int b = 0; b * kLutQuantBlock < m.n_vectors; ++b) {
+    const int v_begin = b * kLutQuantBlock;
+    const int v_end = std::min(m.n_vectors, v_begin + kLutQuantBlock);
+    const std::int8_t* src = lut_q + static_cast<std::int64_t>(v_begin) * kPerVector;
+    for (int i = 0; i < (v_end - v_begin) * kPerVector; i += 16) {
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(wide + i), _mm256_cvtepi8_epi32(bytes));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(wide + i + 8),
+                         _mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)));
+    }
+    const __m256 scale = _mm256_set1_ps(block_scales[b]);
+    for (int r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
+      const std::uint8_t* block = m.index + static_cast<std::int64_t>(r0 / kRowBlock) * block_bytes;
+      for (int g = 0; g < 8; ++g) {
+        const int r = r0 + 8 * g;
+        const int valid = std::clamp(row_end - r, 0, 8);
+        if (valid == 0) break;
+        __m256i sum = _mm256_setzero_si256();  // exact integers: any order gives generic's sum
+        for (int v = v_begin; v < v_end; ++v) {
+          __m256i run[3];
+          load_runs<3>(block + static_cast<std::int64_t>(v) * kRowBlock * 3 + g * 24, run);
+          const __m256i i0 = _mm256_and_si256(run[0], six);
+          const __m256i i1 = _mm256_and_si256(
+              _mm256_or_si256(_mm256_srli_epi32(run[0], 6), _mm256_slli_epi32(run[1], 2)), six);
+          const __m256i i2 = _mm256_and_si256(
+              _mm256_or_si256(_mm256_srli_epi32(run[1], 4), _mm256_slli_epi32(run[2], 4)), six);
+          const __m256i i3 = _mm256_srli_epi32(run[2], 2);
+          const int* t = wide + (v - v_begin) * kPerVector;
+          sum = _mm256_add_epi32(sum, _mm256_i32gather_epi32(t, i0, 4));
+          sum = _mm256_add_epi32(sum, _mm256_i32gather_epi32(t + 64, i1, 4));
+          sum = _mm256_add_epi32(sum, _mm256_i32gather_epi32(t + 128, i2, 4));
+          sum = _mm256_add_epi32(sum, _mm256_i32gather_epi32(t + 192, i3, 4));
+        }
+        const __m256 term = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(sum));
+        if (valid == 8) {
+          _mm256_storeu_ps(y + r, _mm256_add_ps(_mm256_loadu_ps(y + r), term));
+        } else {
+          alignas(32) float lanes[8];
+          _mm256_store_ps(lanes, term);
+          for (int k = 0; k < valid; ++k) y[r + k] += lanes[k];
+        }
+      }
+    }
+  }
+  for (int r = row_begin; r < row_end; ++r) y[r] *= fp16_to_f32(load_u16(m.scales, r));
+}
+
+void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
+                   float beta, int D, float* o) {
+  assert(D <= kKdaMaxDim);
+  alignas(32) float delta[kKdaMaxDim];
+  const int vec_end = D / 8 * 8;
+  std::fill(o, o + D, 0.0f);
+  for (int i = 0; i < D; ++i) {
+    float* row = S + static_cast<std::int64_t>(i) * D;
+    const float decay = std::exp(g[i]);
+    const __m256 vdecay = _mm256_set1_ps(decay), vk = _mm256_set1_ps(k[i]);
+    int j = 0;
+    for (; j < vec_end; j += 8) {
+      const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + j), vdecay);
+      _mm256_storeu_ps(row + j, s);
+      _mm256_storeu_ps(o + j, _mm256_fmadd_ps(s, vk, _mm256_loadu_ps(o + j)));
+    }
+    for (; j < D; ++j) {
+      row[j] *= decay;
+      o[j] += row[j] * k[i];
+    }
+  }
+  for (int j = 0; j < D; ++j) delta[j] = beta * (v[j] - o[j]);
+  std::fill(o, o + D, 0.0f);
+  for (int i = 0; i < D; ++i) {
+    float* row = S + static_cast<std::int64_t>(i) * D;
+    const __m256 vk = _mm256_set1_ps(k[i]), vq = _mm256_set1_ps(q[i]);
+    int j = 0;
+    for (; j < vec_end; j += 8) {
+      const __m256 s = _mm256_fmadd_ps(vk, _mm256_load_ps(delta + j), _mm256_loadu_ps(row + j));
+      _mm256_storeu_ps(row + j, s);
+      _mm256_storeu_ps(o + j, _mm256_fmadd_ps(s, vq, _mm256_loadu_ps(o + j)));
+    }
+    for (; j < D; ++j) {
+      row[j] += k[i] * delta[j];
+      o[j] += row[j] * q[i];
+    }
+  }
+}
+
+}  // namespace waste::kernels::detail::avx2_impl
+
 namespace waste::kernels::detail {
+
 const KernelTable& avx2_table() {
-  namespace impl = generic_impl;
-  static const KernelTable table{"avx2", impl::matvec, impl::rvq_lut_build, impl::rvq_lut_quantize,
-                                 impl::rvq_apply, impl::rvq_apply_vq4p, impl::kda_head_step};
+  namespace impl = avx2_impl;
+  static const KernelTable table{
+      .isa = "avx2",
+      .matvec = impl::matvec,
+      .rvq_lut_build = impl::rvq_lut_build,
+      .rvq_lut_quantize = impl::rvq_lut_quantize,
+      .rvq_apply = impl::rvq_apply,
+      .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .kda_head_step = impl::kda_head_step,
+  };
   return table;
 }
-}
+
+}  // namespace waste::kernels::detail

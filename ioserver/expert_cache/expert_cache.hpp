@@ -43,6 +43,9 @@ class ExpertCache {
   // A prefetch looks up or claims without touching frequency or recency of resident records.
   Lookup prefetch(std::uint32_t key);
 
+  // Where `key` sits (ready or in flight), without touching any policy state.
+  [[nodiscard]] std::optional<std::uint32_t> find(std::uint32_t key) const { return index_.find(key); }
+
   void mark_ready(std::uint32_t slot);
   // The read failed: the key leaves the index, the slot shows `failed` until reused.
   void mark_failed(std::uint32_t slot);

@@ -19,11 +19,12 @@ class BufferedFile {
  public:
   static constexpr std::size_t kBufferBytes = 8u << 20;
 
-  static Result<BufferedFile> create(const std::filesystem::path& path) {
+  static Result<BufferedFile> create(const std::filesystem::path& path, bool durable) {
     auto fd = open_file(path, O_WRONLY | O_CREAT | O_TRUNC);
     if (!fd) return std::unexpected(fd.error());
     BufferedFile f;
     f.path_ = path;
+    f.durable_ = durable;
     f.fd_ = std::move(*fd);
     f.buffer_.reserve(kBufferBytes);
     return f;
@@ -48,7 +49,7 @@ class BufferedFile {
 
   Status close() {
     WASTE_TRY(flush());
-    if (::fsync(fd_.get()) != 0) return make_error(Errc::io, path_.string() + ": fsync: " + std::strerror(errno));
+    if (durable_ && ::fsync(fd_.get()) != 0) return make_error(Errc::io, path_.string() + ": fsync: " + std::strerror(errno));
     fd_ = UniqueFd();
     return {};
   }
@@ -61,12 +62,14 @@ class BufferedFile {
   UniqueFd fd_;
   std::vector<std::byte> buffer_;
   std::uint64_t offset_ = 0;
+  bool durable_ = true;
 };
 
 }  // namespace
 
 struct ContainerWriter::Impl {
   std::filesystem::path dir;
+  bool durable = true;
   Manifest manifest;
   std::optional<BufferedFile> trunk;
   std::optional<BufferedFile> codebooks;
@@ -87,7 +90,7 @@ ContainerWriter::ContainerWriter(ContainerWriter&&) noexcept = default;
 ContainerWriter& ContainerWriter::operator=(ContainerWriter&&) noexcept = default;
 ContainerWriter::~ContainerWriter() = default;
 
-Result<ContainerWriter> ContainerWriter::create(const std::filesystem::path& dir, Manifest skeleton) {
+Result<ContainerWriter> ContainerWriter::create(const std::filesystem::path& dir, Manifest skeleton, bool durable) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(Errc::io, dir.string() + ": " + ec.message());
@@ -95,13 +98,14 @@ Result<ContainerWriter> ContainerWriter::create(const std::filesystem::path& dir
   std::filesystem::remove(dir / "manifest.json", ec);
   auto impl = std::make_unique<Impl>();
   impl->dir = dir;
+  impl->durable = durable;
   impl->manifest = std::move(skeleton);
   impl->manifest.trunk.clear();
   impl->manifest.banks.clear();
-  auto trunk = BufferedFile::create(dir / "trunk.bin");
+  auto trunk = BufferedFile::create(dir / "trunk.bin", durable);
   if (!trunk) return std::unexpected(trunk.error());
   impl->trunk.emplace(std::move(*trunk));
-  auto books = BufferedFile::create(dir / "codebooks.bin");
+  auto books = BufferedFile::create(dir / "codebooks.bin", durable);
   if (!books) return std::unexpected(books.error());
   impl->codebooks.emplace(std::move(*books));
   return ContainerWriter(std::move(impl));
@@ -200,7 +204,7 @@ Status ContainerWriter::begin_bank(int layer, int codebook_base) {
   s.bank_info.experts = s.manifest.config.n_experts;
   s.bank_info.codebook_base = codebook_base;
   s.records_written = 0;
-  auto f = BufferedFile::create(s.dir / s.bank_info.file);
+  auto f = BufferedFile::create(s.dir / s.bank_info.file, s.durable);
   if (!f) return std::unexpected(f.error());
   s.bank.emplace(std::move(*f));
   return {};

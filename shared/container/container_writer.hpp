@@ -19,7 +19,9 @@ class ContainerWriter {
  public:
   // `skeleton` supplies arch, tensor_prefix, config_json/config and quant; trunk and banks
   // are filled in by the writer. Creates `dir` if needed; existing container files are replaced.
-  static Result<ContainerWriter> create(const std::filesystem::path& dir, Manifest skeleton);
+  // `durable`: fsync every data file before the manifest is committed (a crash then leaves
+  // either no manifest or a complete container). Synthetic data, cheap to regenerate, may skip it.
+  static Result<ContainerWriter> create(const std::filesystem::path& dir, Manifest skeleton, bool durable = true);
   ContainerWriter(ContainerWriter&&) noexcept;
   ContainerWriter& operator=(ContainerWriter&&) noexcept;
   ~ContainerWriter();

@@ -451,7 +451,7 @@ void pack_row(TensorFormat fmt, std::span<const std::int8_t> q, std::span<std::b
 }
 
 Result<SynthStats> write_container(const SynthSpec& spec, const std::filesystem::path& out_dir) {
-  auto writer = ContainerWriter::create(out_dir, spec.skeleton);
+  auto writer = ContainerWriter::create(out_dir, spec.skeleton, /*durable=*/false);
   if (!writer) return std::unexpected(writer.error());
   SynthStats stats;
   const ModelConfig& c = spec.skeleton.config;

@@ -153,7 +153,9 @@ Result<std::vector<std::string>> train_synthetic_merges(std::uint64_t seed) {
         best_tie = tie;
       }
     }
-    if (best_count < 2) {
+    // Pairs seen once still make valid merges (rare words become tokens); only an exhausted
+    // corpus stops training, and the built-in one has thousands of pairs to spare.
+    if (best_count < 1) {
       return make_error(Errc::unsupported, "synthetic tokenizer: the built-in corpus ran out of pairs after " +
                                                std::to_string(merges.size()) + " merges");
     }

@@ -1,14 +1,18 @@
-// Synthetic containers for the forward-pass and engine tests: `waste synth --preset NAME`
-// run once per preset per test process into a temporary directory (removed at exit).
+// Synthetic containers for the forward-pass and engine tests: the `waste synth` library
+// (shared/synth) writes each preset once per test process into a temporary directory
+// (removed at exit).
 #pragma once
 
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <system_error>
 
 #include <catch2/catch.hpp>
+
+#include "shared/synth/synth.hpp"
 
 namespace waste::test {
 
@@ -26,12 +30,18 @@ class SynthDirs {
       if (mkdtemp(templ.data()) == nullptr) return {};
       root_ = templ;
     }
-    const char* bin_env = std::getenv("WASTE_BIN_DIR");
-    const std::filesystem::path bin_dir = bin_env ? bin_env : std::filesystem::path(WASTE_BINARY_DIR) / "cli";
     const std::filesystem::path out = root_ / preset;
-    const std::string cmd = "\"" + (bin_dir / "waste").string() + "\" synth --preset " + preset + " --out \"" +
-                            out.string() + "\" > \"" + (root_ / (preset + ".log")).string() + "\" 2>&1";
-    if (std::system(cmd.c_str()) != 0) return {};
+    synth::SynthRequest request;
+    request.preset = preset;
+    auto spec = synth::make_spec(request);
+    if (!spec) {
+      error_ = spec.error().message;
+      return {};
+    }
+    if (auto written = synth::write_container(*spec, out); !written) {
+      error_ = written.error().message;
+      return {};
+    }
     dirs_[preset] = out;
     return out;
   }
@@ -39,12 +49,15 @@ class SynthDirs {
  private:
   std::filesystem::path root_;
   std::map<std::string, std::filesystem::path> dirs_;
+
+ public:
+  std::string error_;
 };
 
 inline std::filesystem::path synth_container(const std::string& preset) {
   static SynthDirs dirs;
   auto path = dirs.get(preset);
-  INFO("waste synth --preset " << preset);
+  INFO("synth preset " << preset << ": " << dirs.error_);
   REQUIRE_FALSE(path.empty());
   return path;
 }

@@ -6,6 +6,7 @@ Q4G otherwise, optionally Q3G), experts get random RVQ indices and codebooks. Tw
   tiny     Kimi-Linear shape at toy size (KDA + MLA, dense layer 0, shared expert, VQ3R)
   tiny-k3  K3 features (latent MoE + norm, AttnRes, SiTU, q_lora, MLA output gate, full-rank
            KDA gate, bounded gate, padded A_log, VQ4P experts, a Q3G matrix)
+  tiny-k3-vq3r  the same K3 features with VQ3R experts (no int8 LUT step)
 Usage: py_synth.py --preset tiny --out DIR [--seed N]
 """
 from __future__ import annotations
@@ -40,7 +41,7 @@ def preset_config(name: str) -> tuple[dict, dict]:
              "index_bits": 8, "bits_per_weight": 3}
     if name == "tiny":
         return base, quant
-    if name == "tiny-k3":
+    if name in ("tiny-k3", "tiny-k3-vq3r"):
         k3 = dict(base)
         k3.update({
             "architectures": ["KimiK3ForConditionalGeneration"], "num_hidden_layers": 5,
@@ -52,8 +53,9 @@ def preset_config(name: str) -> tuple[dict, dict]:
                                    "kda_layers": [1, 2, 4, 5], "full_attn_layers": [3],
                                    "use_full_rank_gate": True, "gate_lower_bound": -5.0},
         })
-        quant = {"fmt": "VQ4P", "stages": 4, "vec_dim": 8, "entries": 64, "index_block": 64,
-                 "index_bits": 6, "bits_per_weight": 3}
+        if name == "tiny-k3":
+            quant = {"fmt": "VQ4P", "stages": 4, "vec_dim": 8, "entries": 64, "index_block": 64,
+                     "index_bits": 6, "bits_per_weight": 3}
         return k3, quant
     raise SystemExit(f"unknown preset {name!r}")
 
@@ -262,7 +264,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     cfg, quant = preset_config(args.preset)
-    q3g = ("model.layers.1.self_attn.o_proj.weight",) if args.preset == "tiny-k3" else ()
+    q3g = ("model.layers.1.self_attn.o_proj.weight",) if args.preset.startswith("tiny-k3") else ()
     write_container(args.out, cfg, quant, args.seed, q3g)
     return 0
 

@@ -4,7 +4,8 @@ its logits, compare against the oracle.
   run_diff.py --waste BIN --dump-tool BIN --preset NAME --workdir DIR [--synth-arg=--layers
               --synth-arg=2] [--prompt ids] [--decode 16] [--float64]
 
-Steps: `waste synth --preset NAME --out DIR/container ...`, then
+Steps: `waste synth --preset NAME --out DIR/container ...` (or py_synth.py with
+--python-synth: a container written by an independent writer), then
 `waste-dump-logits DIR/container DIR/logits.bin --prompt i,j,... --decode N`, then
 compare_logits. Prompt ids are taken modulo the container's vocab. Exit 0 pass, 1 fail,
 77 skip (see compare_logits.py).
@@ -26,7 +27,11 @@ DEFAULT_PROMPT = "1,17,42,99,123,7,200,31,64,128,255,3,77,150,9,222"
 
 def run(cmd) -> None:
     print("+ " + " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        print(f"FAILED: cannot run {cmd[0]}: {e} (is the target built?)", file=sys.stderr)
+        sys.exit(1)
     if proc.stdout.strip():
         print(proc.stdout.rstrip()[-4000:])
     if proc.returncode != 0:
@@ -37,7 +42,9 @@ def run(cmd) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--waste", required=True)
+    ap.add_argument("--waste", help="waste binary (its `synth` writes the container)")
+    ap.add_argument("--python-synth", action="store_true",
+                    help="write the container with py_synth.py instead of `waste synth`")
     ap.add_argument("--dump-tool", required=True)
     ap.add_argument("--preset", required=True)
     ap.add_argument("--synth-arg", action="append", default=[])
@@ -45,6 +52,7 @@ def main() -> int:
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
     ap.add_argument("--decode", type=int, default=16)
     ap.add_argument("--float64", action="store_true")
+    ap.add_argument("--tol", type=float, default=1e-3)
     args = ap.parse_args()
 
     compare_logits.require_torch()  # skip (77) before spending time on synth
@@ -55,7 +63,13 @@ def main() -> int:
     dump = os.path.join(args.workdir, "logits.bin")
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
-    run([args.waste, "synth", "--preset", args.preset, "--out", cdir, *args.synth_arg])
+    if args.python_synth:
+        run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "py_synth.py"),
+             "--preset", args.preset, "--out", cdir, *args.synth_arg])
+    elif args.waste:
+        run([args.waste, "synth", "--preset", args.preset, "--out", cdir, *args.synth_arg])
+    else:
+        ap.error("give --waste or --python-synth")
 
     with open(os.path.join(cdir, "manifest.json")) as f:
         cfg = json.load(f)["config"]
@@ -65,7 +79,7 @@ def main() -> int:
          "--decode", str(args.decode)])
 
     try:
-        ok = compare_logits.compare(cdir, dump, prompt, float64=args.float64)
+        ok = compare_logits.compare(cdir, dump, prompt, tol=args.tol, float64=args.float64)
     except Exception as e:  # bad dump / container: name it
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

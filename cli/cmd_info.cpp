@@ -1,0 +1,131 @@
+// waste info MODEL: what a container holds, from its manifest and file sizes (no payload reads).
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "shared/container/container.hpp"
+
+namespace waste::cli {
+namespace {
+
+struct InfoArgs {
+  std::string model;
+  bool json = false;
+};
+
+std::string layer_kind(const ModelConfig& c, int l) {
+  return std::string(c.is_kda(l) ? "KDA" : "MLA") + (c.is_moe(l) ? "+MoE" : "+dense");
+}
+
+// Run-length layer kinds: "0 KDA+dense, 1-2 KDA+MoE, 3 MLA+MoE, 4 KDA+MoE".
+std::string layer_summary(const ModelConfig& c) {
+  std::string out;
+  for (int l = 0; l < c.n_layers;) {
+    int end = l;
+    while (end + 1 < c.n_layers && layer_kind(c, end + 1) == layer_kind(c, l)) ++end;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(l) + (end > l ? "-" + std::to_string(end) : "") + " " + layer_kind(c, l);
+    l = end + 1;
+  }
+  return out;
+}
+
+int run_info(const InfoArgs& args) {
+  auto info = ContainerInfo::open(args.model);
+  if (!info) {
+    std::fprintf(stderr, "waste info: %s\n", info.error().message.c_str());
+    return 1;
+  }
+  const Manifest& m = info->manifest;
+  const ModelConfig& c = m.config;
+  std::uint64_t trunk_params = 0, embed_params = 0;
+  std::map<std::string, std::pair<int, std::uint64_t>> formats;  // name -> (count, bytes)
+  for (const auto& t : m.trunk) {
+    auto& f = formats[tensor_format_name(t.fmt)];
+    ++f.first;
+    f.second += t.payload_bytes() + t.scale_bytes();
+    if (!m.tensor_prefix.empty() && !t.name.starts_with(m.tensor_prefix)) continue;  // vision tower
+    trunk_params += std::uint64_t(t.elements());
+    if (t.name.find("embed_tokens.weight") != std::string::npos) embed_params += std::uint64_t(t.elements());
+  }
+  const int n_moe = c.n_moe_layers();
+  const std::uint64_t per_expert = 3ull * std::uint64_t(c.moe_inter) * std::uint64_t(c.expert_input_dim());
+  const std::uint64_t total = trunk_params + std::uint64_t(n_moe) * c.n_experts * per_expert;
+  const std::uint64_t active = trunk_params - embed_params + std::uint64_t(n_moe) * c.top_k * per_expert;
+  const std::uint64_t record = c.n_experts > 0 ? info->geometry.record_bytes : 0;
+  const std::uint64_t per_token = record * std::uint64_t(c.top_k) * std::uint64_t(n_moe);
+
+  if (args.json) {
+    nlohmann::json j;
+    j["path"] = args.model;
+    j["arch"] = c.arch;
+    j["tensor_prefix"] = m.tensor_prefix;
+    j["layers"] = c.n_layers;
+    nlohmann::json kinds = nlohmann::json::array();
+    for (int l = 0; l < c.n_layers; ++l) kinds.push_back(layer_kind(c, l));
+    j["layer_kinds"] = kinds;
+    j["hidden"] = c.hidden;
+    j["vocab"] = c.vocab;
+    j["experts"] = c.n_experts;
+    j["top_k"] = c.top_k;
+    j["shared_experts"] = c.n_shared;
+    j["moe_layers"] = n_moe;
+    j["expert_format"] = m.quant.fmt;
+    j["expert_stages"] = m.quant.stages;
+    j["expert_entries"] = m.quant.entries;
+    j["expert_index_bits"] = m.quant.index_bits;
+    j["record_bytes"] = record;
+    j["expert_bytes_per_token"] = per_token;
+    j["params_total"] = total;
+    j["params_active"] = active;
+    nlohmann::json f = nlohmann::json::object();
+    for (const auto& [name, v] : formats) f[name] = {{"tensors", v.first}, {"bytes", v.second}};
+    j["trunk_formats"] = f;
+    j["trunk_bytes"] = info->trunk_file_bytes;
+    j["codebooks"] = info->n_codebooks;
+    j["tokenizer"] = info->has_tokenizer;
+    j["specials"] = info->has_specials;
+    j["chat_format"] = info->has_chat_format;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model:        %s\n", args.model.c_str());
+  std::printf("architecture: %s%s\n", c.arch.c_str(),
+              m.tensor_prefix.empty() ? "" : (" (tensors under \"" + m.tensor_prefix + "\")").c_str());
+  std::printf("layers:       %d (%d KDA, %d MLA; %d MoE): %s\n", c.n_layers, c.n_kda_layers(), c.n_mla_layers(), n_moe,
+              layer_summary(c).c_str());
+  std::printf("hidden:       %d, vocab %d\n", c.hidden, c.vocab);
+  if (c.n_experts > 0) {
+    std::printf("experts:      %d per MoE layer, top-%d, %d shared\n", c.n_experts, c.top_k, c.n_shared);
+    std::printf("expert quant: %s (%d stages x %d entries x dim %d, %d-bit indices, %.2f bits/weight)\n",
+                m.quant.fmt.c_str(), m.quant.stages, m.quant.entries, m.quant.vec_dim, m.quant.index_bits,
+                m.quant.bits_per_weight());
+    std::printf("record:       %llu bytes; %llu expert bytes per token (top-%d x %d layers)\n",
+                (unsigned long long)record, (unsigned long long)per_token, c.top_k, n_moe);
+  }
+  std::printf("parameters:   %.3f B total, %.3f B active (RVQ experts counted as their logical weights)\n",
+              total / 1e9, active / 1e9);
+  std::string fmts;
+  for (const auto& [name, v] : formats) {
+    if (!fmts.empty()) fmts += ", ";
+    fmts += name + " " + std::to_string(v.first);
+  }
+  std::printf("trunk:        %zu tensors, %.1f MB (%s)\n", m.trunk.size(), info->trunk_file_bytes / 1e6, fmts.c_str());
+  std::printf("tokenizer:    %s, specials %s, chat format %s\n", info->has_tokenizer ? "yes" : "no",
+              info->has_specials ? "yes" : "no", info->has_chat_format ? "yes" : "no");
+  return 0;
+}
+
+const CommandRegistration kRegistration{Command{
+    "info", "Describe a container: layers, experts, formats, parameter counts",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto args = std::make_shared<InfoArgs>();
+      sub.add_option("model", args->model, "container directory")->required();
+      sub.add_flag("--json", args->json, "machine-readable output");
+      return [args] { return run_info(*args); };
+    }}};
+
+}  // namespace
+}  // namespace waste::cli

@@ -1,0 +1,103 @@
+#include "compute/io/daemon_connect.hpp"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "shared/ipc/control_client.hpp"
+#include "shared/ipc/ioserver_launch.hpp"
+#include "shared/memory/memory_plan.hpp"
+
+namespace waste {
+
+struct DaemonConnection::State {
+  ipc::DaemonInfo daemon;
+  ipc::AttachReply reply;
+  ipc::ClientLease lease;
+  bool private_daemon = false;
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::string heartbeat_error;
+  std::jthread heartbeat;   // last: stops (and joins) before the rest goes
+
+  void start_heartbeat() {
+    heartbeat = std::jthread([this](std::stop_token stop) {
+      auto client = ipc::ControlClient::connect(daemon.socket);
+      std::unique_lock lock(mutex);
+      while (!stop.stop_requested()) {
+        wake.wait_for(lock, stop, std::chrono::milliseconds(reply.heartbeat_ms), [] { return false; });
+        if (stop.stop_requested()) break;
+        lock.unlock();
+        Status st = client ? client->heartbeat(reply.client_idx, ::getpid()) : Status(std::unexpected(client.error()));
+        lock.lock();
+        heartbeat_error = st ? std::string() : st.error().message;
+      }
+    });
+  }
+
+  ~State() {
+    heartbeat.request_stop();
+    if (heartbeat.joinable()) heartbeat.join();
+    auto client = ipc::ControlClient::connect(daemon.socket);
+    if (!client) return;
+    if (reply.client_idx >= 0) (void)client->detach(reply.client_idx);
+    if (private_daemon) {
+      (void)client->shutdown(0);
+      ipc::wait_process_gone(daemon.pid, 3000);
+    }
+  }
+};
+
+DaemonConnection::DaemonConnection(std::unique_ptr<State> state) : state_(std::move(state)) {}
+DaemonConnection::DaemonConnection(DaemonConnection&&) noexcept = default;
+DaemonConnection& DaemonConnection::operator=(DaemonConnection&&) noexcept = default;
+DaemonConnection::~DaemonConnection() = default;
+
+const ipc::ClientLease& DaemonConnection::lease() const noexcept { return state_->lease; }
+const ipc::AttachReply& DaemonConnection::attach_reply() const noexcept { return state_->reply; }
+const ipc::DaemonInfo& DaemonConnection::daemon() const noexcept { return state_->daemon; }
+bool DaemonConnection::private_daemon() const noexcept { return state_->private_daemon; }
+std::string DaemonConnection::heartbeat_error() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->heartbeat_error;
+}
+
+Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bool allow_private,
+                                          std::uint64_t state_bytes) {
+  auto state = std::make_unique<DaemonConnection::State>();
+  if (auto found = ipc::find_daemon_for_model(model)) {
+    state->daemon = *found;
+  } else {
+    if (!allow_private) return make_error(Errc::ipc, "no waste-ioserver serves " + model.string());
+    const std::string instance = "private-" + std::to_string(::getpid());
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(model, ec);
+    WASTE_TRY(ipc::run_ioserver({absolute.string(), "--name", instance}));
+    auto info = ipc::read_daemon_info(ipc::info_path(instance));
+    if (!info) return std::unexpected(info.error());
+    state->daemon = *info;
+    state->private_daemon = true;
+  }
+  if (state_bytes == 0) {
+    auto plan = plan_memory(model);
+    if (!plan) return std::unexpected(plan.error());
+    state_bytes = plan->client_bytes();
+  }
+  auto client = ipc::ControlClient::connect(state->daemon.socket);
+  if (!client) return std::unexpected(client.error());
+  auto reply = client->attach(ipc::AttachRequest{::getpid(), state_bytes});
+  if (!reply) return std::unexpected(reply.error());   // State's destructor stops a private daemon
+  state->reply = *reply;
+  state->lease.client_idx = reply->client_idx;
+  state->lease.segment_name = reply->arena_segment;
+  state->lease.trunk_segment_name = reply->trunk_segment;
+  state->lease.generation = reply->lease.value("generation", std::uint64_t{0});
+  state->lease.trunk_bytes = reply->lease.value("trunk_bytes", std::uint64_t{0});
+  state->lease.daemon_pid = reply->daemon_pid;
+  state->start_heartbeat();
+  return DaemonConnection(std::move(state));
+}
+
+}  // namespace waste

@@ -1,0 +1,19 @@
+// The AVX2 entries, declared so avx512.cpp can reuse the ones it does not specialise.
+#pragma once
+
+#include "compute/kernels/kernels.hpp"
+
+namespace waste::kernels::detail::avx2_impl {
+void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
+            std::int64_t row_end);
+void rvq_lut_build(const float* x, const float* const* books, int stages, int entries, int vec_dim,
+                   int v_begin, int v_end, float* lut);
+void rvq_lut_quantize(const float* lut, int n_vectors, int stages, int entries, std::int8_t* lut_q,
+                      float* block_scales);
+void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+               int row_end);
+void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                    float* y, int row_begin, int row_end);
+void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
+                   float beta, int D, float* o);
+}  // namespace waste::kernels::detail::avx2_impl

@@ -1,0 +1,30 @@
+// Finding and starting waste-ioserver, shared by waste-ctl and the compute side's
+// connect_or_spawn, plus locating the daemon that serves a container.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shared/ipc/runtime_dir.hpp"
+#include "shared/result.hpp"
+
+namespace waste::ipc {
+
+// $WASTE_IOSERVER, else next to this executable, else ../ioserver/ (the build tree), else PATH.
+Result<std::filesystem::path> find_ioserver_binary();
+
+// Runs `waste-ioserver args...` (which daemonizes and returns once ready or failed) and waits.
+// stdout/stderr pass through. Errc::ipc naming the exit status when it fails.
+Status run_ioserver(const std::vector<std::string>& args);
+
+// The live daemon whose info file names this container (canonical path), if any.
+std::optional<DaemonInfo> find_daemon_for_model(const std::filesystem::path& container);
+// By instance name or container path: what `waste-ctl stop X` and `stats X` accept.
+Result<DaemonInfo> find_daemon(const std::string& name_or_model);
+
+// Waits until `pid` is gone, up to `timeout_ms`. true when it is.
+bool wait_process_gone(int pid, int timeout_ms);
+
+}  // namespace waste::ipc

@@ -1,0 +1,134 @@
+// waste-ctl and waste-ioserver as processes, on a synthesized tiny container.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "shared/ipc/control_client.hpp"
+#include "shared/ipc/ioserver_launch.hpp"
+#include "shared/ipc/runtime_dir.hpp"
+#include "shared/ipc/segment_names.hpp"
+#include "shared/memory/budget.hpp"
+#include "test_control_support.hpp"
+
+using namespace waste;
+namespace fs = std::filesystem;
+
+#ifdef WASTE_CTL_BIN
+
+namespace {
+
+std::string ctl(const std::string& args) { return std::string(WASTE_CTL_BIN) + " " + args; }
+
+bool shm_exists(const std::string& name) { return fs::exists(fs::path("/dev/shm") / name); }
+
+}  // namespace
+
+TEST_CASE("waste-ctl start, status, stats and stop a daemon on a tiny container", "[ioserver][control]") {
+  test::ScopedRuntimeDir runtime;
+  test::TempDir t("ctl");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  const std::string name = "ctl-" + std::to_string(::getpid());
+
+  auto started = test::run_command(ctl("start " + model.string() + " --name " + name + " --budget 64M"));
+  INFO(started.output);
+  REQUIRE(started.exit_code == 0);
+  const std::string sock = "ipc://" + (ipc::runtime_dir() / ("waste-" + name + ".sock")).string();
+  CHECK(started.output.find("socket " + sock + "\n") != std::string::npos);
+  CHECK(started.output.find("budget 64.0 MB (67108864 bytes)") != std::string::npos);
+  CHECK(shm_exists(ipc::arena_segment_name(name)));
+
+  // A second daemon for the same instance is refused.
+  auto twin = test::run_command(ctl("start " + model.string() + " --name " + name));
+  CHECK(twin.exit_code != 0);
+  CHECK(twin.output.find("is already running") != std::string::npos);
+
+  // A client attaches over the control plane; status and stats see it.
+  auto client = ipc::ControlClient::connect(sock);
+  REQUIRE(client);
+  auto refused = client->attach({::getpid(), 64ULL << 20});
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.rfind("attach refused: budget 64.0 MB, used ", 0) == 0);
+  auto lease = client->attach({::getpid(), 1ULL << 20});
+  REQUIRE(lease);
+  CHECK(lease->arena_segment == ipc::arena_segment_name(name));
+  REQUIRE(client->heartbeat(lease->client_idx, ::getpid()));
+
+  auto status = test::run_command(ctl("status"));
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK(status.output.find(name + "  pid ") != std::string::npos);
+  CHECK(status.output.find("1 client(s)") != std::string::npos);
+  CHECK(status.output.find("state 1.0 MB") != std::string::npos);
+
+  auto stats = test::run_command(ctl("stats " + name + " --json"));
+  REQUIRE(stats.exit_code == 0);
+  const auto j = nlohmann::json::parse(stats.output);
+  CHECK(j["budget"]["budget_bytes"] == (64ULL << 20));
+  CHECK(j["budget"]["clients_bytes"] == (1ULL << 20));
+  CHECK(j["totals"]["record_bytes"] == 12288);
+  CHECK(j["clients"].size() == 1);
+  auto watch = test::run_command(ctl("stats " + name + " --watch --interval 0.05 --count 2"));
+  CHECK(watch.exit_code == 0);
+  CHECK(watch.output.find("budget   ") != std::string::npos);
+
+  REQUIRE(client->detach(lease->client_idx));
+  auto stopped = test::run_command(ctl("stop " + name));
+  INFO(stopped.output);
+  CHECK(stopped.exit_code == 0);
+  CHECK(stopped.output.find("stopped " + name) != std::string::npos);
+  CHECK_FALSE(fs::exists(ipc::socket_path(name)));
+  CHECK_FALSE(fs::exists(ipc::info_path(name)));
+  CHECK_FALSE(shm_exists(ipc::arena_segment_name(name)));
+  CHECK_FALSE(shm_exists(ipc::trunk_segment_name(name)));
+}
+
+TEST_CASE("waste-ctl start refuses a budget below the floor", "[ioserver][control]") {
+  test::ScopedRuntimeDir runtime;
+  test::TempDir t("floor");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  auto r = test::run_command(ctl("start " + model.string() + " --name floor-" + std::to_string(::getpid()) + " --budget 1M"));
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("waste-ioserver: budget 1.0 MB is below the floor ") != std::string::npos);
+  CHECK(r.output.find(" for this model") != std::string::npos);
+}
+
+TEST_CASE("stale socket, info file and segments of a kill -9'd daemon are found and cleaned", "[ioserver][control]") {
+  test::ScopedRuntimeDir runtime;
+  test::TempDir t("stale");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  const std::string name = "stale-" + std::to_string(::getpid());
+  REQUIRE(test::run_command(ctl("start " + model.string() + " --name " + name)).exit_code == 0);
+  auto info = ipc::read_daemon_info(ipc::info_path(name));
+  REQUIRE(info);
+  REQUIRE(::kill(info->pid, SIGKILL) == 0);
+  REQUIRE(ipc::wait_process_gone(info->pid, 5000));
+  CHECK(fs::exists(ipc::socket_path(name)));
+  CHECK(shm_exists(ipc::arena_segment_name(name)));
+
+  auto status = test::run_command(ctl("status"));
+  CHECK(status.output.find(name + "  stale: pid " + std::to_string(info->pid) + " is not running") != std::string::npos);
+  auto client = ipc::ControlClient::connect(info->socket);
+  if (client) {
+    auto r = client->ping();
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == Errc::ipc);
+  }
+
+  auto restarted = test::run_command(ctl("start " + model.string() + " --name " + name));
+  INFO(restarted.output);
+  REQUIRE(restarted.exit_code == 0);
+  CHECK(restarted.output.find("removed stale " + ipc::socket_path(name).string()) != std::string::npos);
+  CHECK(restarted.output.find("removed stale shm " + ipc::arena_segment_name(name)) != std::string::npos);
+  auto fresh = ipc::read_daemon_info(ipc::info_path(name));
+  REQUIRE(fresh);
+  CHECK(fresh->pid != info->pid);
+  REQUIRE(test::run_command(ctl("stop " + name)).exit_code == 0);
+  CHECK_FALSE(shm_exists(ipc::arena_segment_name(name)));
+}
+
+#endif
