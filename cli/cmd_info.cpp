@@ -32,6 +32,14 @@ std::string layer_summary(const ModelConfig& c) {
   return out;
 }
 
+std::string human_count(std::uint64_t n) {
+  char buf[32];
+  if (n >= 1'000'000'000ull) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
+  else if (n >= 1'000'000ull) std::snprintf(buf, sizeof buf, "%.2f M", n / 1e6);
+  else std::snprintf(buf, sizeof buf, "%llu", (unsigned long long)n);
+  return buf;
+}
+
 int run_info(const InfoArgs& args) {
   auto info = ContainerInfo::open(args.model);
   if (!info) {
@@ -105,8 +113,8 @@ int run_info(const InfoArgs& args) {
     std::printf("record:       %llu bytes; %llu expert bytes per token (top-%d x %d layers)\n",
                 (unsigned long long)record, (unsigned long long)per_token, c.top_k, n_moe);
   }
-  std::printf("parameters:   %.3f B total, %.3f B active (RVQ experts counted as their logical weights)\n",
-              total / 1e9, active / 1e9);
+  std::printf("parameters:   %s total, %s active (RVQ experts counted as their logical weights)\n",
+              human_count(total).c_str(), human_count(active).c_str());
   std::string fmts;
   for (const auto& [name, v] : formats) {
     if (!fmts.empty()) fmts += ", ";

@@ -55,6 +55,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 // Shapes the forward pass relies on between the config and the record geometry.
 Status check_geometry(const ModelConfig& c, const ExpertGeometry& g) {
+  if (c.n_kda_layers() > 0 && c.kda_dim > kernels::kKdaMaxDim) {
+    return make_error(Errc::unsupported, "linear_attn_config.head_dim " + std::to_string(c.kda_dim) +
+                                             " exceeds the kernel limit " + std::to_string(kernels::kKdaMaxDim));
+  }
   if (c.n_experts == 0) return ok();
   const int lat = c.expert_input_dim();
   if (g.rows[0] != c.moe_inter || g.cols[0] != lat || g.rows[1] != c.moe_inter || g.cols[1] != lat ||
@@ -92,6 +96,9 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   }
   const ModelConfig& c = impl->info.manifest.config;
   WASTE_TRY(check_geometry(c, impl->info.geometry));
+  if (c.n_experts == 0 && !source) {
+    return make_error(Errc::unsupported, where + ": models without routed experts are not supported");
+  }
 
   if (trunk) {
     impl->trunk = std::move(trunk);
@@ -126,10 +133,6 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   impl->pool = std::make_unique<ThreadPool>(options.threads);
   impl->kernels = &kernels::active();
   impl->logits.assign(std::size_t(c.vocab), 0.0f);
-  if (!impl->source) {
-    // A dense model never asks for experts; the forward pass still wants a source reference.
-    return make_error(Errc::unsupported, where + ": models without routed experts are not supported");
-  }
   forward::Forward::Inputs in{c,
                               impl->weights,
                               *impl->trunk,
@@ -178,7 +181,9 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
     return make_error(Errc::argument, "max_tokens " + std::to_string(params.max_tokens) + " must be 0 or more");
   }
   WASTE_TRY(check_tokens(prompt));
-  WASTE_TRY(check_tokens(params.stop_tokens));
+  if (Status stops = check_tokens(params.stop_tokens); !stops) {
+    return std::unexpected(stops.error().with_context("stop_tokens"));
+  }
   const int ctx = impl_->state.ctx_tokens();
   if (std::int64_t(prompt.size()) + impl_->state.position() >= ctx) {
     return make_error(Errc::argument, "prompt of " + std::to_string(prompt.size()) + " tokens at position " +
@@ -202,7 +207,7 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
 
   start = std::chrono::steady_clock::now();
   Sampler sampler(params.sampling);
-  result.tokens.reserve(std::size_t(params.max_tokens));
+  result.tokens.reserve(std::size_t(std::min(params.max_tokens, ctx)));
   for (int step = 0; step < params.max_tokens; ++step) {
     const int next = sampler.sample(impl_->logits);
     if (impl_->state.position() >= ctx) {

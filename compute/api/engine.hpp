@@ -88,7 +88,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Feed tokens one by one; the logits after the last (vocab floats, valid until the next call
-  // that feeds a token or resets). Ids are range-checked before anything is fed.
+  // that feeds a token or resets). Ids and the free context are checked before anything is
+  // fed; an I/O error mid-way leaves the tokens before it fed (position() tells how many).
   Result<std::span<const float>> eval(std::span<const int> tokens);
 
   // §6.2: feed the prompt, then sample, feed, report, until max_tokens, a stop/eos token (fed,

@@ -135,7 +135,11 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   route(c, w, s.router.data(), s);
 
   // Ask for every routed record at once, then take them in selection order.
-  WASTE_TRY(ex.source.request(layer, std::span<const int>(s.ids.data(), std::size_t(top_k))));
+  if (Status requested = ex.source.request(layer, std::span<const int>(s.ids.data(), std::size_t(top_k)));
+      !requested) {
+    ex.source.release_layer(layer);  // whatever the source pinned before failing
+    return requested;
+  }
 
   // K3 routes a latent projection of x; Kimi-Linear routes x itself.
   const float* xin = x;

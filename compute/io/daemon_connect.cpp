@@ -74,7 +74,7 @@ Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bo
     const std::string instance = "private-" + std::to_string(::getpid());
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(model, ec);
-    WASTE_TRY(ipc::run_ioserver({absolute.string(), "--name", instance}));
+    WASTE_TRY(ipc::run_ioserver({absolute.string(), "--name", instance}, /*quiet_stdout=*/true));
     auto info = ipc::read_daemon_info(ipc::info_path(instance));
     if (!info) return std::unexpected(info.error());
     state->daemon = *info;

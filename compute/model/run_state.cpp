@@ -55,4 +55,8 @@ std::span<float> RunState::conv_ring(int layer, ConvRing which) {
   return std::span<float>(layers_[layer].conv).subspan(std::size_t(which) * conv_ring_floats_, conv_ring_floats_);
 }
 
+std::span<const float> RunState::conv_ring(int layer, ConvRing which) const {
+  return std::span<const float>(layers_[layer].conv).subspan(std::size_t(which) * conv_ring_floats_, conv_ring_floats_);
+}
+
 }  // namespace waste::model

@@ -35,6 +35,7 @@ class RunState {
   // KDA layer: recurrent state [H][D][D] and one conv ring [C][K-1] per q/k/v.
   std::span<float> kda_state(int layer) { return layers_[layer].kda_s; }
   std::span<float> conv_ring(int layer, ConvRing which);
+  [[nodiscard]] std::span<const float> conv_ring(int layer, ConvRing which) const;
   [[nodiscard]] std::span<const float> kda_state(int layer) const { return layers_[layer].kda_s; }
   // MLA layer: the whole latent cache [ctx_tokens][kv_lora + rope]; slots < position() are valid.
   std::span<float> latent_cache(int layer) { return layers_[layer].latent; }
@@ -43,6 +44,7 @@ class RunState {
 
   // AttnRes block history of the last token: n_blocks() x hidden.
   std::span<float> blocks() { return blocks_; }
+  [[nodiscard]] std::span<const float> blocks() const { return blocks_; }
   [[nodiscard]] int n_blocks() const { return n_blocks_; }
   void set_n_blocks(int n) { n_blocks_ = n; }
   [[nodiscard]] int max_blocks() const { return max_blocks_; }

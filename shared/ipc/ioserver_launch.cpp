@@ -1,5 +1,6 @@
 #include "shared/ipc/ioserver_launch.hpp"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,7 +39,7 @@ Result<fs::path> find_ioserver_binary() {
   return make_error(Errc::io, "waste-ioserver not found next to " + self.string() + " nor on PATH (set WASTE_IOSERVER)");
 }
 
-Status run_ioserver(const std::vector<std::string>& args) {
+Status run_ioserver(const std::vector<std::string>& args, bool quiet_stdout) {
   auto binary = find_ioserver_binary();
   if (!binary) return std::unexpected(binary.error());
   std::vector<std::string> argv_store;
@@ -50,6 +51,10 @@ Status run_ioserver(const std::vector<std::string>& args) {
   const pid_t pid = ::fork();
   if (pid < 0) return make_error(Errc::io, std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    if (quiet_stdout) {
+      const int devnull = ::open("/dev/null", O_WRONLY);
+      if (devnull >= 0) ::dup2(devnull, 1);
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

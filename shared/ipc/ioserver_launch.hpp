@@ -16,8 +16,9 @@ namespace waste::ipc {
 Result<std::filesystem::path> find_ioserver_binary();
 
 // Runs `waste-ioserver args...` (which daemonizes and returns once ready or failed) and waits.
-// stdout/stderr pass through. Errc::ipc naming the exit status when it fails.
-Status run_ioserver(const std::vector<std::string>& args);
+// stderr passes through; stdout too unless quiet_stdout (library callers keep their stdout clean).
+// Errc::ipc naming the exit status when it fails.
+Status run_ioserver(const std::vector<std::string>& args, bool quiet_stdout = false);
 
 // The live daemon whose info file names this container (canonical path), if any.
 std::optional<DaemonInfo> find_daemon_for_model(const std::filesystem::path& container);

@@ -45,7 +45,7 @@ std::vector<int> replay(Engine& engine, const SamplingParams& sampling, int n) {
 
 }  // namespace
 
-TEST_CASE("Greedy generation is reproducible and follows the argmax of eval", "[compute][engine]") {
+TEST_CASE("Greedy generation is reproducible and follows the argmax of eval", "[compute][forward][engine]") {
   auto engine = open_tiny();
   GenerateParams params;
   params.max_tokens = 12;
@@ -78,7 +78,7 @@ TEST_CASE("Greedy generation is reproducible and follows the argmax of eval", "[
   CHECK(replay(*engine, SamplingParams{}, 12) == first->tokens);
 }
 
-TEST_CASE("Seeded sampling is reproducible and matches the sampler replayed by hand", "[compute][engine]") {
+TEST_CASE("Seeded sampling is reproducible and matches the sampler replayed by hand", "[compute][forward][engine]") {
   auto engine = open_tiny();
   GenerateParams params;
   params.max_tokens = 10;
@@ -94,7 +94,7 @@ TEST_CASE("Seeded sampling is reproducible and matches the sampler replayed by h
   CHECK(replay(*engine, params.sampling, 10) == first->tokens);
 }
 
-TEST_CASE("Generation stops after feeding a stop token or the eos token", "[compute][engine]") {
+TEST_CASE("Generation stops after feeding a stop token or the eos token", "[compute][forward][engine]") {
   auto engine = open_tiny();
   GenerateParams params;
   params.max_tokens = 12;
@@ -129,7 +129,7 @@ TEST_CASE("Generation stops after feeding a stop token or the eos token", "[comp
   CHECK(cancelled->tokens.size() == 3);
 }
 
-TEST_CASE("Generation stops when the context is full", "[compute][engine]") {
+TEST_CASE("Generation stops when the context is full", "[compute][forward][engine]") {
   auto engine = open_tiny(8);
   GenerateParams params;
   params.max_tokens = 16;
@@ -149,7 +149,7 @@ TEST_CASE("Generation stops when the context is full", "[compute][engine]") {
         "prompt of 8 tokens at position 0 leaves no free position in a context of 8 tokens");
 }
 
-TEST_CASE("Out-of-range token ids are refused with the offending id and index", "[compute][engine]") {
+TEST_CASE("Out-of-range token ids are refused with the offending id and index", "[compute][forward][engine]") {
   auto engine = open_tiny();
   const int vocab = engine->config().vocab;
   const std::vector<int> prompt = {1, vocab, 2};

@@ -285,6 +285,35 @@ TEST_CASE("Routing keeps selection order, breaks ties to the lower id, biases se
   CHECK(s.weights[0] == Approx(p4 * 2.5).epsilon(1e-6));
 }
 
+TEST_CASE("Attention Residuals mix the block history and the live sum by a normed softmax",
+          "[compute][forward]") {
+  const int n = 4;
+  const float blocks[2 * n] = {1.0f, -2.0f, 0.5f, 3.0f, -1.0f, 0.25f, 2.0f, 0.0f};
+  float ps[n] = {0.5f, 0.5f, -1.5f, 1.0f};
+  const float norm_w[n] = {1.0f, 0.5f, -0.25f, 2.0f};
+  const float proj_w[n] = {0.3f, -1.0f, 0.7f, 0.2f};
+  const float eps = 1e-5f;
+  // Reference in double: score_i = sum_j v_ij / rms(v_i) * norm_j * proj_j, softmax, weighted sum.
+  const float* cand[3] = {blocks, blocks + n, ps};
+  double score[3], mx = -1e300, sum = 0;
+  for (int i = 0; i < 3; ++i) {
+    double ss = 0;
+    for (int j = 0; j < n; ++j) ss += double(cand[i][j]) * cand[i][j];
+    const double inv = 1.0 / std::sqrt(ss / n + eps);
+    score[i] = 0;
+    for (int j = 0; j < n; ++j) score[i] += cand[i][j] * inv * norm_w[j] * proj_w[j];
+    mx = std::max(mx, score[i]);
+  }
+  for (double& sc : score) sum += (sc = std::exp(sc - mx));
+  double expected[n] = {};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < n; ++j) expected[j] += score[i] / sum * cand[i][j];
+  }
+  float scores[3];
+  forward::attn_res(blocks, 2, ps, norm_w, proj_w, n, eps, scores, ps);  // out aliases ps
+  for (int j = 0; j < n; ++j) CHECK(ps[j] == Approx(expected[j]).epsilon(1e-6).margin(1e-6));
+}
+
 TEST_CASE("Local expert source counts hits and misses and evicts the least recently used record",
           "[compute][forward]") {
   const auto dir = test::synth_container("tiny");

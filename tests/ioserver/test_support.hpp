@@ -30,8 +30,8 @@ inline std::string unique_instance(const std::string& what) {
 
 // A synthetic container under the build tree, built once per (experts) and reused.
 inline std::filesystem::path synth_container(int n_experts = 8) {
-  const auto dir = std::filesystem::path(WASTE_BINARY_DIR) / "test-data" /
-                   ("ioserver-tiny-e" + std::to_string(n_experts) + "-" + std::to_string(::getpid()));
+  const auto root = std::filesystem::path(WASTE_BINARY_DIR) / "test-data";
+  const auto dir = root / ("ioserver-tiny-e" + std::to_string(n_experts));
   if (std::filesystem::exists(dir / "manifest.json")) return dir;
   auto preset = synth::load_preset("tiny");
   REQUIRE(preset);
@@ -41,9 +41,15 @@ inline std::filesystem::path synth_container(int n_experts = 8) {
   request.seed = 7;
   auto spec = synth::make_spec(*preset, request);
   REQUIRE(spec);
-  std::filesystem::create_directories(dir);
-  auto written = synth::write_container(*spec, dir);
+  // Built under a private name and renamed into place, so parallel test processes never see half a container.
+  const auto tmp = root / (dir.filename().string() + ".tmp" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  auto written = synth::write_container(*spec, tmp);
   if (!written) FAIL(written.error().message);
+  std::error_code ec;
+  std::filesystem::rename(tmp, dir, ec);
+  if (ec) std::filesystem::remove_all(tmp);  // another process won the race
+  REQUIRE(std::filesystem::exists(dir / "manifest.json"));
   return dir;
 }
 

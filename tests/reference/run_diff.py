@@ -83,6 +83,8 @@ def main() -> int:
     except Exception as e:  # bad dump / container: name it
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    if ok and not os.environ.get("WASTE_KEEP_DIFF"):
+        shutil.rmtree(args.workdir, ignore_errors=True)  # kept on failure for debugging
     return 0 if ok else 1
 
 

@@ -1,0 +1,270 @@
+#include "cli/cli_common.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "compute/io/daemon_expert_source.hpp"
+#include "compute/io/shared_trunk.hpp"
+#include "shared/container/container.hpp"
+#include "shared/memory/budget.hpp"
+#include "shared/memory/memory_plan.hpp"
+#include "shared/memory/ram.hpp"
+
+namespace waste::cli {
+
+void add_engine_options(CLI::App& sub, EngineArgs& a) {
+  sub.add_option("model", a.model, "Container directory (NAME.waste)")->required();
+  sub.add_option("--budget", a.budget, "RAM budget (e.g. 8G, 500M; default: automatic)");
+  sub.add_option("--ctx", a.ctx, "Context length in tokens")->check(CLI::PositiveNumber);
+  sub.add_option("--threads", a.threads, "Compute threads (0 = all hardware threads)")->check(CLI::NonNegativeNumber);
+  sub.add_flag("--verify", a.verify, "CRC-check every expert record read");
+  sub.add_flag("--no-direct-io", a.no_direct_io, "Read expert banks through the page cache");
+  sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (overrides --budget)");
+  sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (attach, or start a private one)");
+}
+
+void add_sampling_options(CLI::App& sub, SamplingArgs& a) {
+  sub.add_option("--temp", a.temperature, "Sampling temperature (0 = greedy)");
+  sub.add_option("--top-p", a.top_p, "Nucleus sampling threshold (1 = off)");
+  sub.add_option("--top-k", a.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
+  sub.add_option("--seed", a.seed, "Sampling seed (0 = default)");
+}
+
+namespace {
+
+EngineOptions engine_options(const EngineArgs& a) {
+  EngineOptions o;
+  o.model = a.model;
+  o.threads = a.threads;
+  o.ctx_tokens = a.ctx;
+  o.verify_records = a.verify;
+  o.direct_io = !a.no_direct_io;
+  return o;
+}
+
+// THE DAEMON PATH: records and the trunk come from waste-ioserver's shared memory. The daemon
+// owns the expert cache and its budget; this process declares only its own state + scratch.
+Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
+  OpenEngine out;
+  auto info = ContainerInfo::open(a.model);
+  if (!info) return std::unexpected(info.error());
+  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
+  if (!plan) return std::unexpected(plan.error());
+  auto connection = connect_or_spawn(a.model, /*allow_private=*/true, plan->client_bytes());
+  if (!connection) return std::unexpected(connection.error());
+  out.daemon.emplace(std::move(*connection));
+  auto source = DaemonExpertSource::open(out.daemon->lease(), info->geometry);
+  if (!source) return std::unexpected(source.error());
+  auto trunk = open_shared_trunk(out.daemon->lease(), a.model, info->manifest);
+  if (!trunk) return std::unexpected(trunk.error());
+  auto engine = Engine::open(engine_options(a), std::move(*source), std::make_shared<const Trunk>(std::move(*trunk)));
+  if (!engine) return std::unexpected(engine.error());
+  out.engine = std::move(*engine);
+  return out;
+}
+
+}  // namespace
+
+Result<OpenEngine> open_engine(const EngineArgs& a) {
+  if (a.daemon) return open_through_daemon(a);
+  EngineOptions options = engine_options(a);
+  OpenEngine out;
+  if (a.cache_records) {
+    options.cache_records = *a.cache_records;
+  } else {
+    auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
+    if (!plan) return std::unexpected(plan.error());
+    std::optional<std::uint64_t> requested;
+    if (!a.budget.empty()) {
+      auto bytes = parse_bytes(a.budget);
+      if (!bytes) return std::unexpected(bytes.error());
+      requested = *bytes;
+    }
+    auto choice = resolve_budget(*plan, requested, usable_ram().cap_bytes);
+    if (!choice) return std::unexpected(choice.error());
+    if (choice->above_cap) {
+      std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
+                   format_bytes(choice->budget_bytes).c_str());
+    }
+    out.budget_bytes = choice->budget_bytes;
+    options.cache_records = std::size_t(arena_slots(*plan, choice->budget_bytes));
+  }
+  auto engine = Engine::open(options);
+  if (!engine) return std::unexpected(engine.error());
+  out.engine = std::move(*engine);
+  return out;
+}
+
+Result<Tokenizer> load_tokenizer(const std::filesystem::path& model) {
+  auto info = ContainerInfo::open(model);
+  if (!info) return std::unexpected(info.error());
+  if (!info->has_tokenizer) {
+    return make_error(Errc::unsupported, model.string() + ": the container has no tokenizer.model (use --ids)");
+  }
+  auto tok = Tokenizer::load(model);
+  if (!tok) return std::unexpected(tok.error());
+  if (info->manifest.config.eos_token_id > 0) tok->set_eos(info->manifest.config.eos_token_id);
+  return tok;
+}
+
+Result<std::optional<ChatFormat>> load_chat_format(const std::filesystem::path& model, const std::string& file) {
+  if (!file.empty()) {
+    auto format = ChatFormat::load(file);
+    if (!format) return std::unexpected(format.error());
+    return std::optional<ChatFormat>(std::move(*format));
+  }
+  return ChatFormat::load_from_container(model);
+}
+
+Result<std::vector<int>> parse_ids(std::string_view text) {
+  std::vector<int> ids;
+  std::size_t i = 0;
+  auto is_sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (i < text.size()) {
+    while (i < text.size() && is_sep(text[i])) ++i;
+    if (i == text.size()) break;
+    std::size_t end = i;
+    while (end < text.size() && !is_sep(text[end])) ++end;
+    const std::string_view piece = text.substr(i, end - i);
+    int value = 0;
+    auto [ptr, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), value);
+    if (ec != std::errc() || ptr != piece.data() + piece.size() || value < 0) {
+      return make_error(Errc::argument, "token id '" + std::string(piece) + "' is not a non-negative integer");
+    }
+    ids.push_back(value);
+    i = end;
+  }
+  return ids;
+}
+
+std::string join_ids(std::span<const int> ids, char sep) {
+  std::string out;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += sep;
+    out += std::to_string(ids[i]);
+  }
+  return out;
+}
+
+Result<std::string> read_text(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(Errc::io, path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return make_error(Errc::io, path + ": read failed");
+  return text.str();
+}
+
+namespace {
+// Length of the UTF-8 sequence a lead byte starts (1 for stray continuation/invalid bytes, so
+// invalid input still flows through instead of being held forever).
+std::size_t utf8_length(unsigned char lead) {
+  if (lead < 0xC0) return 1;
+  if (lead < 0xE0) return 2;
+  if (lead < 0xF0) return 3;
+  if (lead < 0xF8) return 4;
+  return 1;
+}
+}  // namespace
+
+std::string Utf8Stream::push(std::string_view bytes) {
+  pending_.append(bytes);
+  std::size_t complete = 0;
+  while (complete < pending_.size()) {
+    const std::size_t n = utf8_length(static_cast<unsigned char>(pending_[complete]));
+    if (complete + n > pending_.size()) break;
+    complete += n;
+  }
+  std::string out = pending_.substr(0, complete);
+  pending_.erase(0, complete);
+  return out;
+}
+
+std::string Utf8Stream::flush() { return std::exchange(pending_, {}); }
+
+StopTextStream::StopTextStream(std::vector<std::string> stops) : stops_(std::move(stops)) {
+  std::erase_if(stops_, [](const std::string& s) { return s.empty(); });
+}
+
+std::string StopTextStream::push(std::string_view bytes) {
+  if (stopped_) return {};
+  held_ += utf8_.push(bytes);
+  std::size_t first = std::string::npos;
+  for (const auto& stop : stops_) first = std::min(first, held_.find(stop));
+  if (first != std::string::npos) {
+    stopped_ = true;
+    std::string out = held_.substr(0, first);
+    held_.clear();
+    return out;
+  }
+  // Keep the longest tail of held_ that is a proper prefix of some stop text.
+  std::size_t keep = 0;
+  for (const auto& stop : stops_) {
+    for (std::size_t n = std::min(stop.size() - 1, held_.size()); n > keep; --n) {
+      if (held_.compare(held_.size() - n, n, stop, 0, n) == 0) {
+        keep = n;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopTextStream::finish() {
+  if (stopped_) return {};
+  std::string out = std::exchange(held_, {});
+  return out + utf8_.flush();
+}
+
+namespace {
+double hit_percent(const ExpertSourceStats& e) {
+  const std::uint64_t total = e.hits + e.misses;
+  return total ? 100.0 * double(e.hits) / double(total) : 0.0;
+}
+}  // namespace
+
+std::string stats_line(const RunStats& s) {
+  const double seconds = s.prompt_seconds + s.generate_seconds;
+  const double rate = s.generate_seconds > 0 ? double(s.tokens) / s.generate_seconds : 0.0;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "tokens %zu  seconds %.3f  tok/s %.2f  experts hit %llu (%.1f%%) miss %llu  GB read %.3f",
+                s.tokens, seconds, rate, static_cast<unsigned long long>(s.experts.hits), hit_percent(s.experts),
+                static_cast<unsigned long long>(s.experts.misses), double(s.experts.bytes_read) / 1e9);
+  return buf;
+}
+
+nlohmann::json stats_json(const RunStats& s) {
+  return nlohmann::json{{"tokens", s.tokens},
+                        {"prompt_tokens", s.prompt_tokens},
+                        {"prompt_seconds", s.prompt_seconds},
+                        {"generate_seconds", s.generate_seconds},
+                        {"experts_hit", s.experts.hits},
+                        {"experts_missed", s.experts.misses},
+                        {"hit_percent", hit_percent(s.experts)},
+                        {"bytes_read", s.experts.bytes_read}};
+}
+
+int report_error(std::string_view command, const Error& error) { return report_error(command, error.message); }
+
+int report_error(std::string_view command, std::string_view message) {
+  std::fprintf(stderr, "waste %.*s: %.*s\n", int(command.size()), command.data(), int(message.size()), message.data());
+  return 1;
+}
+
+void print_json(const nlohmann::json& doc) {
+  // Token pieces may be partial UTF-8; replace rather than throw.
+  std::printf("%s\n", doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace waste::cli

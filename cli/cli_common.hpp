@@ -1,0 +1,129 @@
+// Helpers the `waste` subcommands share: the engine options every model command takes and the
+// one place an engine is opened (local or through waste-ioserver), the tokenizer and chat format
+// of a container, --ids parsing, the stats line, JSON output. Commands stay pure clients of the
+// public C++ API; nothing here reaches into engine internals.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "compute/api/engine.hpp"
+#include "compute/io/daemon_connect.hpp"
+#include "compute/tokenizer/chat_format.hpp"
+#include "compute/tokenizer/tokenizer.hpp"
+#include "shared/result.hpp"
+
+namespace waste::cli {
+
+// Options of every command that opens a model.
+struct EngineArgs {
+  std::string model;
+  std::string budget;              // "" = automatic (§4.2); else "8G", "500M", ...
+  int ctx = 4096;
+  int threads = 0;
+  bool verify = false;
+  bool no_direct_io = false;
+  std::optional<std::size_t> cache_records;  // explicit cache size in records (overrides --budget)
+  bool daemon = false;             // records through waste-ioserver (shared or private)
+};
+
+// Adds model (positional), --budget, --ctx, --threads, --verify, --no-direct-io,
+// --cache-records, --daemon.
+void add_engine_options(CLI::App& sub, EngineArgs& args);
+
+// --temp, --top-p, --top-k, --seed.
+struct SamplingArgs {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  std::uint64_t seed = 0;
+  [[nodiscard]] SamplingParams params() const { return SamplingParams{temperature, top_p, top_k, seed}; }
+};
+void add_sampling_options(CLI::App& sub, SamplingArgs& args);
+
+// An open engine and whatever must outlive it (the daemon connection). Members are destroyed
+// in reverse order: the engine goes before the connection it reads through.
+struct OpenEngine {
+  std::optional<DaemonConnection> daemon;
+  std::unique_ptr<Engine> engine;
+  std::uint64_t budget_bytes = 0;  // the resolved budget (0 when --cache-records gave the cache)
+  Engine* operator->() const { return engine.get(); }
+  Engine& operator*() const { return *engine; }
+};
+
+// Resolve the budget against this machine and open the engine: locally (LocalExpertSource,
+// cache sized from the budget), or through waste-ioserver when args.daemon (see
+// open_through_daemon in cli_common.cpp: the daemon path plugs in there).
+Result<OpenEngine> open_engine(const EngineArgs& args);
+
+// The container's tokenizer with config.eos_token_id applied (reference §5.2).
+Result<Tokenizer> load_tokenizer(const std::filesystem::path& model);
+// --chat-format FILE if given, else the container's chat.json; nullopt when neither exists.
+Result<std::optional<ChatFormat>> load_chat_format(const std::filesystem::path& model, const std::string& file);
+
+// "1,2,3", "1 2 3" or one per line. Error names the bad piece.
+Result<std::vector<int>> parse_ids(std::string_view text);
+std::string join_ids(std::span<const int> ids, char sep = ' ');
+// Whole file, or stdin for "-".
+Result<std::string> read_text(const std::string& path);
+
+// Incremental detokenizer for streaming: bytes of each token are buffered until they form
+// complete UTF-8 characters, so a character split over tokens is never printed in halves.
+class Utf8Stream {
+ public:
+  // Appends the token's bytes; returns what can be printed now.
+  std::string push(std::string_view bytes);
+  // What is left (an incomplete tail, printed as is at the end).
+  std::string flush();
+
+ private:
+  std::string pending_;
+};
+
+// Streaming output that ends at a stop text (a chat's assistant suffix, --stop): text that
+// could be the start of the stop text is held back until it is known not to be; once the stop
+// text appears, the text before it is released and everything after is dropped. Complete UTF-8
+// characters only, like Utf8Stream.
+class StopTextStream {
+ public:
+  explicit StopTextStream(std::vector<std::string> stops = {});
+  std::string push(std::string_view bytes);
+  std::string finish();  // the held tail when no stop text appeared
+  [[nodiscard]] bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stops_;
+  Utf8Stream utf8_;
+  std::string held_;
+  bool stopped_ = false;
+};
+
+// Counters of one run, for the stats line and --json.
+struct RunStats {
+  std::size_t tokens = 0;          // generated tokens
+  int prompt_tokens = 0;
+  double prompt_seconds = 0;
+  double generate_seconds = 0;
+  ExpertSourceStats experts;
+};
+// "tokens N  seconds S  tok/s R  experts hit H (P%) miss M  GB read G"
+std::string stats_line(const RunStats& stats);
+nlohmann::json stats_json(const RunStats& stats);
+
+// Print "waste CMD: MESSAGE" on stderr; returns 1.
+int report_error(std::string_view command, const Error& error);
+int report_error(std::string_view command, std::string_view message);
+
+// Print one JSON document (pretty, newline-terminated) on stdout.
+void print_json(const nlohmann::json& doc);
+
+}  // namespace waste::cli

@@ -1,0 +1,291 @@
+#include "compute/session/session_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "compute/api/engine.hpp"
+
+namespace waste::session {
+
+// The file is little-endian; every target we build for is too, so fields are memcpy'd.
+static_assert(std::endian::native == std::endian::little, "session I/O assumes a little-endian host");
+static_assert(sizeof(SessionHeader) == kHeaderBytes);
+
+namespace {
+
+std::uint32_t u32(int v) { return static_cast<std::uint32_t>(v); }
+
+std::uint64_t conv_floats(const ModelConfig& c) {
+  return 3ull * std::uint64_t(c.kda_channels()) * std::uint64_t(std::max(c.conv_k - 1, 0));
+}
+std::uint64_t kda_s_floats(const ModelConfig& c) {
+  return std::uint64_t(c.kda_heads) * std::uint64_t(c.kda_dim) * std::uint64_t(c.kda_dim);
+}
+std::uint64_t latent_width(const ModelConfig& c) { return std::uint64_t(c.kv_lora) + std::uint64_t(c.qk_rope); }
+
+// Sequential writer/reader over a byte buffer.
+class Writer {
+ public:
+  explicit Writer(std::vector<std::byte>& out) : out_(out) {}
+  void raw(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out_.insert(out_.end(), b, b + n);
+  }
+  void floats(std::span<const float> v) { raw(v.data(), v.size_bytes()); }
+
+ private:
+  std::vector<std::byte>& out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> in) : in_(in) {}
+  std::int32_t i32() {
+    std::int32_t v = 0;
+    std::memcpy(&v, in_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  void floats(std::span<float> out) {
+    std::memcpy(out.data(), in_.data() + at_, out.size_bytes());
+    at_ += out.size_bytes();
+  }
+  void skip(std::uint64_t n) { at_ += n; }
+  [[nodiscard]] std::uint64_t at() const { return at_; }
+
+ private:
+  std::span<const std::byte> in_;
+  std::uint64_t at_ = 0;
+};
+
+SessionHeader read_header(std::span<const std::byte> bytes) {
+  SessionHeader h;
+  std::memcpy(&h, bytes.data(), kHeaderBytes);
+  return h;
+}
+
+}  // namespace
+
+SessionHeader make_header(const ModelConfig& c, const model::RunState& state) {
+  SessionHeader h;
+  h.n_layers = u32(c.n_layers);
+  h.hidden = u32(c.hidden);
+  h.kda_heads = u32(c.kda_heads);
+  h.kda_dim = u32(c.kda_dim);
+  h.conv_k = u32(c.conv_k);
+  h.n_heads = u32(c.n_heads);
+  h.qk_nope = u32(c.qk_nope);
+  h.qk_rope = u32(c.qk_rope);
+  h.v_head = u32(c.v_head);
+  h.attn_res_block = u32(c.attn_res_block);
+  h.pos = u32(state.position());
+  h.n_blockres = c.attn_res_block > 0 ? u32(state.n_blocks()) : 0;
+  return h;
+}
+
+std::uint64_t session_bytes(const ModelConfig& c, const SessionHeader& h) {
+  std::uint64_t n = kHeaderBytes;
+  for (int L = 0; L < c.n_layers; ++L) {
+    if (c.is_kda(L)) {
+      n += (kda_s_floats(c) + conv_floats(c)) * sizeof(float);
+    } else {
+      n += sizeof(std::int32_t) + std::uint64_t(h.pos) * latent_width(c) * sizeof(float);
+    }
+  }
+  if (c.attn_res_block > 0) n += std::uint64_t(h.n_blockres) * std::uint64_t(c.hidden) * sizeof(float);
+  n += std::uint64_t(c.hidden) * sizeof(float);
+  return n;
+}
+
+std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state) {
+  const SessionHeader h = make_header(c, state);
+  std::vector<std::byte> out;
+  out.reserve(session_bytes(c, h));
+  Writer w(out);
+  w.raw(&h, sizeof h);
+  const std::size_t pos = h.pos;
+  for (int L = 0; L < c.n_layers; ++L) {
+    if (c.is_kda(L)) {
+      w.floats(state.kda_state(L));
+      // The in-memory rings use the file's order already (q, k, v; [C][K-1], oldest first).
+      for (auto ring : {model::ConvRing::q, model::ConvRing::k, model::ConvRing::v}) w.floats(state.conv_ring(L, ring));
+    } else {
+      const std::int32_t n_kv = static_cast<std::int32_t>(pos);
+      w.raw(&n_kv, sizeof n_kv);
+      w.floats(state.latent_cache(L).first(pos * std::size_t(state.latent_width())));
+    }
+  }
+  if (c.attn_res_block > 0) w.floats(state.blocks().first(std::size_t(h.n_blockres) * std::size_t(c.hidden)));
+  w.floats(state.hidden());
+  return out;
+}
+
+Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
+                const std::string& origin) {
+  const std::string where = "session " + origin + ": ";
+  auto refuse = [&](const std::string& what) { return make_error(Errc::format, where + what); };
+  if (bytes.size() < kHeaderBytes) {
+    return refuse("file of " + std::to_string(bytes.size()) + " bytes is shorter than the 64-byte header");
+  }
+  const SessionHeader h = read_header(bytes);
+  if (h.magic != kMagic) return refuse("not a WASTE session (bad magic)");
+  if (h.version != kVersion) return refuse("version " + std::to_string(h.version) + " != supported 1");
+  const SessionHeader want = make_header(c, state);
+  const struct {
+    const char* name;
+    std::uint32_t file, model;
+  } fields[] = {{"n_layers", h.n_layers, want.n_layers},   {"hidden", h.hidden, want.hidden},
+                {"kda_heads", h.kda_heads, want.kda_heads}, {"kda_dim", h.kda_dim, want.kda_dim},
+                {"conv_k", h.conv_k, want.conv_k},         {"n_heads", h.n_heads, want.n_heads},
+                {"qk_nope", h.qk_nope, want.qk_nope},       {"qk_rope", h.qk_rope, want.qk_rope},
+                {"v_head", h.v_head, want.v_head},          {"attn_res_block", h.attn_res_block, want.attn_res_block}};
+  for (const auto& f : fields) {
+    if (f.file != f.model) {
+      return refuse(std::string(f.name) + " " + std::to_string(f.file) + " != model " + std::to_string(f.model));
+    }
+  }
+  // Our state bounds the position for every model (not only MLA ones), so a larger pos could
+  // never be continued.
+  if (h.pos >= std::uint32_t(std::numeric_limits<std::int32_t>::max()) || h.pos > std::uint32_t(state.ctx_tokens())) {
+    return refuse("pos " + std::to_string(h.pos) + " exceeds the context of " + std::to_string(state.ctx_tokens()) +
+                  " tokens");
+  }
+  const std::uint32_t max_blocks = c.attn_res_block > 0 ? std::uint32_t(state.max_blocks()) : 0;
+  if (h.n_blockres > max_blocks) {
+    return refuse("n_blockres " + std::to_string(h.n_blockres) + " exceeds " + std::to_string(max_blocks));
+  }
+  const std::uint64_t expected = session_bytes(c, h);
+  if (bytes.size() != expected) {
+    return refuse("size " + std::to_string(bytes.size()) + " bytes != expected " + std::to_string(expected) +
+                  " for pos " + std::to_string(h.pos));
+  }
+  // Pre-walk the body: every MLA layer's n_kv must equal pos.
+  Reader r(bytes);
+  r.skip(kHeaderBytes);
+  for (int L = 0; L < c.n_layers; ++L) {
+    if (c.is_kda(L)) {
+      r.skip((kda_s_floats(c) + conv_floats(c)) * sizeof(float));
+    } else {
+      const std::int32_t n_kv = r.i32();
+      if (n_kv < 0 || std::uint32_t(n_kv) != h.pos) {
+        return refuse("layer " + std::to_string(L) + ": n_kv " + std::to_string(n_kv) + " != pos " +
+                      std::to_string(h.pos));
+      }
+      r.skip(std::uint64_t(n_kv) * latent_width(c) * sizeof(float));
+    }
+  }
+  return ok();
+}
+
+Status decode_into(std::span<const std::byte> bytes, const ModelConfig& c, model::RunState& state,
+                   const std::string& origin) {
+  WASTE_TRY(validate(bytes, c, state, origin));
+  const SessionHeader h = read_header(bytes);
+  state.reset();  // slots past pos and blocks past n_blockres read as a fresh state's zeros
+  Reader r(bytes);
+  r.skip(kHeaderBytes);
+  for (int L = 0; L < c.n_layers; ++L) {
+    if (c.is_kda(L)) {
+      r.floats(state.kda_state(L));
+      for (auto ring : {model::ConvRing::q, model::ConvRing::k, model::ConvRing::v}) r.floats(state.conv_ring(L, ring));
+    } else {
+      (void)r.i32();
+      r.floats(state.latent_cache(L).first(std::size_t(h.pos) * std::size_t(state.latent_width())));
+    }
+  }
+  if (c.attn_res_block > 0) {
+    r.floats(state.blocks().first(std::size_t(h.n_blockres) * std::size_t(c.hidden)));
+    state.set_n_blocks(int(h.n_blockres));
+  }
+  r.floats(state.hidden());
+  state.set_position(int(h.pos));
+  return ok();
+}
+
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+Status write_all(int fd, std::span<const std::byte> bytes, const std::string& path) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return make_error(Errc::io, "session " + path + ": write failed: " + errno_text());
+    }
+    done += std::size_t(n);
+  }
+  return ok();
+}
+
+// Closes the descriptor and removes the temp file unless released.
+struct TempFile {
+  int fd = -1;
+  std::filesystem::path path;
+  bool keep = false;
+  ~TempFile() {
+    if (fd >= 0) ::close(fd);
+    if (!keep) {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  }
+};
+
+}  // namespace
+
+Status save(const Engine& engine, const std::filesystem::path& path) {
+  static std::atomic<std::uint64_t> seq{0};
+  const std::vector<std::byte> bytes = encode(engine.config(), engine.run_state());
+  TempFile tmp;
+  tmp.path = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);
+  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (tmp.fd < 0) return make_error(Errc::io, "session " + tmp.path.string() + ": cannot create: " + errno_text());
+  WASTE_TRY(write_all(tmp.fd, bytes, tmp.path.string()));
+  if (::fsync(tmp.fd) != 0) return make_error(Errc::io, "session " + tmp.path.string() + ": fsync: " + errno_text());
+  if (::close(tmp.fd) != 0) {
+    tmp.fd = -1;
+    return make_error(Errc::io, "session " + tmp.path.string() + ": close: " + errno_text());
+  }
+  tmp.fd = -1;
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0) {
+    return make_error(Errc::io, "session " + path.string() + ": rename: " + errno_text());
+  }
+  tmp.keep = true;
+  // Make the rename itself durable; a failure here does not undo a completed save.
+  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return ok();
+}
+
+Status load(Engine& engine, const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(Errc::io, "session " + path.string() + ": cannot open: " + errno_text());
+  std::vector<std::byte> bytes;
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size < 0) return make_error(Errc::io, "session " + path.string() + ": cannot read its size");
+  bytes.resize(std::size_t(size));
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) {
+    return make_error(Errc::io, "session " + path.string() + ": read failed");
+  }
+  // Everything is in memory and checked before the engine changes, so a refusal leaves it as is.
+  WASTE_TRY(validate(bytes, engine.config(), engine.run_state(), path.string()));
+  engine.reset();  // drops the logits of the previous sequence
+  return decode_into(bytes, engine.config(), engine.run_state(), path.string());
+}
+
+}  // namespace waste::session

@@ -1,0 +1,67 @@
+// waste bench: prefill and decode reported separately, token counts as asked, expert counters
+// consistent with the routing (every token asks top_k experts in every MoE layer).
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.hpp"
+#include "shared/container/manifest.hpp"
+
+namespace waste {
+
+TEST_CASE("waste bench --json reports prefill and decode separately", "[cli][bench]") {
+  const auto& model = test::tokenizer_container();
+  auto manifest = Manifest::parse(test::slurp(model / "manifest.json"));
+  REQUIRE(manifest);
+  const std::uint64_t per_token = std::uint64_t(manifest->config.top_k) * manifest->config.n_moe_layers();
+  const std::uint64_t rec = manifest->banks.begin()->second.record_bytes();
+
+  auto ran = test::run_waste({"bench", model.string(), "--threads", "2", "--prompt-tokens", "8", "-n", "5", "--json",
+                              "--cache-records", "0"});
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  const auto doc = nlohmann::json::parse(ran.out);
+  for (const char* phase : {"prefill", "decode"}) {
+    INFO(phase);
+    const auto& p = doc[phase];
+    for (const char* key : {"tokens", "seconds", "tokens_per_second", "experts_hit", "experts_missed", "bytes_read"}) {
+      CHECK(p.contains(key));
+    }
+    const auto tokens = p["tokens"].get<std::uint64_t>();
+    CHECK(tokens == (std::string(phase) == "prefill" ? 8u : 5u));
+    // No cache: every request is a miss and reads one record.
+    CHECK(p["experts_hit"].get<std::uint64_t>() == 0);
+    CHECK(p["experts_missed"].get<std::uint64_t>() == tokens * per_token);
+    CHECK(p["bytes_read"].get<std::uint64_t>() == tokens * per_token * rec);
+    const double seconds = p["seconds"].get<double>();
+    CHECK(seconds > 0);
+    CHECK(p["tokens_per_second"].get<double>() == Approx(double(tokens) / seconds));
+  }
+  CHECK(doc["threads"].get<int>() == 2);
+}
+
+TEST_CASE("waste bench prints a table with one row per phase", "[cli][bench]") {
+  auto ran = test::run_waste(
+      {"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "4", "-n", "3"});
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  const auto lines = test::split_lines(ran.out);
+  REQUIRE(lines.size() == 4);
+  CHECK(lines[1].starts_with("phase"));
+  std::istringstream prefill(lines[2]), decode(lines[3]);
+  std::string name;
+  int tokens = 0;
+  prefill >> name >> tokens;
+  CHECK(name == "prefill");
+  CHECK(tokens == 4);
+  decode >> name >> tokens;
+  CHECK(name == "decode");
+  CHECK(tokens == 3);
+
+  ran = test::run_waste({"bench", test::tokenizer_container().string(), "--ctx", "16", "--prompt-tokens", "10", "-n",
+                         "6"});
+  CHECK(ran.rc == 1);
+  CHECK(ran.err == "waste bench: prompt 10 + decode 6 tokens do not fit a context of 16 (--ctx)\n");
+}
+
+}  // namespace waste

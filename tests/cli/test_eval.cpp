@@ -1,0 +1,84 @@
+// waste eval: perplexity against one computed here from Engine::eval logits (log-softmax in
+// double), from a text file and from an id file.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.hpp"
+#include "compute/api/engine.hpp"
+#include "compute/tokenizer/tokenizer.hpp"
+
+namespace waste {
+namespace {
+
+const std::string kText = "The quick brown fox jumps over the lazy dog. Perplexity is the exponential of the mean NLL.";
+
+// The oracle: feed token by token, score token i+1 with the logits after token i.
+double mean_nll(const std::vector<int>& ids) {
+  EngineOptions options;
+  options.model = test::tokenizer_container();
+  options.threads = 2;
+  options.ctx_tokens = 256;
+  auto engine = Engine::open(options);
+  REQUIRE(engine);
+  double sum = 0;
+  for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
+    auto logits = (*engine)->eval(std::span<const int>(&ids[i], 1));
+    REQUIRE(logits);
+    double z = 0;
+    for (const float v : *logits) z += std::exp(double(v));
+    sum += std::log(z) - double((*logits)[std::size_t(ids[i + 1])]);
+  }
+  return sum / double(ids.size() - 1);
+}
+
+}  // namespace
+
+TEST_CASE("waste eval reports the perplexity of a text and of ids", "[cli][eval]") {
+  const auto& model = test::tokenizer_container();
+  auto tok = Tokenizer::load(model);
+  REQUIRE(tok);
+  const std::vector<int> ids = tok->encode(kText);
+  REQUIRE(ids.size() > 10);
+  const double expected = mean_nll(ids);
+
+  test::ScratchDir dir;
+  test::write_text(dir.path() / "text.txt", kText);
+  auto ran = test::run_waste(
+      {"eval", model.string(), "--threads", "2", "--ctx", "256", "--file", (dir.path() / "text.txt").string(), "--json"});
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  auto doc = nlohmann::json::parse(ran.out);
+  CHECK(doc["tokens"].get<std::size_t>() == ids.size());
+  CHECK(doc["scored"].get<std::size_t>() == ids.size() - 1);
+  CHECK(doc["mean_nll"].get<double>() == Approx(expected).epsilon(1e-12));
+  CHECK(doc["perplexity"].get<double>() == Approx(std::exp(expected)).epsilon(1e-12));
+
+  std::string id_text;
+  for (const int id : ids) id_text += std::to_string(id) + "\n";
+  test::write_text(dir.path() / "ids.txt", id_text);
+  ran = test::run_waste({"eval", model.string(), "--threads", "2", "--ctx", "256", "--ids-file",
+                         (dir.path() / "ids.txt").string()});
+  REQUIRE(ran.rc == 0);
+  char mean_line[64], ppl_line[64];
+  std::snprintf(mean_line, sizeof mean_line, "mean_nll %.6f", expected);
+  std::snprintf(ppl_line, sizeof ppl_line, "perplexity %.6f", std::exp(expected));
+  CHECK(test::split_lines(ran.out) ==
+        std::vector<std::string>{"tokens " + std::to_string(ids.size()), "scored " + std::to_string(ids.size() - 1),
+                                 mean_line, ppl_line});
+}
+
+TEST_CASE("waste eval needs two tokens and an input", "[cli][eval]") {
+  const auto& model = test::tokenizer_container();
+  test::ScratchDir dir;
+  test::write_text(dir.path() / "one.txt", "7");
+  auto ran = test::run_waste({"eval", model.string(), "--ids-file", (dir.path() / "one.txt").string()});
+  CHECK(ran.rc == 1);
+  CHECK(ran.err == "waste eval: need at least 2 tokens to score, got 1\n");
+  ran = test::run_waste({"eval", model.string()});
+  CHECK(ran.rc == 1);
+  CHECK(ran.err == "waste eval: give --file TEXT or --ids-file IDS\n");
+}
+
+}  // namespace waste
