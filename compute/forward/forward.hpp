@@ -15,6 +15,7 @@
 #include "compute/forward/ops.hpp"
 #include "compute/model/run_state.hpp"
 #include "compute/model/weights.hpp"
+#include "compute/profile/profile.hpp"
 #include "shared/container/codebooks.hpp"
 #include "shared/container/expert_record.hpp"
 #include "shared/container/trunk.hpp"
@@ -65,23 +66,71 @@ struct MoeScratch {
   std::vector<std::int8_t> lutq_gate, lutq_up, lutq_down;  // VQ4P int8 shadows
   std::vector<float> lutq_scale_gate, lutq_scale_up, lutq_scale_down;
   std::vector<float> a, b;                   // [max(inter, shared, dense)]
+  std::vector<float> ys;                     // [top_k][lat] each routed expert's output, by selection index
   std::vector<float> y, ysum;                // [lat]
   std::vector<float> routed;                 // [hid]
+  std::vector<float> la_router, la_scored;   // [E] lookahead router of the next layer
+  std::vector<unsigned char> la_taken;       // [E]
+  std::vector<int> la_ids;                   // [kMaxLookahead]
   void resize(const ModelConfig& c, const ExpertGeometry& g);
 };
 
+inline constexpr int kMaxLookahead = 64;
+inline constexpr int kMaxPrefillChunk = 64;
+
 // Selection (§3.6 steps 1-3) on its own, for tests: ids in selection order, final weights.
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s);
+
+// The `n` ids a router would pick first (same scan and bias as route()), for lookahead.
+// scored/taken need E entries; ids gets n.
+void top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,
+             unsigned char* taken, int* ids);
 
 struct ExpertContext {
   ExpertSource& source;
   const Codebooks& codebooks;
   const ExpertGeometry& geometry;
+  std::span<const int> codebook_base;  // per layer, the manifest bank's codebook_base (-1: no bank)
+};
+
+// Decode-only extras of one MoE call: lookahead prefetch of the next layer and profiling.
+struct MoeExtras {
+  const model::MoeWeights* next = nullptr;  // layer+1's MoE weights, null = no lookahead
+  int next_layer = -1;
+  int lookahead = 0;                        // ids to prefetch
+  profile::Stopwatch* watch = nullptr;
 };
 
 // MoE block (§3.6): router, routed experts by RVQ LUT, K3 latent projections, shared experts.
+// Experts are taken in landing order (acquire_next) into per-selection slots and summed in
+// selection order, so the bits do not depend on which record lands first.
 Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
-                   const ExpertContext& experts, MoeScratch& s, float* out);
+                   const ExpertContext& experts, MoeScratch& s, float* out, const MoeExtras& extras = {});
+
+// Chunked-prefill working set for up to `tokens` tokens (allocated on the first prefill).
+struct PrefillMoeScratch {
+  int tokens = 0;
+  std::vector<int> ids;                       // [T][top_k]
+  std::vector<float> weights;                 // [T][top_k]
+  std::vector<float> xin;                     // [T][lat] (K3 latent input)
+  std::vector<float> lut_gate, lut_up;        // [T][lut floats]
+  std::vector<std::int8_t> lutq_gate, lutq_up;
+  std::vector<float> lutq_scale_gate, lutq_scale_up;
+  std::vector<float> ys;                      // [T][top_k][lat]
+  std::vector<int> distinct;                  // experts of the chunk, ascending id
+  std::vector<int> user_begin;                // [E+1] CSR over users
+  std::vector<int> users;                     // [T*top_k] t * top_k + j
+  std::vector<int> fill;                      // [E]
+  void resize(const ModelConfig& c, const ExpertGeometry& g, int tokens);
+};
+
+// MoE of a chunk (§3.10): route every token, read each distinct expert once (windows of
+// `window` ids, landing order), apply it to every token that chose it with that token's LUTs,
+// then per token sum in selection order: the same bits as moe_forward per token.
+// x and out are [n_tokens][hid]. Reads: exactly the chunk's distinct experts.
+Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
+                   int n_tokens, const ExpertContext& experts, MoeScratch& s, PrefillMoeScratch& p, float* out,
+                   int window, profile::Stopwatch* watch = nullptr);
 
 // Dense FFN (layers < first_k_dense_replace) and shared experts: down(act(gate x, up x)).
 // a, b need `inter` floats.
@@ -105,6 +154,8 @@ class Forward {
     ThreadPool& pool;
     const kernels::KernelTable& kernels;
     int ctx_tokens;
+    std::span<const int> codebook_base;  // per layer: the manifest bank's codebook_base (-1 = no bank)
+    int lookahead = 0;                   // next-layer ids prefetched per MoE layer in decode
   };
   explicit Forward(const Inputs& in);
 
@@ -112,16 +163,45 @@ class Forward {
   // 0 <= token < vocab and state.position() < ctx_tokens (the Engine checks both).
   Status step(int token, model::RunState& state, std::span<float> logits);
 
+  // Chunked prefill (§3.10) of 1..kMaxPrefillChunk tokens: attention token by token, each
+  // distinct routed expert read once per chunk; logits of the last token. Same preconditions
+  // per token, and position() + tokens.size() <= ctx_tokens.
+  Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits);
+
+  void set_lookahead(int n) { lookahead_ = n; }
+  [[nodiscard]] int lookahead() const { return lookahead_; }
+  // Stage timings go to `profile` (null = off).
+  void set_profile(profile::EngineProfile* profile) { profile_ = profile; }
+
  private:
+  bool before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks, int& n_blocks,
+                        float* h);
+  void attention(const model::LayerWeights& lw, int layer, const float* h, int pos, model::RunState& state,
+                 profile::Stopwatch& watch);
+  void after_attention(const model::LayerWeights& lw, bool live, float* x, float* ps, const float* blocks,
+                       int n_blocks, float* h);
+  void after_ffn(const float* f, float* x, float* ps);
+  void finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
+              profile::Stopwatch& watch);
+  const model::MoeWeights* lookahead_target(int layer) const;
+
   const ModelConfig& c_;
   const model::ModelWeights& w_;
   const Trunk& trunk_;
   ExpertContext experts_;
   Exec exec_;
+  int ctx_tokens_;
+  int lookahead_;
+  int prefill_window_ = 64;
+  profile::EngineProfile* profile_ = nullptr;
+  std::vector<int> codebook_base_;
   MlaScratch mla_;
   KdaScratch kda_;
   MoeScratch moe_;
   std::vector<float> x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, res_scores_;
+  // Chunked prefill, allocated on first use: per token x, ps, h, f and block history.
+  PrefillMoeScratch pre_moe_;
+  std::vector<float> pre_x_, pre_ps_, pre_h_, pre_f_, pre_blocks_;
 };
 
 }  // namespace waste::forward

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "compute/forward/forward.hpp"
 
@@ -40,8 +41,16 @@ Forward::Forward(const Inputs& in)
     : c_(in.config),
       w_(in.weights),
       trunk_(in.trunk),
-      experts_{in.source, in.codebooks, in.geometry},
-      exec_{in.pool, in.kernels} {
+      experts_{in.source, in.codebooks, in.geometry, {}},
+      exec_{in.pool, in.kernels},
+      ctx_tokens_(in.ctx_tokens),
+      lookahead_(in.lookahead),
+      codebook_base_(in.codebook_base.begin(), in.codebook_base.end()) {
+  experts_.codebook_base = codebook_base_;
+  // Prefill windows of distinct experts (§3.10 hints in windows of 64): smaller with a small
+  // cache, so one window's pins do not push the rest of the window into private buffers.
+  const std::uint64_t cap = in.source.cache_capacity_records();
+  prefill_window_ = cap == 0 || cap >= 128 ? 64 : std::max<int>(std::max(c_.top_k, 1), int(cap / 2));
   const std::size_t hid = std::size_t(c_.hidden);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, in.ctx_tokens);
   if (c_.n_kda_layers() > 0) kda_.resize(c_);
@@ -56,11 +65,91 @@ Forward::Forward(const Inputs& in)
   res_scores_.assign(std::size_t(c_.attn_res_block > 0 ? c_.n_layers / c_.attn_res_block + 3 : 1), 0.0f);
 }
 
-Status Forward::step(int token, model::RunState& state, std::span<float> logits) {
+bool Forward::before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks,
+                               int& n_blocks, float* h) {
   const int hid = c_.hidden;
-  const float eps = c_.rms_eps;
+  bool live = true;
+  if (c_.attn_res_block > 0) {
+    // ps = x; x = attn_res(blocks, ps); a block boundary files ps away and restarts the sum
+    std::memcpy(ps, x, std::size_t(hid) * sizeof(float));
+    if (n_blocks > 0) {
+      attn_res(blocks, n_blocks, ps, lw.attn_res_norm.data(), lw.attn_res_proj.data(), hid, c_.rms_eps,
+               res_scores_.data(), x);
+    }
+    if (layer % c_.attn_res_block == 0) {
+      std::memcpy(blocks + std::int64_t(n_blocks) * hid, ps, std::size_t(hid) * sizeof(float));
+      ++n_blocks;
+      live = false;
+    }
+  }
+  // h = input_layernorm(x)
+  rms_norm(x, lw.input_norm.data(), hid, c_.rms_eps, h);
+  return live;
+}
+
+void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, int pos, model::RunState& state,
+                        profile::Stopwatch& watch) {
+  watch.add(profile::Stage::other);
+  if (lw.kda) {
+    kda_forward(exec_, c_, lw.kda_w, h, state, layer, kda_, a_.data());
+    watch.lap(profile::Stage::attn_kda);
+  } else {
+    mla_forward(exec_, c_, lw.mla_w, h, pos, state.latent_cache(layer).data(), mla_, a_.data());
+    watch.lap(profile::Stage::attn_mla);
+  }
+}
+
+void Forward::after_attention(const model::LayerWeights& lw, bool live, float* x, float* ps, const float* blocks,
+                              int n_blocks, float* h) {
+  const int hid = c_.hidden;
+  if (c_.attn_res_block > 0) {
+    // ps = ps + a (or a after a boundary); x = attn_res(blocks, ps)
+    for (int i = 0; i < hid; ++i) ps[i] = live ? ps[i] + a_[i] : a_[i];
+    attn_res(blocks, n_blocks, ps, lw.mlp_res_norm.data(), lw.mlp_res_proj.data(), hid, c_.rms_eps,
+             res_scores_.data(), x);
+  } else {
+    for (int i = 0; i < hid; ++i) x[i] += a_[i];  // x = x + a
+  }
+  // h = post_attention_layernorm(x)
+  rms_norm(x, lw.post_norm.data(), hid, c_.rms_eps, h);
+}
+
+void Forward::after_ffn(const float* f, float* x, float* ps) {
+  const int hid = c_.hidden;
+  if (c_.attn_res_block > 0) {
+    for (int i = 0; i < hid; ++i) ps[i] += f[i];  // x = ps = ps + f
+    std::memcpy(x, ps, std::size_t(hid) * sizeof(float));
+  } else {
+    for (int i = 0; i < hid; ++i) x[i] += f[i];  // x = x + f
+  }
+}
+
+void Forward::finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
+                     profile::Stopwatch& watch) {
+  const int hid = c_.hidden;
+  if (c_.attn_res_block > 0 && n_blocks > 0) {
+    attn_res(blocks, n_blocks, x, w_.out_res_norm.data(), w_.out_res_proj.data(), hid, c_.rms_eps,
+             res_scores_.data(), x);
+  }
+  std::memcpy(state.hidden().data(), x, std::size_t(hid) * sizeof(float));
+  state.set_n_blocks(n_blocks);
+  watch.add(profile::Stage::other);
+  // logits = lm_head(norm(x))
+  rms_norm(x, w_.final_norm.data(), hid, c_.rms_eps, h_.data());
+  matvec(exec_, w_.lm_head, h_.data(), logits.data());
+  watch.lap(profile::Stage::lm_head);
+}
+
+const model::MoeWeights* Forward::lookahead_target(int layer) const {
+  if (lookahead_ <= 0 || layer + 1 >= c_.n_layers) return nullptr;
+  const model::LayerWeights& next = w_.layers[std::size_t(layer + 1)];
+  return next.moe ? &next.moe_w : nullptr;
+}
+
+Status Forward::step(int token, model::RunState& state, std::span<float> logits) {
+  profile::Stopwatch watch(profile_);
+  watch.start();
   const int pos = state.position();
-  const bool attn_res_on = c_.attn_res_block > 0;
   float* x = x_.data();
   float* ps = ps_.data();
   float* h = h_.data();
@@ -69,68 +158,100 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits)
 
   // x = embed_tokens[token]
   WASTE_TRY(trunk_.read_row(*w_.embed, token, x_));
+  watch.lap(profile::Stage::embed);
 
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
-    bool live = true;
+    const bool live = before_attention(lw, L, x, ps, blocks, n_blocks, h);
+    attention(lw, L, h, pos, state, watch);
+    after_attention(lw, live, x, ps, blocks, n_blocks, h);
+    watch.add(profile::Stage::other);
 
-    if (attn_res_on) {
-      // ps = x; x = attn_res(blocks, ps); a block boundary files ps away and restarts the sum
-      std::memcpy(ps, x, std::size_t(hid) * sizeof(float));
-      if (n_blocks > 0) {
-        attn_res(blocks, n_blocks, ps, lw.attn_res_norm.data(), lw.attn_res_proj.data(), hid, eps,
-                 res_scores_.data(), x);
-      }
-      if (L % c_.attn_res_block == 0) {
-        std::memcpy(blocks + std::int64_t(n_blocks) * hid, ps, std::size_t(hid) * sizeof(float));
-        ++n_blocks;
-        live = false;
-      }
-    }
-
-    // a = self_attn(input_layernorm(x))
-    rms_norm(x, lw.input_norm.data(), hid, eps, h);
-    if (lw.kda) {
-      kda_forward(exec_, c_, lw.kda_w, h, state, L, kda_, a_.data());
-    } else {
-      mla_forward(exec_, c_, lw.mla_w, h, pos, state.latent_cache(L).data(), mla_, a_.data());
-    }
-
-    if (attn_res_on) {
-      // ps = ps + a (or a after a boundary); x = attn_res(blocks, ps)
-      for (int i = 0; i < hid; ++i) ps[i] = live ? ps[i] + a_[i] : a_[i];
-      attn_res(blocks, n_blocks, ps, lw.mlp_res_norm.data(), lw.mlp_res_proj.data(), hid, eps, res_scores_.data(),
-               x);
-    } else {
-      for (int i = 0; i < hid; ++i) x[i] += a_[i];  // x = x + a
-    }
-
-    // f = mlp(post_attention_layernorm(x))
-    rms_norm(x, lw.post_norm.data(), hid, eps, h);
+    // f = mlp(h)
     if (lw.moe) {
-      WASTE_TRY(moe_forward(exec_, c_, lw.moe_w, L, h, experts_, moe_, f_.data()));
+      const model::MoeWeights* next = lookahead_target(L);
+      const MoeExtras extras{next, L + 1, next ? lookahead_ : 0, &watch};
+      WASTE_TRY(moe_forward(exec_, c_, lw.moe_w, L, h, experts_, moe_, f_.data(), extras));
     } else {
       ffn_forward(exec_, c_, lw.dense, h, ffn_a_.data(), ffn_b_.data(), f_.data());
+      watch.lap(profile::Stage::shared_ffn);
     }
-
-    if (attn_res_on) {
-      for (int i = 0; i < hid; ++i) ps[i] += f_[i];  // x = ps = ps + f
-      std::memcpy(x, ps, std::size_t(hid) * sizeof(float));
-    } else {
-      for (int i = 0; i < hid; ++i) x[i] += f_[i];  // x = x + f
-    }
+    after_ffn(f_.data(), x, ps);
   }
 
-  if (attn_res_on && n_blocks > 0) {
-    attn_res(blocks, n_blocks, x, w_.out_res_norm.data(), w_.out_res_proj.data(), hid, eps, res_scores_.data(), x);
-  }
-  std::memcpy(state.hidden().data(), x, std::size_t(hid) * sizeof(float));
-  state.set_n_blocks(n_blocks);
-
-  // logits = lm_head(norm(x))
-  rms_norm(x, w_.final_norm.data(), hid, eps, h);
-  matvec(exec_, w_.lm_head, h, logits.data());
+  finish(x, blocks, n_blocks, state, logits, watch);
   state.set_position(pos + 1);
+  return ok();
+}
+
+Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits) {
+  const int T = int(tokens.size());
+  if (T < 1 || T > kMaxPrefillChunk) {
+    return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
+                                          std::to_string(kMaxPrefillChunk));
+  }
+  if (T == 1) return step(tokens[0], state, logits);
+  profile::Stopwatch watch(profile_);
+  watch.start();
+  const int hid = c_.hidden;
+  const std::size_t H = std::size_t(hid);
+  const std::size_t block_stride = std::size_t(state.max_blocks()) * H;
+  if (pre_moe_.tokens < kMaxPrefillChunk) {
+    // First prefill: the chunk working set (the LUTs dominate), kept for later chunks.
+    const std::size_t n = std::size_t(kMaxPrefillChunk);
+    if (c_.n_experts > 0) pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
+    pre_moe_.tokens = kMaxPrefillChunk;
+    pre_x_.assign(n * H, 0.0f);
+    pre_ps_.assign(n * H, 0.0f);
+    pre_h_.assign(n * H, 0.0f);
+    pre_f_.assign(n * H, 0.0f);
+    pre_blocks_.assign(n * block_stride, 0.0f);
+  }
+  const int pos0 = state.position();
+
+  for (int t = 0; t < T; ++t) {
+    WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * H, H)));
+    watch.lap(profile::Stage::embed);
+  }
+
+  int n_blocks = 0;
+  for (int L = 0; L < c_.n_layers; ++L) {
+    const model::LayerWeights& lw = w_.layers[std::size_t(L)];
+    // Attention token by token, in order: KDA's recurrence and MLA's cache see each position.
+    int nb = n_blocks;
+    for (int t = 0; t < T; ++t) {
+      float* x = pre_x_.data() + t * H;
+      float* ps = pre_ps_.data() + t * H;
+      float* blocks = pre_blocks_.data() + t * block_stride;
+      float* h = pre_h_.data() + t * H;
+      nb = n_blocks;
+      const bool live = before_attention(lw, L, x, ps, blocks, nb, h);
+      attention(lw, L, h, pos0 + t, state, watch);
+      after_attention(lw, live, x, ps, blocks, nb, h);
+    }
+    n_blocks = nb;
+    watch.add(profile::Stage::other);
+
+    if (lw.moe) {
+      WASTE_TRY(moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_, pre_f_.data(),
+                            prefill_window_, &watch));
+    } else {
+      for (int t = 0; t < T; ++t) {
+        ffn_forward(exec_, c_, lw.dense, pre_h_.data() + t * H, ffn_a_.data(), ffn_b_.data(), pre_f_.data() + t * H);
+        watch.lap(profile::Stage::shared_ffn);
+      }
+    }
+    for (int t = 0; t < T; ++t) after_ffn(pre_f_.data() + t * H, pre_x_.data() + t * H, pre_ps_.data() + t * H);
+  }
+
+  // Only the last token goes through the head; its block history becomes the state's.
+  const std::size_t last = std::size_t(T - 1);
+  float* blocks = state.blocks().data();
+  if (n_blocks > 0) {
+    std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
+  }
+  finish(pre_x_.data() + last * H, blocks, n_blocks, state, logits, watch);
+  state.set_position(pos0 + T);
   return ok();
 }
 

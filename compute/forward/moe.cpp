@@ -3,6 +3,8 @@
 // and one up LUT serve every routed expert; the down LUT is rebuilt per expert from its h.
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "compute/forward/forward.hpp"
 
@@ -58,6 +60,69 @@ void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view
                          });
 }
 
+// The manifest's codebook base of a layer, checked against each record as it lands.
+Result<int> layer_codebook_base(const ExpertContext& ex, int layer) {
+  if (layer < 0 || std::size_t(layer) >= ex.codebook_base.size() || ex.codebook_base[std::size_t(layer)] < 0) {
+    return make_error(Errc::format, "layer " + std::to_string(layer) + ": no expert bank in the manifest");
+  }
+  return ex.codebook_base[std::size_t(layer)];
+}
+
+Status check_codebook(const ExpertView& view, int layer, int base) {
+  if (view.codebook_id == base) return ok();
+  return make_error(Errc::format, "expert " + std::to_string(view.expert) + " of layer " + std::to_string(layer) +
+                                      ": record codebook_id " + std::to_string(view.codebook_id) +
+                                      " differs from the manifest's codebook_base " + std::to_string(base));
+}
+
+// y = W_down act(W_gate xin, W_up xin) for one expert, given the gate and up LUTs of xin.
+void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view,
+                const Lut& gate_lut, const Lut& up_lut, MoeScratch& s, float* y, profile::Stopwatch& watch) {
+  const ExpertGeometry& g = ex.geometry;
+  const Lut down_lut{s.lut_down.data(), s.lutq_down.data(), s.lutq_scale_down.data()};
+  const int nv_inter = g.cols[2] / g.vec_dim, inter = g.rows[0];
+  apply_lut(exec, g, view, MatrixKind::gate, gate_lut, s.a.data());
+  apply_lut(exec, g, view, MatrixKind::up, up_lut, s.b.data());
+  ffn_activation(c, s.a.data(), s.b.data(), inter, s.a.data());
+  watch.add(profile::Stage::expert_matmul);
+  build_lut(exec, ex.codebooks, g, Codebooks::book_id(view.codebook_id, 2, 0, g.stages), s.a.data(), nv_inter,
+            down_lut);
+  watch.add(profile::Stage::lut_build);
+  apply_lut(exec, g, view, MatrixKind::down, down_lut, y);
+  watch.lap(profile::Stage::expert_matmul);
+}
+
+// ysum = sum_j w_j y_j in selection order (the one order decode and prefill share), then the
+// K3 latent norm and up projection and the shared experts on the full x.
+void finish_moe(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, const float* x,
+                const float* weights, const float* ys, MoeScratch& s, float* out) {
+  const int top_k = c.top_k, hid = c.hidden, lat = c.expert_input_dim();
+  std::fill(s.ysum.begin(), s.ysum.end(), 0.0f);
+  for (int j = 0; j < top_k; ++j) {
+    const float wj = weights[j];
+    const float* y = ys + std::int64_t(j) * lat;
+    for (int i = 0; i < lat; ++i) s.ysum[i] += wj * y[i];
+  }
+  // K3: weights applied before the latent norm, then back up to the hidden width.
+  const float* routed = s.ysum.data();
+  if (c.latent_dim > 0) {
+    if (c.latent_norm) rms_norm(s.ysum.data(), w.latent_norm.data(), lat, c.rms_eps, s.ysum.data());
+    matvec(exec, w.latent_up, s.ysum.data(), s.routed.data());
+    routed = s.routed.data();
+  }
+  // Shared experts see the full hidden x.
+  if (w.has_shared) {
+    ffn_forward(exec, c, w.shared, x, s.a.data(), s.b.data(), out);
+    for (int i = 0; i < hid; ++i) out[i] = routed[i] + out[i];
+  } else {
+    std::memcpy(out, routed, std::size_t(hid) * sizeof(float));
+  }
+}
+
+std::size_t lut_floats(const ExpertGeometry& g, int kind) {
+  return std::size_t(g.cols[kind] / g.vec_dim) * std::size_t(g.stages) * std::size_t(g.entries);
+}
+
 }  // namespace
 
 void MoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g) {
@@ -69,16 +134,19 @@ void MoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g) {
   ids.assign(std::size_t(c.top_k), 0);
   weights.assign(std::size_t(c.top_k), 0.0f);
   xin.assign(lat, 0.0f);
+  la_router.assign(E, 0.0f);
+  la_scored.assign(E, 0.0f);
+  la_taken.assign(E, 0);
+  la_ids.assign(std::size_t(kMaxLookahead), 0);
   if (E == 0) return;
-  const std::size_t per_vector = std::size_t(g.stages) * g.entries;
   const int nv_in = g.cols[0] / g.vec_dim, nv_inter = g.cols[2] / g.vec_dim;
-  lut_gate.assign(nv_in * per_vector, 0.0f);
-  lut_up.assign(nv_in * per_vector, 0.0f);
-  lut_down.assign(nv_inter * per_vector, 0.0f);
+  lut_gate.assign(lut_floats(g, 0), 0.0f);
+  lut_up.assign(lut_floats(g, 0), 0.0f);
+  lut_down.assign(lut_floats(g, 2), 0.0f);
   if (g.packed6) {
-    lutq_gate.assign(nv_in * per_vector, 0);
-    lutq_up.assign(nv_in * per_vector, 0);
-    lutq_down.assign(nv_inter * per_vector, 0);
+    lutq_gate.assign(lut_floats(g, 0), 0);
+    lutq_up.assign(lut_floats(g, 0), 0);
+    lutq_down.assign(lut_floats(g, 2), 0);
     lutq_scale_gate.assign(std::size_t(kernels::lut_quant_blocks(nv_in)), 0.0f);
     lutq_scale_up.assign(std::size_t(kernels::lut_quant_blocks(nv_in)), 0.0f);
     lutq_scale_down.assign(std::size_t(kernels::lut_quant_blocks(nv_inter)), 0.0f);
@@ -86,9 +154,33 @@ void MoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g) {
   const std::size_t inter = std::size_t(std::max(g.rows[0], c.shared_inter()));
   a.assign(inter, 0.0f);
   b.assign(inter, 0.0f);
+  ys.assign(std::size_t(c.top_k) * lat, 0.0f);
   y.assign(lat, 0.0f);
   ysum.assign(lat, 0.0f);
   routed.assign(std::size_t(c.hidden), 0.0f);
+}
+
+void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, int n_tokens) {
+  tokens = n_tokens;
+  const std::size_t T = std::size_t(n_tokens), K = std::size_t(c.top_k), E = std::size_t(c.n_experts);
+  const std::size_t lat = std::size_t(c.expert_input_dim());
+  ids.assign(T * K, 0);
+  weights.assign(T * K, 0.0f);
+  xin.assign(c.latent_dim > 0 ? T * lat : 0, 0.0f);
+  lut_gate.assign(T * lut_floats(g, 0), 0.0f);
+  lut_up.assign(T * lut_floats(g, 0), 0.0f);
+  if (g.packed6) {
+    const std::size_t blocks = std::size_t(kernels::lut_quant_blocks(g.cols[0] / g.vec_dim));
+    lutq_gate.assign(T * lut_floats(g, 0), 0);
+    lutq_up.assign(T * lut_floats(g, 0), 0);
+    lutq_scale_gate.assign(T * blocks, 0.0f);
+    lutq_scale_up.assign(T * blocks, 0.0f);
+  }
+  ys.assign(T * K * lat, 0.0f);
+  distinct.reserve(E);
+  user_begin.assign(E + 1, 0);
+  users.assign(T * K, 0);
+  fill.assign(E, 0);
 }
 
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s) {
@@ -117,6 +209,24 @@ void route(const ModelConfig& c, const model::MoeWeights& w, const float* router
   for (int j = 0; j < top_k; ++j) s.weights[j] *= c.routed_scale;
 }
 
+void top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,
+             unsigned char* taken, int* ids) {
+  const int E = c.n_experts;
+  for (int e = 0; e < E; ++e) {
+    scored[e] = sigmoid(router_logits[e]) + (w.score_bias.empty() ? 0.0f : w.score_bias[e]);
+    taken[e] = 0;
+  }
+  for (int j = 0; j < n; ++j) {
+    int best = -1;
+    for (int e = 0; e < E; ++e) {
+      if (taken[e]) continue;
+      if (best < 0 || scored[e] > scored[best]) best = e;
+    }
+    taken[best] = 1;
+    ids[j] = best;
+  }
+}
+
 void ffn_forward(const Exec& exec, const ModelConfig& c, const model::FfnWeights& w, const float* x, float* a,
                  float* b, float* out) {
   matvec(exec, w.gate, x, a);
@@ -126,70 +236,171 @@ void ffn_forward(const Exec& exec, const ModelConfig& c, const model::FfnWeights
 }
 
 Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
-                   const ExpertContext& ex, MoeScratch& s, float* out) {
+                   const ExpertContext& ex, MoeScratch& s, float* out, const MoeExtras& extras) {
+  profile::Stopwatch off;
+  profile::Stopwatch& watch = extras.watch ? *extras.watch : off;
   const ExpertGeometry& g = ex.geometry;
-  const int top_k = c.top_k, hid = c.hidden, lat = c.expert_input_dim();
+  const int top_k = c.top_k, lat = c.expert_input_dim();
+  const auto base = layer_codebook_base(ex, layer);
+  if (!base) return std::unexpected(base.error());
 
   // Router and selection.
   matvec(exec, w.router, x, s.router.data());
   route(c, w, s.router.data(), s);
+  watch.lap(profile::Stage::router);
 
-  // Ask for every routed record at once, then take them in selection order.
-  if (Status requested = ex.source.request(layer, std::span<const int>(s.ids.data(), std::size_t(top_k)));
+  // Ask for every routed record at once; the reads run while the LUTs are built.
+  if (Status requested = ex.source.request_layer(layer, std::span<const int>(s.ids.data(), std::size_t(top_k)));
       !requested) {
     ex.source.release_layer(layer);  // whatever the source pinned before failing
     return requested;
   }
+  watch.add(profile::Stage::io_wait);
 
   // K3 routes a latent projection of x; Kimi-Linear routes x itself.
   const float* xin = x;
   if (c.latent_dim > 0) {
     matvec(exec, w.latent_down, x, s.xin.data());
     xin = s.xin.data();
+    watch.add(profile::Stage::shared_ffn);
   }
 
+  // Gate and up LUTs depend only on xin and the layer's books (the manifest's base): built
+  // once per token, before the first record lands.
   const Lut gate_lut{s.lut_gate.data(), s.lutq_gate.data(), s.lutq_scale_gate.data()};
   const Lut up_lut{s.lut_up.data(), s.lutq_up.data(), s.lutq_scale_up.data()};
-  const Lut down_lut{s.lut_down.data(), s.lutq_down.data(), s.lutq_scale_down.data()};
-  const int nv_in = g.cols[0] / g.vec_dim, nv_inter = g.cols[2] / g.vec_dim, inter = g.rows[0];
+  const int nv_in = g.cols[0] / g.vec_dim;
+  build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 0, 0, g.stages), xin, nv_in, gate_lut);
+  build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 1, 0, g.stages), xin, nv_in, up_lut);
+  watch.lap(profile::Stage::lut_build);
 
-  std::fill(s.ysum.begin(), s.ysum.end(), 0.0f);
-  for (int j = 0; j < top_k; ++j) {
-    auto view = ex.source.acquire(layer, s.ids[j]);
-    if (!view) {
+  // Landing order; each output goes to its selection slot.
+  for (int n = 0; n < top_k; ++n) {
+    auto ready = ex.source.acquire_next(layer);
+    watch.lap(profile::Stage::io_wait);
+    Status checked = ready ? check_codebook(ready->view, layer, *base) : Status(std::unexpected(ready.error()));
+    if (!checked) {
       ex.source.release_layer(layer);
-      return std::unexpected(view.error());
+      return checked;
     }
-    if (j == 0) {
-      // Gate and up LUTs depend only on xin and the layer's books: built once per token.
-      build_lut(exec, ex.codebooks, g, Codebooks::book_id(view->codebook_id, 0, 0, g.stages), xin, nv_in, gate_lut);
-      build_lut(exec, ex.codebooks, g, Codebooks::book_id(view->codebook_id, 1, 0, g.stages), xin, nv_in, up_lut);
-    }
-    apply_lut(exec, g, *view, MatrixKind::gate, gate_lut, s.a.data());
-    apply_lut(exec, g, *view, MatrixKind::up, up_lut, s.b.data());
-    ffn_activation(c, s.a.data(), s.b.data(), inter, s.a.data());
-    build_lut(exec, ex.codebooks, g, Codebooks::book_id(view->codebook_id, 2, 0, g.stages), s.a.data(), nv_inter,
-              down_lut);
-    apply_lut(exec, g, *view, MatrixKind::down, down_lut, s.y.data());
-    const float wj = s.weights[j];
-    for (int i = 0; i < lat; ++i) s.ysum[i] += wj * s.y[i];
+    run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, s.ys.data() + std::int64_t(ready->index) * lat, watch);
   }
   ex.source.release_layer(layer);
+  watch.add(profile::Stage::other);
 
-  // K3: weights applied before the latent norm, then back up to the hidden width.
-  const float* routed = s.ysum.data();
-  if (c.latent_dim > 0) {
-    if (c.latent_norm) rms_norm(s.ysum.data(), w.latent_norm.data(), lat, c.rms_eps, s.ysum.data());
-    matvec(exec, w.latent_up, s.ysum.data(), s.routed.data());
-    routed = s.routed.data();
+  // Lookahead: the next layer's router on this layer's input predicts its experts (§4.5).
+  if (extras.next != nullptr && extras.lookahead > 0) {
+    const int n = std::min({extras.lookahead, kMaxLookahead, c.n_experts});
+    matvec(exec, extras.next->router, x, s.la_router.data());
+    top_ids(c, *extras.next, s.la_router.data(), n, s.la_scored.data(), s.la_taken.data(), s.la_ids.data());
+    ex.source.prefetch(extras.next_layer, std::span<const int>(s.la_ids.data(), std::size_t(n)));
+    watch.lap(profile::Stage::lookahead);
   }
 
-  // Shared experts see the full hidden x.
-  if (w.has_shared) {
-    ffn_forward(exec, c, w.shared, x, s.a.data(), s.b.data(), out);
-    for (int i = 0; i < hid; ++i) out[i] = routed[i] + out[i];
-  } else {
-    std::memcpy(out, routed, std::size_t(hid) * sizeof(float));
+  finish_moe(exec, c, w, x, s.weights.data(), s.ys.data(), s, out);
+  watch.lap(profile::Stage::shared_ffn);
+  return ok();
+}
+
+Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
+                   int n_tokens, const ExpertContext& ex, MoeScratch& s, PrefillMoeScratch& p, float* out,
+                   int window, profile::Stopwatch* watch_in) {
+  profile::Stopwatch off;
+  profile::Stopwatch& watch = watch_in ? *watch_in : off;
+  const ExpertGeometry& g = ex.geometry;
+  const int E = c.n_experts, K = c.top_k, hid = c.hidden, lat = c.expert_input_dim();
+  const auto base = layer_codebook_base(ex, layer);
+  if (!base) return std::unexpected(base.error());
+  if (n_tokens > p.tokens) {
+    return make_error(Errc::argument, "prefill chunk of " + std::to_string(n_tokens) + " tokens exceeds " +
+                                          std::to_string(p.tokens));
+  }
+  window = std::max(window, 1);
+
+  // Route every token; keep its ids and weights in selection order.
+  for (int t = 0; t < n_tokens; ++t) {
+    matvec(exec, w.router, x + std::int64_t(t) * hid, s.router.data());
+    route(c, w, s.router.data(), s);
+    std::copy_n(s.ids.data(), K, p.ids.data() + std::int64_t(t) * K);
+    std::copy_n(s.weights.data(), K, p.weights.data() + std::int64_t(t) * K);
+    watch.lap(profile::Stage::router);
+  }
+
+  // Distinct experts in ascending id, and per expert its users (t * K + j) in token order.
+  std::fill(p.fill.begin(), p.fill.end(), 0);
+  for (int u = 0; u < n_tokens * K; ++u) ++p.fill[std::size_t(p.ids[std::size_t(u)])];
+  p.distinct.clear();
+  p.user_begin[0] = 0;
+  for (int e = 0; e < E; ++e) {
+    if (p.fill[std::size_t(e)] > 0) p.distinct.push_back(e);
+    p.user_begin[std::size_t(e) + 1] = p.user_begin[std::size_t(e)] + p.fill[std::size_t(e)];
+    p.fill[std::size_t(e)] = p.user_begin[std::size_t(e)];
+  }
+  for (int u = 0; u < n_tokens * K; ++u) p.users[std::size_t(p.fill[std::size_t(p.ids[std::size_t(u)])]++)] = u;
+
+  const int n_distinct = int(p.distinct.size());
+  auto request_window = [&](int begin) -> Status {
+    const int n = std::min(window, n_distinct - begin);
+    Status requested = ex.source.request_layer(layer, std::span<const int>(p.distinct.data() + begin, std::size_t(n)));
+    if (!requested) ex.source.release_layer(layer);
+    watch.add(profile::Stage::io_wait);
+    return requested;
+  };
+  WASTE_TRY(request_window(0));
+
+  // Per token: the routed input and its gate/up LUTs (while the first window reads).
+  const std::size_t lut_in = lut_floats(g, 0);
+  const std::size_t q_blocks = g.packed6 ? std::size_t(kernels::lut_quant_blocks(g.cols[0] / g.vec_dim)) : 0;
+  const int nv_in = g.cols[0] / g.vec_dim;
+  auto token_luts = [&](int t) {
+    const std::size_t q_off = g.packed6 ? std::size_t(t) * lut_in : 0;
+    const std::size_t s_off = std::size_t(t) * q_blocks;
+    return std::pair<Lut, Lut>{
+        Lut{p.lut_gate.data() + std::size_t(t) * lut_in, p.lutq_gate.data() + q_off, p.lutq_scale_gate.data() + s_off},
+        Lut{p.lut_up.data() + std::size_t(t) * lut_in, p.lutq_up.data() + q_off, p.lutq_scale_up.data() + s_off}};
+  };
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* xin = x + std::int64_t(t) * hid;
+    if (c.latent_dim > 0) {
+      float* dst = p.xin.data() + std::int64_t(t) * lat;
+      matvec(exec, w.latent_down, xin, dst);
+      xin = dst;
+      watch.add(profile::Stage::shared_ffn);
+    }
+    const auto [gate_lut, up_lut] = token_luts(t);
+    build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 0, 0, g.stages), xin, nv_in, gate_lut);
+    build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 1, 0, g.stages), xin, nv_in, up_lut);
+    watch.lap(profile::Stage::lut_build);
+  }
+
+  // Each distinct expert once, in landing order, applied to every token that chose it.
+  for (int begin = 0; begin < n_distinct;) {
+    const int n = std::min(window, n_distinct - begin);
+    for (int i = 0; i < n; ++i) {
+      auto ready = ex.source.acquire_next(layer);
+      watch.lap(profile::Stage::io_wait);
+      Status checked = ready ? check_codebook(ready->view, layer, *base) : Status(std::unexpected(ready.error()));
+      if (!checked) {
+        ex.source.release_layer(layer);
+        return checked;
+      }
+      const int expert = p.distinct[std::size_t(begin + ready->index)];
+      for (int k = p.user_begin[std::size_t(expert)]; k < p.user_begin[std::size_t(expert) + 1]; ++k) {
+        const int u = p.users[std::size_t(k)];
+        const auto [gate_lut, up_lut] = token_luts(u / K);
+        run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, p.ys.data() + std::int64_t(u) * lat, watch);
+      }
+    }
+    ex.source.release_layer(layer);
+    begin += n;
+    if (begin < n_distinct) WASTE_TRY(request_window(begin));
+  }
+  watch.add(profile::Stage::other);
+
+  for (int t = 0; t < n_tokens; ++t) {
+    finish_moe(exec, c, w, x + std::int64_t(t) * hid, p.weights.data() + std::int64_t(t) * K,
+               p.ys.data() + std::int64_t(t) * K * lat, s, out + std::int64_t(t) * hid);
+    watch.lap(profile::Stage::shared_ffn);
   }
   return ok();
 }
