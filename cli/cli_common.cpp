@@ -8,8 +8,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "compute/io/daemon_expert_source.hpp"
-#include "compute/io/shared_trunk.hpp"
+#include "compute/io/daemon_connect.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
 #include "shared/memory/memory_plan.hpp"
@@ -35,6 +34,12 @@ void add_sampling_options(CLI::App& sub, SamplingArgs& a) {
   sub.add_option("--seed", a.seed, "Sampling seed (0 = default)");
 }
 
+OpenEngine::OpenEngine() = default;
+OpenEngine::OpenEngine(OpenEngine&&) noexcept = default;
+OpenEngine::~OpenEngine() {
+  engine.reset();  // the engine reads through the connection: it goes first
+}
+
 namespace {
 
 EngineOptions engine_options(const EngineArgs& a) {
@@ -47,25 +52,15 @@ EngineOptions engine_options(const EngineArgs& a) {
   return o;
 }
 
-// THE DAEMON PATH: records and the trunk come from waste-ioserver's shared memory. The daemon
-// owns the expert cache and its budget; this process declares only its own state + scratch.
+// THE DAEMON PATH (where waste-ioserver plugs in). Intended body:
+//   connect_or_spawn(model, /*allow_private=*/true, plan.client_bytes()) -> keep in out.daemon;
+//   DaemonExpertSource::open(lease, geometry) as the source; open_shared_trunk(lease, ...) as
+//   the trunk; Engine::open(options, source, trunk).
+// Not wired yet: shared/ipc/protocol.hpp (via daemon_connect.hpp) and shared/ipc/shm_layout.hpp
+// (via daemon_expert_source.hpp) both define waste::ipc::Request, so no translation unit can
+// include both headers until that clash is resolved.
 Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
-  OpenEngine out;
-  auto info = ContainerInfo::open(a.model);
-  if (!info) return std::unexpected(info.error());
-  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
-  if (!plan) return std::unexpected(plan.error());
-  auto connection = connect_or_spawn(a.model, /*allow_private=*/true, plan->client_bytes());
-  if (!connection) return std::unexpected(connection.error());
-  out.daemon.emplace(std::move(*connection));
-  auto source = DaemonExpertSource::open(out.daemon->lease(), info->geometry);
-  if (!source) return std::unexpected(source.error());
-  auto trunk = open_shared_trunk(out.daemon->lease(), a.model, info->manifest);
-  if (!trunk) return std::unexpected(trunk.error());
-  auto engine = Engine::open(engine_options(a), std::move(*source), std::make_shared<const Trunk>(std::move(*trunk)));
-  if (!engine) return std::unexpected(engine.error());
-  out.engine = std::move(*engine);
-  return out;
+  return make_error(Errc::unsupported, a.model + ": --daemon is not available in this build yet");
 }
 
 }  // namespace

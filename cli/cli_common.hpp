@@ -17,10 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/api/engine.hpp"
-#include "compute/io/daemon_connect.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/result.hpp"
+
+namespace waste {
+class DaemonConnection;
+}
 
 namespace waste::cli {
 
@@ -51,9 +54,13 @@ struct SamplingArgs {
 void add_sampling_options(CLI::App& sub, SamplingArgs& args);
 
 // An open engine and whatever must outlive it (the daemon connection). Members are destroyed
-// in reverse order: the engine goes before the connection it reads through.
+// engine first (see the destructor), then the connection it reads through.
 struct OpenEngine {
-  std::optional<DaemonConnection> daemon;
+  OpenEngine();
+  OpenEngine(OpenEngine&&) noexcept;
+  OpenEngine& operator=(OpenEngine&&) = delete;  // would drop the old connection before its engine
+  ~OpenEngine();
+  std::unique_ptr<DaemonConnection> daemon;
   std::unique_ptr<Engine> engine;
   std::uint64_t budget_bytes = 0;  // the resolved budget (0 when --cache-records gave the cache)
   Engine* operator->() const { return engine.get(); }

@@ -51,12 +51,13 @@ int run_eval(EvalArgs a) {
     std::fprintf(stderr, "waste eval: scoring the first %d of %zu tokens (--ctx)\n", a.engine.ctx, ids.size());
     ids.resize(std::size_t(a.engine.ctx));
   }
-  auto engine = open_engine(a.engine);
-  if (!engine) return report_error("eval", engine.error());
+  auto opened = open_engine(a.engine);
+  if (!opened) return report_error("eval", opened.error());
+  Engine& engine = **opened;
 
   double nll_sum = 0;
   for (std::size_t i = 0; i + 1 < ids.size(); ++i) {
-    auto logits = engine->eval(std::span<const int>(&ids[i], 1));
+    auto logits = engine.eval(std::span<const int>(&ids[i], 1));
     if (!logits) return report_error("eval", logits.error());
     nll_sum += token_nll(*logits, ids[i + 1]);
   }
@@ -65,8 +66,8 @@ int run_eval(EvalArgs a) {
   const double ppl = std::exp(mean);
   if (a.json) {
     nlohmann::json doc{{"tokens", ids.size()}, {"scored", scored}, {"mean_nll", mean}, {"perplexity", ppl}};
-    doc["experts"] = {{"hits", engine->stats().hits}, {"misses", engine->stats().misses},
-                      {"bytes_read", engine->stats().bytes_read}};
+    doc["experts"] = {{"hits", engine.stats().hits}, {"misses", engine.stats().misses},
+                      {"bytes_read", engine.stats().bytes_read}};
     print_json(doc);
   } else {
     std::printf("tokens %zu\nscored %zu\nmean_nll %.6f\nperplexity %.6f\n", ids.size(), scored, mean, ppl);

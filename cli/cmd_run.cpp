@@ -1,9 +1,13 @@
 // waste run MODEL --ids 1,2,3 -n 16: generate from token ids, print the generated ids on one
 // line (stdout) and a stats line (stderr).
+// waste run MODEL "prompt text": text mode (the container's tokenizer): stream the decoded text
+// as it is generated, then one stats line (stderr); --chat-format/--system wrap the prompt.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "compute/api/engine.hpp"
 
@@ -25,9 +29,62 @@ struct RunArgs {
   std::size_t cache_records = 0;
   bool ignore_eos = false;
   std::vector<int> stop;
+  std::string prompt;       // text mode
+  std::string system;       // text mode: system prompt (with a chat format)
+  std::string chat_format;  // text mode: chat.json instead of the container's
 };
 
+// Text mode: tokenize (wrapped in the chat format when there is one), stream complete UTF-8
+// characters as tokens arrive, stop at the assistant suffix text; stats on stderr.
+int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
+  auto tokenizer = load_tokenizer(a.model);
+  if (!tokenizer) return report_error("run", tokenizer.error());
+  auto format = load_chat_format(a.model, a.chat_format);
+  if (!format) return report_error("run", format.error());
+  std::vector<int> prompt;
+  std::vector<std::string> stop_texts;
+  if (*format) {
+    std::vector<ChatMessage> messages;
+    if (!a.system.empty()) messages.push_back({ChatRole::system, a.system});
+    messages.push_back({ChatRole::user, a.prompt});
+    prompt = build_chat_prompt(*tokenizer, **format, messages);
+    const ChatStop stop = chat_stop(*tokenizer, **format);
+    params.stop_tokens.insert(params.stop_tokens.end(), stop.ids.begin(), stop.ids.end());
+    if (!stop.text.empty()) stop_texts.push_back(stop.text);
+  } else {
+    if (!a.system.empty()) tokenizer->encode(a.system + "\n", prompt);
+    tokenizer->encode(a.prompt, prompt);
+  }
+  const int eos = params.eos_token == -2 ? -1 : tokenizer->eos();
+  StopTextStream stream(std::move(stop_texts));
+  auto result = engine.generate(prompt, params, [&](const TokenEvent& e) {
+    const bool ends = e.token == eos ||
+                      std::find(params.stop_tokens.begin(), params.stop_tokens.end(), e.token) != params.stop_tokens.end();
+    if (ends) return true;  // generate() stops after it; the control token is not printed
+    const std::string out = stream.push(tokenizer->decode_token(e.token));
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    return !stream.stopped();
+  });
+  const std::string tail = stream.finish();
+  std::fwrite(tail.data(), 1, tail.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (!result) return report_error("run", result.error());
+  RunStats stats;
+  stats.tokens = result->tokens.size();
+  stats.prompt_tokens = result->prompt_tokens;
+  stats.prompt_seconds = result->prompt_seconds;
+  stats.generate_seconds = result->generate_seconds;
+  stats.experts = engine.stats();
+  std::fprintf(stderr, "%s\n", stats_line(stats).c_str());
+  return 0;
+}
+
 int run(const RunArgs& a) {
+  if (a.prompt.empty() == a.ids.empty()) {
+    return report_error("run", "give either a prompt text or --ids (not both)");
+  }
   EngineOptions options;
   options.model = a.model;
   options.threads = a.threads;
@@ -45,6 +102,7 @@ int run(const RunArgs& a) {
   params.sampling = SamplingParams{a.temperature, a.top_p, a.top_k, a.seed};
   params.stop_tokens = a.stop;
   if (a.ignore_eos) params.eos_token = -2;
+  if (!a.prompt.empty()) return run_text(a, **engine, params);
 
   auto result = (*engine)->generate(a.ids, params, [](const TokenEvent&) { return true; });
   if (!result) {
@@ -77,7 +135,10 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<RunArgs>();
       sub.add_option("model", args->model, "Container directory (NAME.waste)")->required();
-      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated")->delimiter(',')->required();
+      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated")->delimiter(',');
+      sub.add_option("prompt", args->prompt, "Prompt text (text mode; needs the container's tokenizer)");
+      sub.add_option("--system", args->system, "System prompt (text mode)");
+      sub.add_option("--chat-format", args->chat_format, "chat.json wrapping the prompt (text mode)");
       sub.add_option("-n,--tokens", args->n_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
       sub.add_option("--threads", args->threads, "Compute threads (0 = all hardware threads)")
           ->check(CLI::NonNegativeNumber);

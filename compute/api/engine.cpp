@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "compute/forward/forward.hpp"
+#include "compute/forward/lookahead.hpp"
 #include "compute/io/local_expert_source.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/weights.hpp"
@@ -38,12 +39,25 @@ struct Engine::Impl {
   model::RunState state;
   std::vector<float> logits;
   bool have_logits = false;
+  std::vector<int> codebook_base;   // per layer, from the manifest (-1 = no bank)
+  EngineProfile profile;
   std::unique_ptr<forward::Forward> forward;
 
-  Status feed(int token) {
-    Status s = forward->step(token, state, logits);
+  // One decode step or one prefill chunk, timed into the profile when it is on.
+  Status feed(std::span<const int> tokens) {
+    const auto start = options.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    Status s = tokens.size() == 1 ? forward->step(tokens[0], state, logits) : forward->prefill(tokens, state, logits);
     have_logits = bool(s);
+    if (options.profile) {
+      profile.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (s) profile.tokens += tokens.size();
+      ++profile.forward_calls;
+    }
     return s;
+  }
+  Status feed(int token) {
+    const int one[1] = {token};
+    return feed(std::span<const int>(one));
   }
 };
 
@@ -84,6 +98,14 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   if (options.ctx_tokens < 1) {
     return make_error(Errc::argument, "ctx_tokens " + std::to_string(options.ctx_tokens) + " must be at least 1");
   }
+  if (options.prefill_chunk < 1 || options.prefill_chunk > forward::kMaxPrefillChunk) {
+    return make_error(Errc::argument, "prefill_chunk " + std::to_string(options.prefill_chunk) + " must be 1.." +
+                                          std::to_string(forward::kMaxPrefillChunk));
+  }
+  if (options.lookahead < -1 || options.lookahead > forward::kMaxLookahead) {
+    return make_error(Errc::argument, "lookahead " + std::to_string(options.lookahead) + " must be -1 (auto) or 0.." +
+                                          std::to_string(forward::kMaxLookahead));
+  }
   if (options.threads < 0) {
     return make_error(Errc::argument, "threads " + std::to_string(options.threads) + " must be 0 (auto) or more");
   }
@@ -121,7 +143,8 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
     impl->source = std::move(source);
   } else if (c.n_experts > 0) {
     auto local = LocalExpertSource::open(
-        impl->info, LocalSourceOptions{options.direct_io, options.verify_records, options.cache_records});
+        impl->info, LocalSourceOptions{options.direct_io, options.verify_records, options.cache_records,
+                                       options.reader_threads, options.resident_experts});
     if (!local) return std::unexpected(local.error());
     impl->source = std::move(*local);
   }
@@ -133,6 +156,14 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   impl->pool = std::make_unique<ThreadPool>(options.threads);
   impl->kernels = &kernels::active();
   impl->logits.assign(std::size_t(c.vocab), 0.0f);
+  impl->codebook_base.assign(std::size_t(c.n_layers), -1);
+  for (const auto& [layer, bank] : impl->info.manifest.banks) {
+    if (layer >= 0 && layer < c.n_layers) impl->codebook_base[std::size_t(layer)] = bank.codebook_base;
+  }
+  const int lookahead =
+      options.lookahead >= 0
+          ? options.lookahead
+          : forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(), c.top_k);
   forward::Forward::Inputs in{c,
                               impl->weights,
                               *impl->trunk,
@@ -141,8 +172,11 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
                               *impl->source,
                               *impl->pool,
                               *impl->kernels,
-                              options.ctx_tokens};
+                              options.ctx_tokens,
+                              impl->codebook_base,
+                              lookahead};
   impl->forward = std::make_unique<forward::Forward>(in);
+  if (options.profile) impl->forward->set_profile(&impl->profile);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -166,10 +200,13 @@ Result<std::span<const float>> Engine::eval(std::span<const int> tokens) {
                                           std::to_string(impl_->state.position()) + " overflow a context of " +
                                           std::to_string(impl_->state.ctx_tokens()) + " tokens");
   }
-  for (const int token : tokens) {
-    if (Status fed = impl_->feed(token); !fed) {
+  const std::size_t chunk = std::size_t(impl_->options.prefill_chunk);
+  for (std::size_t begin = 0; begin < tokens.size();) {
+    const std::size_t n = std::min(chunk, tokens.size() - begin);
+    if (Status fed = impl_->feed(tokens.subspan(begin, n)); !fed) {
       return std::unexpected(fed.error().with_context("token at position " + std::to_string(impl_->state.position())));
     }
+    begin += n;
   }
   return std::span<const float>(impl_->logits);
 }
@@ -209,7 +246,15 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
   Sampler sampler(params.sampling);
   result.tokens.reserve(std::size_t(std::min(params.max_tokens, ctx)));
   for (int step = 0; step < params.max_tokens; ++step) {
+    const auto sample_start =
+        impl_->options.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     const int next = sampler.sample(impl_->logits);
+    if (impl_->options.profile) {
+      const double dt = seconds_since(sample_start);
+      impl_->profile[profile::Stage::sampling].seconds += dt;
+      ++impl_->profile[profile::Stage::sampling].calls;
+      impl_->profile.wall_seconds += dt;
+    }
     if (impl_->state.position() >= ctx) {
       result.stop = StopReason::context_full;
       break;
@@ -252,6 +297,8 @@ void Engine::reset() {
 }
 
 int Engine::position() const { return impl_->state.position(); }
+const EngineProfile& Engine::profile() const { return impl_->profile; }
+void Engine::reset_profile() { impl_->profile = EngineProfile{}; }
 const ModelConfig& Engine::config() const { return impl_->info.manifest.config; }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
 std::span<const float> Engine::logits() const { return impl_->logits; }
@@ -277,6 +324,8 @@ ModelInfo Engine::info() const {
   m.threads = impl_->pool->size();
   m.kernel_isa = impl_->kernels->isa;
   m.direct_io = impl_->source->direct_io();
+  m.lookahead = impl_->forward->lookahead();
+  m.prefill_chunk = impl_->options.prefill_chunk;
   return m;
 }
 

@@ -17,6 +17,7 @@
 
 #include "compute/expert_source.hpp"
 #include "compute/model/run_state.hpp"
+#include "compute/profile/profile.hpp"
 #include "compute/sampling/sampler.hpp"
 #include "shared/container/model_config.hpp"
 #include "shared/container/trunk.hpp"
@@ -31,6 +32,12 @@ struct EngineOptions {
   bool verify_records = false;     // CRC-check every record read from disk
   bool direct_io = true;           // O_DIRECT for the banks when the filesystem allows it
   std::size_t cache_records = 0;   // LocalExpertSource cache capacity in records (0 = no cache)
+  int reader_threads = 2;          // LocalExpertSource read-ahead threads (0 = synchronous reads)
+  int lookahead = -1;              // next-layer experts prefetched per MoE layer in decode:
+                                   // -1 = automatic from the source's cache size, 0 = off, else 1..64
+  int prefill_chunk = 64;          // prompt tokens per chunked-prefill call (1 = token by token), <= 64
+  bool resident_experts = false;   // read every expert at open: decode then measures compute alone
+  bool profile = false;            // per-stage timings, see Engine::profile()
 };
 
 struct GenerateParams {
@@ -73,7 +80,11 @@ struct ModelInfo {
   int threads = 0;
   std::string kernel_isa;
   bool direct_io = false;
+  int lookahead = 0;               // effective next-layer prefetch width
+  int prefill_chunk = 1;
 };
+
+using profile::EngineProfile;
 
 class Engine {
  public:
@@ -87,9 +98,11 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Feed tokens one by one; the logits after the last (vocab floats, valid until the next call
-  // that feeds a token or resets). Ids and the free context are checked before anything is
-  // fed; an I/O error mid-way leaves the tokens before it fed (position() tells how many).
+  // Feed tokens; the logits after the last (vocab floats, valid until the next call that feeds a
+  // token or resets). More than one token goes through chunked prefill (prefill_chunk tokens per
+  // chunk, a 1-token remainder through the decode step). Ids and the free context are checked
+  // before anything is fed; an I/O error mid-way leaves the chunks before it fed (position()
+  // tells how many tokens).
   Result<std::span<const float>> eval(std::span<const int> tokens);
 
   // §6.2: feed the prompt, then sample, feed, report, until max_tokens, a stop/eos token (fed,
@@ -99,6 +112,9 @@ class Engine {
 
   void reset();
   [[nodiscard]] int position() const;
+  // Stage timings accumulated since open or reset_profile() (all zero unless options.profile).
+  [[nodiscard]] const EngineProfile& profile() const;
+  void reset_profile();
   [[nodiscard]] const ModelConfig& config() const;
   [[nodiscard]] ModelInfo info() const;
   [[nodiscard]] ExpertSourceStats stats() const;

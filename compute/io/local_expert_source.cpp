@@ -232,7 +232,7 @@ Result<ExpertView> LocalExpertSource::view_of(const Slot& s) const {
                                    : Error{Errc::io, "expert " + std::to_string(s.expert) + " of layer " +
                                                          std::to_string(s.layer) + ": read failed"});
   }
-  return make_expert_view(std::span<const std::byte>(s.buffer.data(), banks_.record_bytes()), geometry_);
+  return make_expert_view(s.buffer.span().first(banks_.record_bytes()), geometry_);
 }
 
 Result<ExpertView> LocalExpertSource::acquire(int layer, int expert) {

@@ -13,6 +13,14 @@
 #include "compute/session/session_file.hpp"
 #include "test_forward_fixtures.hpp"
 
+// REQUIRE that a Result/Status holds a value, showing its error otherwise.
+#define REQUIRE_OK(expr)                                          \
+  do {                                                            \
+    const auto& require_ok_ = (expr);                             \
+    INFO((require_ok_ ? std::string() : require_ok_.error().message)); \
+    REQUIRE(require_ok_);                                         \
+  } while (0)
+
 namespace waste {
 namespace {
 
@@ -83,10 +91,10 @@ const std::vector<int> kTurn2 = {7, 8, 200};
 TEST_CASE("Session file has the reference layout, byte for byte", "[compute][session]") {
   auto engine = open_preset("tiny");
   const ModelConfig& c = engine->config();
-  REQUIRE(engine->eval(kTurn1));
+  REQUIRE_OK(engine->eval(kTurn1));
   TempDir dir;
   const fs::path file = dir.path / "s.bin";
-  REQUIRE(session::save(*engine, file));
+  REQUIRE_OK(session::save(*engine, file));
   const auto bytes = read_file(file);
 
   // Header: 16 little-endian u32.
@@ -132,24 +140,24 @@ TEST_CASE("A saved and loaded sequence continues exactly like an uninterrupted o
     INFO(preset);
     auto a = open_preset(preset);
     auto first = a->generate(kTurn1, sampled(6));
-    REQUIRE(first);
-    REQUIRE(session::save(*a, file));
+    REQUIRE_OK(first);
+    REQUIRE_OK(session::save(*a, file));
     if (std::string(preset) == "tiny-k3") {
       CHECK(a->run_state().n_blocks() > 0);  // the AttnRes block history is part of the file
       CHECK(u32_at(read_file(file), 52) == std::uint32_t(a->run_state().n_blocks()));
     }
     auto uninterrupted = a->generate(kTurn2, sampled(8));
-    REQUIRE(uninterrupted);
+    REQUIRE_OK(uninterrupted);
 
     // A fresh engine that has seen something else, then loads.
     auto b = open_preset(preset);
-    REQUIRE(b->eval(std::vector<int>{3, 3, 3}));
+    REQUIRE_OK(b->eval(std::vector<int>{3, 3, 3}));
     Status loaded = session::load(*b, file);
     INFO((loaded ? std::string() : loaded.error().message));
     REQUIRE(loaded);
     CHECK(b->position() == int(kTurn1.size() + first->tokens.size()));
     auto resumed = b->generate(kTurn2, sampled(8));
-    REQUIRE(resumed);
+    REQUIRE_OK(resumed);
     CHECK(resumed->tokens == uninterrupted->tokens);
     CHECK(std::vector<float>(b->logits().begin(), b->logits().end()) ==
           std::vector<float>(a->logits().begin(), a->logits().end()));
@@ -157,7 +165,7 @@ TEST_CASE("A saved and loaded sequence continues exactly like an uninterrupted o
     // Without the load the continuation differs (the state is what carries the conversation).
     b->reset();
     auto cold = b->generate(kTurn2, sampled(8));
-    REQUIRE(cold);
+    REQUIRE_OK(cold);
     CHECK(std::vector<float>(b->logits().begin(), b->logits().end()) !=
           std::vector<float>(a->logits().begin(), a->logits().end()));
   }
@@ -167,11 +175,11 @@ TEST_CASE("Session load refuses another model and leaves the live state untouche
   TempDir dir;
   const fs::path k3_file = dir.path / "k3.session";
   auto k3 = open_preset("tiny-k3");
-  REQUIRE(k3->eval(kTurn1));
-  REQUIRE(session::save(*k3, k3_file));
+  REQUIRE_OK(k3->eval(kTurn1));
+  REQUIRE_OK(session::save(*k3, k3_file));
 
   auto engine = open_preset("tiny");
-  REQUIRE(engine->eval(kTurn2));
+  REQUIRE_OK(engine->eval(kTurn2));
   const auto before = session::encode(engine->config(), engine->run_state());
   const std::vector<float> logits_before(engine->logits().begin(), engine->logits().end());
 
@@ -182,7 +190,7 @@ TEST_CASE("Session load refuses another model and leaves the live state untouche
 
   // One field patched: the message names it.
   const fs::path own = dir.path / "own.session";
-  REQUIRE(session::save(*engine, own));
+  REQUIRE_OK(session::save(*engine, own));
   auto bytes = read_file(own);
   const std::uint32_t eight = 8;
   std::memcpy(bytes.data() + 16, &eight, 4);  // kda_heads
@@ -204,11 +212,11 @@ TEST_CASE("Session load refuses another model and leaves the live state untouche
 TEST_CASE("Truncated, padded and inconsistent session files are refused", "[compute][session]") {
   TempDir dir;
   auto engine = open_preset("tiny");
-  REQUIRE(engine->eval(kTurn1));
+  REQUIRE_OK(engine->eval(kTurn1));
   const fs::path good = dir.path / "good.session";
-  REQUIRE(session::save(*engine, good));
+  REQUIRE_OK(session::save(*engine, good));
   const auto bytes = read_file(good);
-  REQUIRE(engine->eval(kTurn2));
+  REQUIRE_OK(engine->eval(kTurn2));
   const auto before = session::encode(engine->config(), engine->run_state());
   const std::string expected_size = std::to_string(bytes.size());
 
