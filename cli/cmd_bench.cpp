@@ -2,13 +2,26 @@
 // prefill and decode reported separately; one mixed tok/s would hide which one is slow.
 // Structured as workload -> report -> printers so further modes (profile, sweep, io-only) can
 // add a workload or a printer without touching the others.
+//
+// Modes (cli/bench/*): --profile (stage table of each phase), --compute-only (every expert
+// resident), --record-trace / --io-only --trace (expert I/O alone through waste-ioserver),
+// --clients N (N processes on one daemon), --sweep BUDGETS (table + PNG per budget).
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli/bench/bench_engine.hpp"
+#include "cli/bench/daemon_link.hpp"
+#include "cli/bench/io_replay.hpp"
+#include "cli/bench/multi_client.hpp"
+#include "cli/bench/sweep.hpp"
+#include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "shared/container/container.hpp"
 
 namespace waste::cli {
 namespace {
@@ -18,12 +31,25 @@ struct BenchArgs {
   int prompt_tokens = 64;
   int decode_tokens = 128;
   bool json = false;
+  int lookahead = -1;              // -1 automatic
+  bool profile = false;
+  bool compute_only = false;
+  std::string record_trace;        // write the run's expert trace here
+  bool io_only = false;
+  std::string trace;               // --io-only input
+  int passes = 2;                  // --io-only: replays of the trace (the first warms the arena)
+  int clients = 0;                 // > 0: multi-process run on one daemon
+  std::string sweep;               // budgets
+  std::string sweep_md, sweep_png; // --sweep outputs
+  bool drop_caches = false;
+  int prefill_chunk = 64;
 };
 
 struct PhaseReport {
   int tokens = 0;
   double seconds = 0;
   ExpertSourceStats experts;  // this phase's counters only
+  EngineProfile profile;      // this phase's stage timings (zero unless --profile)
   [[nodiscard]] double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0.0; }
 };
 
@@ -58,6 +84,7 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   const std::vector<int> prompt = bench_prompt(prompt_tokens, engine.config().vocab);
   engine.reset();
 
+  engine.reset_profile();
   ExpertSourceStats before = engine.stats();
   auto start = std::chrono::steady_clock::now();
   auto fed = engine.eval(prompt);
@@ -65,6 +92,8 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   report.prefill.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.prefill.tokens = prompt_tokens;
   report.prefill.experts = minus(engine.stats(), before);
+  report.prefill.profile = engine.profile();
+  engine.reset_profile();
 
   GenerateParams params;
   params.max_tokens = decode_tokens;
@@ -75,27 +104,45 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   report.decode.seconds = result->generate_seconds;
   report.decode.tokens = int(result->tokens.size());
   report.decode.experts = minus(engine.stats(), before);
+  report.decode.profile = engine.profile();
   return report;
 }
 
-nlohmann::json phase_json(const PhaseReport& p) {
-  return {{"tokens", p.tokens},
+nlohmann::json phase_json(const PhaseReport& p, bool with_profile) {
+  nlohmann::json j = {{"tokens", p.tokens},
           {"seconds", p.seconds},
           {"tokens_per_second", p.tokens_per_second()},
           {"experts_hit", p.experts.hits},
           {"experts_missed", p.experts.misses},
           {"bytes_read", p.experts.bytes_read},
-          {"io_wait_seconds", p.experts.wait_seconds}};
+          {"io_wait_seconds", p.experts.wait_seconds},
+          {"prefetch_issued", p.experts.prefetch_issued}};
+  if (with_profile) j["profile"] = nlohmann::json::parse(profile::profile_to_json(p.profile));
+  return j;
 }
 
-void print_json_report(const BenchReport& r, const EngineArgs& args) {
+struct RunContext {
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t cache_records = 0;
+  bool daemon = false;
+  bool compute_only = false;
+  bool profile = false;
+};
+
+void print_json_report(const BenchReport& r, const EngineArgs& args, const RunContext& ctx) {
   print_json({{"model", args.model},
               {"threads", r.info.threads},
               {"kernel_isa", r.info.kernel_isa},
               {"expert_format", r.info.expert_format},
               {"direct_io", r.info.direct_io},
-              {"prefill", phase_json(r.prefill)},
-              {"decode", phase_json(r.decode)}});
+              {"budget_bytes", ctx.budget_bytes},
+              {"cache_records", ctx.cache_records},
+              {"daemon", ctx.daemon},
+              {"compute_only", ctx.compute_only},
+              {"lookahead", r.info.lookahead},
+              {"prefill_chunk", r.info.prefill_chunk},
+              {"prefill", phase_json(r.prefill, ctx.profile)},
+              {"decode", phase_json(r.decode, ctx.profile)}});
 }
 
 void print_table(const BenchReport& r) {
@@ -112,21 +159,143 @@ void print_table(const BenchReport& r) {
   }
 }
 
+void print_profiles(const BenchReport& r) {
+  for (const auto& [name, p] : {std::pair{"prefill", &r.prefill}, std::pair{"decode", &r.decode}}) {
+    std::printf("\n%s profile (%d tokens)\n%s", name, p->tokens, profile::format_profile_table(p->profile).c_str());
+  }
+}
+
+// The workload options a child bench process (--sweep, --clients) repeats.
+std::vector<std::string> child_workload_args(const BenchArgs& a) {
+  std::vector<std::string> args{"--prompt-tokens", std::to_string(a.prompt_tokens), "-n",
+                                std::to_string(a.decode_tokens), "--threads", std::to_string(a.engine.threads),
+                                "--ctx", std::to_string(a.engine.ctx), "--lookahead", std::to_string(a.lookahead),
+                                "--prefill-chunk", std::to_string(a.prefill_chunk)};
+  if (a.engine.no_direct_io) args.push_back("--no-direct-io");
+  if (a.engine.verify) args.push_back("--verify");
+  if (a.profile) args.push_back("--profile");
+  return args;
+}
+
+int run_sweep_mode(const BenchArgs& a) {
+  auto budgets = bench::parse_budget_list(a.sweep);
+  if (!budgets) return report_error("bench", budgets.error());
+  bench::SweepArgs s{a.engine.model, *budgets, child_workload_args(a), a.drop_caches};
+  auto points = bench::run_sweep(s);
+  if (!points) return report_error("bench", points.error());
+  const std::string md = bench::sweep_markdown(*points);
+  if (!a.sweep_md.empty()) {
+    std::ofstream out(a.sweep_md, std::ios::trunc);
+    out << md;
+    if (!out) return report_error("bench", a.sweep_md + ": cannot write");
+  }
+  if (!a.sweep_png.empty()) {
+    const std::string title = "decode tok/s and hit rate vs budget (" +
+                              std::filesystem::path(a.engine.model).filename().string() + ", " +
+                              std::to_string(a.prompt_tokens) + "+" + std::to_string(a.decode_tokens) + " tokens)";
+    if (auto plotted = bench::plot_sweep(*points, a.sweep_png, title); !plotted) {
+      return report_error("bench", plotted.error());
+    }
+  }
+  if (a.json) {
+    print_json({{"model", a.engine.model}, {"sweep", bench::sweep_json(*points)}});
+  } else {
+    std::fputs(md.c_str(), stdout);
+  }
+  return 0;
+}
+
+int run_clients_mode(const BenchArgs& a) {
+  bench::MultiClientArgs m{a.engine.model, a.engine.budget, a.clients, child_workload_args(a)};
+  auto report = bench::run_multi_client(m);
+  if (!report) return report_error("bench", report.error());
+  if (a.json) {
+    print_json(bench::multi_client_json(*report));
+  } else {
+    bench::print_multi_client(*report);
+  }
+  return 0;
+}
+
+int run_io_only_mode(const BenchArgs& a) {
+  if (a.trace.empty()) return report_error("bench", "--io-only needs --trace FILE (write one with --record-trace)");
+  auto text = read_text(a.trace);
+  if (!text) return report_error("bench", text.error());
+  auto trace = bench::parse_trace(*text);
+  if (!trace) return report_error("bench", trace.error().with_context(a.trace));
+  auto info = ContainerInfo::open(a.engine.model);
+  if (!info) return report_error("bench", info.error());
+  auto daemon = bench::BenchDaemon::start(a.engine.model, a.engine.budget, 1);
+  if (!daemon) return report_error("bench", daemon.error());
+  std::vector<bench::ReplayPass> passes;
+  {
+    OpenEngine holder;  // only its daemon connection: the source reads through it
+    if (auto attached = bench::attach_daemon(a.engine.model, holder.daemon); !attached) {
+      return report_error("bench", attached.error());
+    }
+    auto source = bench::open_daemon_source(bench::lease_of(*holder.daemon), info->geometry);
+    if (!source) return report_error("bench", source.error());
+    auto replayed = bench::replay_trace(**source, *trace, info->geometry.record_bytes, a.passes);
+    if (!replayed) return report_error("bench", replayed.error());
+    passes = std::move(*replayed);
+  }
+  if (auto stopped = daemon->stop(); !stopped) return report_error("bench", stopped.error());
+  if (a.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : passes) list.push_back(bench::replay_json(p));
+    print_json({{"model", a.engine.model},
+                {"trace", a.trace},
+                {"record_bytes", info->geometry.record_bytes},
+                {"arena_slots", daemon->arena_slots()},
+                {"budget_bytes", daemon->budget_bytes()},
+                {"passes", list}});
+  } else {
+    std::printf("io-only replay of %s through waste-ioserver (budget %.2f GB, %llu arena slots)\n", a.trace.c_str(),
+                double(daemon->budget_bytes()) / 1e9, static_cast<unsigned long long>(daemon->arena_slots()));
+    bench::print_replay_table(passes);
+  }
+  return 0;
+}
+
 int run_bench(BenchArgs a) {
+  if (!a.sweep.empty()) return run_sweep_mode(a);
+  if (a.clients > 0) return run_clients_mode(a);
+  if (a.io_only) return run_io_only_mode(a);
   if (a.prompt_tokens < 1) return report_error("bench", "--prompt-tokens must be at least 1");
   if (std::int64_t(a.prompt_tokens) + a.decode_tokens >= a.engine.ctx) {
     return report_error("bench", "prompt " + std::to_string(a.prompt_tokens) + " + decode " +
                                      std::to_string(a.decode_tokens) + " tokens do not fit a context of " +
                                      std::to_string(a.engine.ctx) + " (--ctx)");
   }
-  auto engine = open_engine(a.engine);
+  // --daemon with --budget: start a daemon with that budget unless one serves the model already.
+  std::optional<bench::BenchDaemon> daemon;
+  if (a.engine.daemon) {
+    auto started = bench::BenchDaemon::start(a.engine.model, a.engine.budget, 1);
+    if (!started) return report_error("bench", started.error());
+    daemon.emplace(std::move(*started));
+  }
+  bench::BenchEngineArgs e{a.engine, a.lookahead, a.profile, a.compute_only, !a.record_trace.empty(),
+                           a.prefill_chunk};
+  auto engine = bench::open_bench_engine(e);
   if (!engine) return report_error("bench", engine.error());
-  auto report = run_workload(**engine, a.prompt_tokens, a.decode_tokens);
+  auto report = run_workload(*engine->open, a.prompt_tokens, a.decode_tokens);
   if (!report) return report_error("bench", report.error());
+  if (engine->trace) {
+    std::ofstream out(a.record_trace, std::ios::trunc);
+    out << bench::format_trace(*engine->trace);
+    if (!out) return report_error("bench", a.record_trace + ": cannot write the trace");
+  }
+  const RunContext ctx{engine->open.budget_bytes, engine->cache_records, a.engine.daemon, a.compute_only, a.profile};
+  engine->open.engine.reset();  // engine, then its daemon connection, then the daemon
+  bench::detach_daemon(engine->open.daemon);
+  if (daemon) {
+    if (auto stopped = daemon->stop(); !stopped) return report_error("bench", stopped.error());
+  }
   if (a.json) {
-    print_json_report(*report, a.engine);
+    print_json_report(*report, a.engine, ctx);
   } else {
     print_table(*report);
+    if (a.profile) print_profiles(*report);
   }
   return 0;
 }
@@ -139,6 +308,22 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--prompt-tokens", args->prompt_tokens, "Prompt length in tokens")->check(CLI::PositiveNumber);
       sub.add_option("-n,--tokens", args->decode_tokens, "Tokens to decode")->check(CLI::NonNegativeNumber);
       sub.add_flag("--json", args->json, "JSON output");
+      sub.add_option("--lookahead", args->lookahead, "Next-layer experts prefetched per MoE layer (-1 = automatic)")
+          ->check(CLI::Range(-1, 64));
+      sub.add_option("--prefill-chunk", args->prefill_chunk, "Prompt tokens per prefill call (1 = token by token)")
+          ->check(CLI::Range(1, 64));
+      sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
+      sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
+      sub.add_option("--record-trace", args->record_trace, "Write the run's expert requests to FILE");
+      sub.add_flag("--io-only", args->io_only, "Replay --trace through waste-ioserver with no compute");
+      sub.add_option("--trace", args->trace, "Expert trace to replay (--io-only)");
+      sub.add_option("--passes", args->passes, "--io-only: times the trace is replayed")->check(CLI::PositiveNumber);
+      sub.add_option("--clients", args->clients, "Run N bench processes at once on one waste-ioserver")
+          ->check(CLI::PositiveNumber);
+      sub.add_option("--sweep", args->sweep, "Run the workload at each budget (e.g. 500M,1G,2G), fresh process each");
+      sub.add_option("--sweep-md", args->sweep_md, "--sweep: write the markdown table to FILE");
+      sub.add_option("--sweep-png", args->sweep_png, "--sweep: plot decode tok/s and hit rate to FILE (gnuplot)");
+      sub.add_flag("--drop-caches", args->drop_caches, "--sweep: drop the page cache before each run (root)");
       return [args] { return run_bench(*args); };
     }}};
 

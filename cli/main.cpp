@@ -3,6 +3,10 @@
 #include <cstdio>
 #include <exception>
 
+#include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include "cli/command.hpp"
 
 namespace waste::cli {
@@ -14,6 +18,11 @@ std::vector<Command>& command_registry() {
 
 int main(int argc, char** argv) {
   using waste::cli::command_registry;
+  // stdout carries command output (ids, text, JSON); library log lines go to stderr.
+  // Warnings and errors only unless SPDLOG_LEVEL says otherwise (e.g. SPDLOG_LEVEL=info).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("waste"));
+  spdlog::set_level(spdlog::level::warn);
+  spdlog::cfg::load_env_levels();
   CLI::App app{"WASTE: run mixture-of-experts models larger than RAM"};
   app.require_subcommand(1);
   auto& commands = command_registry();

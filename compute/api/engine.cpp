@@ -160,10 +160,16 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   for (const auto& [layer, bank] : impl->info.manifest.banks) {
     if (layer >= 0 && layer < c.n_layers) impl->codebook_base[std::size_t(layer)] = bank.codebook_base;
   }
+  // Automatic width only where a prefetch can overlap: the in-process source needs reader
+  // threads (it has none in resident mode, where nothing is left to fetch).
+  bool can_prefetch = true;
+  if (const auto* local = dynamic_cast<const LocalExpertSource*>(impl->source.get())) {
+    can_prefetch = local->reader_threads() > 0;
+  }
   const int lookahead =
-      options.lookahead >= 0
-          ? options.lookahead
-          : forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(), c.top_k);
+      options.lookahead >= 0 ? options.lookahead
+      : can_prefetch ? forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(), c.top_k)
+                     : 0;
   forward::Forward::Inputs in{c,
                               impl->weights,
                               *impl->trunk,

@@ -121,6 +121,10 @@ struct PrefillMoeScratch {
   std::vector<int> user_begin;                // [E+1] CSR over users
   std::vector<int> users;                     // [T*top_k] t * top_k + j
   std::vector<int> fill;                      // [E]
+  std::vector<float> router;                  // [T][E] router logits
+  std::vector<float> ysum;                    // [T][lat] weighted routed sums
+  std::vector<float> routed;                  // [T][hid] (K3 latent up projection)
+  std::vector<float> fa, fb;                  // [T][max(shared, dense inter)] FFN activations
   void resize(const ModelConfig& c, const ExpertGeometry& g, int tokens);
 };
 
@@ -136,6 +140,11 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 // a, b need `inter` floats.
 void ffn_forward(const Exec& exec, const ModelConfig& c, const model::FfnWeights& w, const float* x, float* a,
                  float* b, float* out);
+
+// ffn_forward for n tokens (row stride `hid` for x/out, `inter` for a/b), each trunk row chunk
+// applied to every token while in cache; the same bits as ffn_forward per token.
+void ffn_tokens(const Exec& exec, const ModelConfig& c, const model::FfnWeights& w, const float* x, int n, float* a,
+                float* b, float* out);
 
 // AttnRes (§3.7): softmax over candidates blocks[0..nb) and ps, scored by the normed value
 // against norm_w * proj_w; out = a_nb * ps + sum_i a_i * blocks[i] (out may alias ps).

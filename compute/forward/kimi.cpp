@@ -199,8 +199,7 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   if (pre_moe_.tokens < kMaxPrefillChunk) {
     // First prefill: the chunk working set (the LUTs dominate), kept for later chunks.
     const std::size_t n = std::size_t(kMaxPrefillChunk);
-    if (c_.n_experts > 0) pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
-    pre_moe_.tokens = kMaxPrefillChunk;
+    pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
     pre_x_.assign(n * H, 0.0f);
     pre_ps_.assign(n * H, 0.0f);
     pre_h_.assign(n * H, 0.0f);
@@ -236,10 +235,8 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
       WASTE_TRY(moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_, pre_f_.data(),
                             prefill_window_, &watch));
     } else {
-      for (int t = 0; t < T; ++t) {
-        ffn_forward(exec_, c_, lw.dense, pre_h_.data() + t * H, ffn_a_.data(), ffn_b_.data(), pre_f_.data() + t * H);
-        watch.lap(profile::Stage::shared_ffn);
-      }
+      ffn_tokens(exec_, c_, lw.dense, pre_h_.data(), T, pre_moe_.fa.data(), pre_moe_.fb.data(), pre_f_.data());
+      watch.lap(profile::Stage::shared_ffn);
     }
     for (int t = 0; t < T; ++t) after_ffn(pre_f_.data() + t * H, pre_x_.data() + t * H, pre_ps_.data() + t * H);
   }

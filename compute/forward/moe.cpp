@@ -181,6 +181,12 @@ void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, in
   user_begin.assign(E + 1, 0);
   users.assign(T * K, 0);
   fill.assign(E, 0);
+  router.assign(T * E, 0.0f);
+  ysum.assign(T * lat, 0.0f);
+  routed.assign(c.latent_dim > 0 ? T * std::size_t(c.hidden) : 0, 0.0f);
+  const std::size_t inter = std::size_t(std::max({c.shared_inter(), c.dense_inter, 1}));
+  fa.assign(T * inter, 0.0f);
+  fb.assign(T * inter, 0.0f);
 }
 
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s) {
@@ -233,6 +239,15 @@ void ffn_forward(const Exec& exec, const ModelConfig& c, const model::FfnWeights
   matvec(exec, w.up, x, b);
   ffn_activation(c, a, b, int(w.gate.rows), a);
   matvec(exec, w.down, a, out);
+}
+
+void ffn_tokens(const Exec& exec, const ModelConfig& c, const model::FfnWeights& w, const float* x, int n, float* a,
+                float* b, float* out) {
+  const std::int64_t hid = c.hidden, inter = w.gate.rows;
+  matvec_tokens(exec, w.gate, x, hid, n, a, inter);
+  matvec_tokens(exec, w.up, x, hid, n, b, inter);
+  for (int t = 0; t < n; ++t) ffn_activation(c, a + t * inter, b + t * inter, int(inter), a + t * inter);
+  matvec_tokens(exec, w.down, a, inter, n, out, hid);
 }
 
 Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
@@ -318,9 +333,9 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   window = std::max(window, 1);
 
   // Route every token; keep its ids and weights in selection order.
+  matvec_tokens(exec, w.router, x, hid, n_tokens, p.router.data(), E);
   for (int t = 0; t < n_tokens; ++t) {
-    matvec(exec, w.router, x + std::int64_t(t) * hid, s.router.data());
-    route(c, w, s.router.data(), s);
+    route(c, w, p.router.data() + std::int64_t(t) * E, s);
     std::copy_n(s.ids.data(), K, p.ids.data() + std::int64_t(t) * K);
     std::copy_n(s.weights.data(), K, p.weights.data() + std::int64_t(t) * K);
     watch.lap(profile::Stage::router);
@@ -359,14 +374,12 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
         Lut{p.lut_gate.data() + std::size_t(t) * lut_in, p.lutq_gate.data() + q_off, p.lutq_scale_gate.data() + s_off},
         Lut{p.lut_up.data() + std::size_t(t) * lut_in, p.lutq_up.data() + q_off, p.lutq_scale_up.data() + s_off}};
   };
+  if (c.latent_dim > 0) {
+    matvec_tokens(exec, w.latent_down, x, hid, n_tokens, p.xin.data(), lat);
+    watch.add(profile::Stage::shared_ffn);
+  }
   for (int t = 0; t < n_tokens; ++t) {
-    const float* xin = x + std::int64_t(t) * hid;
-    if (c.latent_dim > 0) {
-      float* dst = p.xin.data() + std::int64_t(t) * lat;
-      matvec(exec, w.latent_down, xin, dst);
-      xin = dst;
-      watch.add(profile::Stage::shared_ffn);
-    }
+    const float* xin = c.latent_dim > 0 ? p.xin.data() + std::int64_t(t) * lat : x + std::int64_t(t) * hid;
     const auto [gate_lut, up_lut] = token_luts(t);
     build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 0, 0, g.stages), xin, nv_in, gate_lut);
     build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 1, 0, g.stages), xin, nv_in, up_lut);
@@ -397,11 +410,33 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   }
   watch.add(profile::Stage::other);
 
+  // Per token: the weighted sum in selection order (as finish_moe), then the K3 latent norm.
   for (int t = 0; t < n_tokens; ++t) {
-    finish_moe(exec, c, w, x + std::int64_t(t) * hid, p.weights.data() + std::int64_t(t) * K,
-               p.ys.data() + std::int64_t(t) * K * lat, s, out + std::int64_t(t) * hid);
-    watch.lap(profile::Stage::shared_ffn);
+    const float* weights = p.weights.data() + std::int64_t(t) * K;
+    const float* ys = p.ys.data() + std::int64_t(t) * K * lat;
+    float* ysum = p.ysum.data() + std::int64_t(t) * lat;
+    std::fill(ysum, ysum + lat, 0.0f);
+    for (int j = 0; j < K; ++j) {
+      const float wj = weights[j];
+      const float* y = ys + std::int64_t(j) * lat;
+      for (int i = 0; i < lat; ++i) ysum[i] += wj * y[i];
+    }
+    if (c.latent_dim > 0 && c.latent_norm) rms_norm(ysum, w.latent_norm.data(), lat, c.rms_eps, ysum);
   }
+  const float* routed = p.ysum.data();
+  if (c.latent_dim > 0) {
+    matvec_tokens(exec, w.latent_up, p.ysum.data(), lat, n_tokens, p.routed.data(), hid);
+    routed = p.routed.data();
+  }
+  // Shared experts on the full x of every token, trunk rows shared across the chunk.
+  const std::int64_t total = std::int64_t(n_tokens) * hid;
+  if (w.has_shared) {
+    ffn_tokens(exec, c, w.shared, x, n_tokens, p.fa.data(), p.fb.data(), out);
+    for (std::int64_t i = 0; i < total; ++i) out[i] = routed[i] + out[i];
+  } else {
+    std::memcpy(out, routed, std::size_t(total) * sizeof(float));
+  }
+  watch.lap(profile::Stage::shared_ffn);
   return ok();
 }
 

@@ -12,6 +12,14 @@ void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, flo
                          [&](std::int64_t begin, std::int64_t end) { k->matvec(w, x, y, begin, end); });
 }
 
+void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
+                   float* y, std::int64_t y_stride) {
+  const auto* k = &exec.kernels;
+  exec.pool.parallel_for(w.rows, kMatvecMinRows, [&](std::int64_t begin, std::int64_t end) {
+    for (int t = 0; t < n; ++t) k->matvec(w, x + t * x_stride, y + t * y_stride, begin, end);
+  });
+}
+
 float rms_inverse(const float* x, int n, float eps) {
   float ss = 0.0f;
   for (int i = 0; i < n; ++i) ss += x[i] * x[i];

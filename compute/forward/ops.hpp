@@ -23,6 +23,11 @@ inline constexpr std::int64_t kMatvecMinRows = 64;
 // y = W x over all rows, split across the pool by rows.
 void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, float* y);
 
+// y_t = W x_t for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride): each row chunk is applied
+// to every token while it is in cache. Per element the same kernel call as matvec: same bits.
+void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
+                   float* y, std::int64_t y_stride);
+
 // out = x * (mean(x^2) + eps)^-1/2 * w; out may alias x.
 void rms_norm(const float* x, const float* w, int n, float eps, float* out);
 // As rms_norm, without the weight (AttnRes scores use the normalised value times two vectors).

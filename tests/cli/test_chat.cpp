@@ -9,7 +9,7 @@ namespace {
 
 std::vector<std::string> chat_args(const std::string& format) {
   return {"chat",  test::tokenizer_container().string(),
-          "--threads", "2", "--ctx", "512", "-n", "12", "--temp", "0.9", "--seed", "77", "-q",
+          "--threads", "1", "--ctx", "512", "-n", "12", "--temp", "0.9", "--seed", "77", "-q",
           "--chat-format", format, "--system", "You are terse."};
 }
 

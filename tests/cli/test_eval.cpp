@@ -18,7 +18,7 @@ const std::string kText = "The quick brown fox jumps over the lazy dog. Perplexi
 double mean_nll(const std::vector<int>& ids) {
   EngineOptions options;
   options.model = test::tokenizer_container();
-  options.threads = 2;
+  options.threads = 1;
   options.ctx_tokens = 256;
   auto engine = Engine::open(options);
   REQUIRE(engine);
@@ -46,7 +46,7 @@ TEST_CASE("waste eval reports the perplexity of a text and of ids", "[cli][eval]
   test::ScratchDir dir;
   test::write_text(dir.path() / "text.txt", kText);
   auto ran = test::run_waste(
-      {"eval", model.string(), "--threads", "2", "--ctx", "256", "--file", (dir.path() / "text.txt").string(), "--json"});
+      {"eval", model.string(), "--threads", "1", "--ctx", "256", "--file", (dir.path() / "text.txt").string(), "--json"});
   INFO(ran.err);
   REQUIRE(ran.rc == 0);
   auto doc = nlohmann::json::parse(ran.out);
@@ -58,7 +58,7 @@ TEST_CASE("waste eval reports the perplexity of a text and of ids", "[cli][eval]
   std::string id_text;
   for (const int id : ids) id_text += std::to_string(id) + "\n";
   test::write_text(dir.path() / "ids.txt", id_text);
-  ran = test::run_waste({"eval", model.string(), "--threads", "2", "--ctx", "256", "--ids-file",
+  ran = test::run_waste({"eval", model.string(), "--threads", "1", "--ctx", "256", "--ids-file",
                          (dir.path() / "ids.txt").string()});
   REQUIRE(ran.rc == 0);
   char mean_line[64], ppl_line[64];

@@ -25,7 +25,7 @@ std::vector<int> ids_of(const std::string& line) {
   return ids;
 }
 
-const std::vector<std::string> kCommon = {"--threads", "2", "--ctx", "256", "-n", "16", "--temp", "0.8", "--seed", "5"};
+const std::vector<std::string> kCommon = {"--threads", "1", "--ctx", "256", "-n", "16", "--temp", "0.8", "--seed", "5"};
 
 std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
   head.insert(head.end(), tail.begin(), tail.end());

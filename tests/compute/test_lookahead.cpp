@@ -108,6 +108,19 @@ TEST_CASE("Automatic lookahead width follows the cache size", "[compute][lookahe
   CHECK(run(dir, 5, -1).lookahead == 0);
   CHECK(run(dir, 6, -1).lookahead == 1);
   CHECK(run(dir, 12, -1).lookahead == 2);
+  // Without reader threads a prefetch could not overlap anything: automatic means off.
+  EngineOptions o;
+  o.model = dir;
+  o.threads = 1;
+  o.cache_records = 100;
+  o.reader_threads = 0;
+  auto sync = Engine::open(o);
+  REQUIRE(sync);
+  CHECK((*sync)->info().lookahead == 0);
+  o.lookahead = 4;  // an explicit width is kept (prefetch is then dropped by the source)
+  auto explicit_width = Engine::open(o);
+  REQUIRE(explicit_width);
+  CHECK((*explicit_width)->info().lookahead == 4);
 }
 
 }  // namespace waste

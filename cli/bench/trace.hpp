@@ -1,0 +1,54 @@
+// Expert traces: which expert sets a real run asked for, layer by layer, so the I/O path can be
+// replayed alone (`waste bench --io-only --trace FILE`) without the compute in the way.
+//
+// Text format, one request per line:   KIND STEP LAYER ID,ID,...
+//   KIND  d = demand request (pinned, waited for), p = speculative prefetch
+//   STEP  forward call index (a decode token or a prefill chunk), counted by the recorder
+// '#' starts a comment line. `waste bench --record-trace FILE` writes one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/expert_source.hpp"
+
+namespace waste::cli::bench {
+
+struct TraceEvent {
+  bool prefetch = false;
+  int step = 0;
+  int layer = 0;
+  std::vector<int> experts;
+};
+
+inline constexpr std::string_view kTraceHeader = "# waste expert trace v1: KIND STEP LAYER IDS (d demand, p prefetch)";
+
+std::string format_trace(const std::vector<TraceEvent>& events);
+// Errors name the line: "trace line 3: expected KIND STEP LAYER IDS".
+Result<std::vector<TraceEvent>> parse_trace(std::string_view text);
+
+// Forwards every call to `inner` and records request/prefetch calls. A demand request on a
+// layer at or below the previous one starts a new step (the forward pass walks layers upward).
+class TracingExpertSource final : public ExpertSource {
+ public:
+  TracingExpertSource(std::unique_ptr<ExpertSource> inner, std::shared_ptr<std::vector<TraceEvent>> sink);
+  Status request(int layer, std::span<const int> experts) override;
+  Result<ExpertView> acquire(int layer, int expert) override;
+  Result<ReadyExpert> acquire_next(int layer) override;
+  void release_layer(int layer) override;
+  void prefetch(int layer, std::span<const int> experts) override;
+  [[nodiscard]] ExpertSourceStats stats() const override;
+  [[nodiscard]] bool direct_io() const override;
+  [[nodiscard]] std::uint64_t cache_capacity_records() const override;
+
+ private:
+  std::unique_ptr<ExpertSource> inner_;
+  std::shared_ptr<std::vector<TraceEvent>> sink_;
+  int step_ = -1;
+  int last_layer_ = 1 << 30;
+};
+
+}  // namespace waste::cli::bench
