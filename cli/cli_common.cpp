@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "cli/bench/daemon_link.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -24,7 +25,8 @@ void add_engine_options(CLI::App& sub, EngineArgs& a) {
   sub.add_flag("--verify", a.verify, "CRC-check every expert record read");
   sub.add_flag("--no-direct-io", a.no_direct_io, "Read expert banks through the page cache");
   sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (overrides --budget)");
-  sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (attach, or start a private one)");
+  sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (the default: attach, or start a private one)");
+  sub.add_flag("--in-process", a.in_process, "Read experts in this process, no daemon (debugging)");
 }
 
 void add_sampling_options(CLI::App& sub, SamplingArgs& a) {
@@ -52,21 +54,40 @@ EngineOptions engine_options(const EngineArgs& a) {
   return o;
 }
 
-// THE DAEMON PATH (where waste-ioserver plugs in). Intended body:
-//   connect_or_spawn(model, /*allow_private=*/true, plan.client_bytes()) -> keep in out.daemon;
-//   DaemonExpertSource::open(lease, geometry) as the source; open_shared_trunk(lease, ...) as
-//   the trunk; Engine::open(options, source, trunk).
-// Not wired yet: shared/ipc/protocol.hpp (via daemon_connect.hpp) and shared/ipc/shm_layout.hpp
-// (via daemon_expert_source.hpp) both define waste::ipc::Request, so no translation unit can
-// include both headers until that clash is resolved.
+// THE DAEMON PATH: records and the trunk come from waste-ioserver's shared memory (attached,
+// or a private daemon started for this process). The daemon owns the expert cache and its
+// budget. The helpers live in cli/bench/daemon_link.hpp because protocol.hpp and shm_layout.hpp
+// cannot share a translation unit (both define waste::ipc::Request).
 Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
-  return make_error(Errc::unsupported, a.model + ": --daemon is not available in this build yet");
+  OpenEngine out;
+  auto info = ContainerInfo::open(a.model);
+  if (!info) return std::unexpected(info.error());
+  std::vector<std::string> private_args;
+  if (!a.budget.empty()) private_args.insert(private_args.end(), {"--budget", a.budget});
+  if (a.verify) private_args.emplace_back("--verify");
+  if (a.no_direct_io) private_args.emplace_back("--no-direct-io");
+  WASTE_TRY(bench::attach_daemon(a.model, out.daemon, private_args));
+  if (!out.daemon->private_daemon() && !private_args.empty()) {
+    std::fprintf(stderr, "waste: warning: a shared waste-ioserver serves this container; its budget and "
+                         "read options apply (--budget/--verify/--no-direct-io ignored)\n");
+  }
+  auto source = bench::open_daemon_source(bench::lease_of(*out.daemon), info->geometry);
+  if (!source) return std::unexpected(source.error());
+  auto trunk = bench::open_daemon_trunk(bench::lease_of(*out.daemon), a.model, info->manifest);
+  if (!trunk) return std::unexpected(trunk.error());
+  auto engine = Engine::open(engine_options(a), std::move(*source), std::move(*trunk));
+  if (!engine) return std::unexpected(engine.error());
+  out.engine = std::move(*engine);
+  return out;
 }
 
 }  // namespace
 
 Result<OpenEngine> open_engine(const EngineArgs& a) {
-  if (a.daemon) return open_through_daemon(a);
+  if (a.daemon && !a.use_daemon()) {
+    return make_error(Errc::argument, "--daemon cannot be combined with --in-process or --cache-records");
+  }
+  if (a.use_daemon()) return open_through_daemon(a);
   EngineOptions options = engine_options(a);
   OpenEngine out;
   if (a.cache_records) {

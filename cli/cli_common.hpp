@@ -35,12 +35,14 @@ struct EngineArgs {
   int threads = 0;
   bool verify = false;
   bool no_direct_io = false;
-  std::optional<std::size_t> cache_records;  // explicit cache size in records (overrides --budget)
-  bool daemon = false;             // records through waste-ioserver (shared or private)
+  std::optional<std::size_t> cache_records;  // in-process cache size in records (implies --in-process)
+  bool daemon = false;             // --daemon: insist on waste-ioserver (the default anyway)
+  bool in_process = false;         // --in-process: no daemon; a private in-process cache (debugging, tests)
+  [[nodiscard]] bool use_daemon() const { return !in_process && !cache_records; }
 };
 
 // Adds model (positional), --budget, --ctx, --threads, --verify, --no-direct-io,
-// --cache-records, --daemon.
+// --cache-records, --daemon, --in-process.
 void add_engine_options(CLI::App& sub, EngineArgs& args);
 
 // --temp, --top-p, --top-k, --seed.
@@ -67,9 +69,10 @@ struct OpenEngine {
   Engine& operator*() const { return *engine; }
 };
 
-// Resolve the budget against this machine and open the engine: locally (LocalExpertSource,
-// cache sized from the budget), or through waste-ioserver when args.daemon (see
-// open_through_daemon in cli_common.cpp: the daemon path plugs in there).
+// Open the engine. By default through waste-ioserver: the daemon serving this container if one
+// runs, else a private one started for this process (with --budget/--verify/--no-direct-io) and
+// stopped with it -- the embedded default, the same code path as a shared daemon. --in-process
+// (or --cache-records) reads records in this process with a cache sized from the budget.
 Result<OpenEngine> open_engine(const EngineArgs& args);
 
 // The container's tokenizer with config.eos_token_id applied (reference §5.2).

@@ -6,6 +6,8 @@
 // Modes (cli/bench/*): --profile (stage table of each phase), --compute-only (every expert
 // resident), --record-trace / --io-only --trace (expert I/O alone through waste-ioserver),
 // --clients N (N processes on one daemon), --sweep BUDGETS (table + PNG per budget).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "cli/bench/bench_engine.hpp"
+#include "cli/bench/child_process.hpp"
 #include "cli/bench/daemon_link.hpp"
 #include "cli/bench/io_replay.hpp"
 #include "cli/bench/multi_client.hpp"
@@ -88,7 +91,7 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   ExpertSourceStats before = engine.stats();
   auto start = std::chrono::steady_clock::now();
   auto fed = engine.eval(prompt);
-  if (!fed) return std::unexpected(fed.error());
+  if (!fed) return std::unexpected(fed.error().with_context("prefill"));
   report.prefill.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.prefill.tokens = prompt_tokens;
   report.prefill.experts = minus(engine.stats(), before);
@@ -100,7 +103,7 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   params.eos_token = -2;  // the workload is fixed: never cut short by eos
   before = engine.stats();
   auto result = engine.generate({}, params);
-  if (!result) return std::unexpected(result.error());
+  if (!result) return std::unexpected(result.error().with_context("decode"));
   report.decode.seconds = result->generate_seconds;
   report.decode.tokens = int(result->tokens.size());
   report.decode.experts = minus(engine.stats(), before);
@@ -127,6 +130,7 @@ struct RunContext {
   bool daemon = false;
   bool compute_only = false;
   bool profile = false;
+  bench::ProcessMemory memory;  // this process just before the engine closed
 };
 
 void print_json_report(const BenchReport& r, const EngineArgs& args, const RunContext& ctx) {
@@ -141,6 +145,10 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
               {"compute_only", ctx.compute_only},
               {"lookahead", r.info.lookahead},
               {"prefill_chunk", r.info.prefill_chunk},
+              {"memory",
+               {{"rss_bytes", ctx.memory.rss_bytes},
+                {"pss_bytes", ctx.memory.pss_bytes},
+                {"shared_bytes", ctx.memory.shared_bytes}}},
               {"prefill", phase_json(r.prefill, ctx.profile)},
               {"decode", phase_json(r.decode, ctx.profile)}});
 }
@@ -267,17 +275,10 @@ int run_bench(BenchArgs a) {
                                      std::to_string(a.decode_tokens) + " tokens do not fit a context of " +
                                      std::to_string(a.engine.ctx) + " (--ctx)");
   }
-  // --daemon with --budget: start a daemon with that budget unless one serves the model already.
-  std::optional<bench::BenchDaemon> daemon;
-  if (a.engine.daemon) {
-    auto started = bench::BenchDaemon::start(a.engine.model, a.engine.budget, 1);
-    if (!started) return report_error("bench", started.error());
-    daemon.emplace(std::move(*started));
-  }
   bench::BenchEngineArgs e{a.engine, a.lookahead, a.profile, a.compute_only, !a.record_trace.empty(),
                            a.prefill_chunk};
   auto engine = bench::open_bench_engine(e);
-  if (!engine) return report_error("bench", engine.error());
+  if (!engine) return report_error("bench", engine.error().with_context("open"));
   auto report = run_workload(*engine->open, a.prompt_tokens, a.decode_tokens);
   if (!report) return report_error("bench", report.error());
   if (engine->trace) {
@@ -285,12 +286,10 @@ int run_bench(BenchArgs a) {
     out << bench::format_trace(*engine->trace);
     if (!out) return report_error("bench", a.record_trace + ": cannot write the trace");
   }
-  const RunContext ctx{engine->open.budget_bytes, engine->cache_records, a.engine.daemon, a.compute_only, a.profile};
-  engine->open.engine.reset();  // engine, then its daemon connection, then the daemon
+  const RunContext ctx{engine->open.budget_bytes, engine->cache_records, engine->via_daemon, a.compute_only, a.profile,
+                       bench::read_process_memory(::getpid()).value_or(bench::ProcessMemory{})};
+  engine->open.engine.reset();  // the engine, then its daemon connection (stops a private daemon)
   bench::detach_daemon(engine->open.daemon);
-  if (daemon) {
-    if (auto stopped = daemon->stop(); !stopped) return report_error("bench", stopped.error());
-  }
   if (a.json) {
     print_json_report(*report, a.engine, ctx);
   } else {

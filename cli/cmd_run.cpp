@@ -15,18 +15,10 @@ namespace waste::cli {
 namespace {
 
 struct RunArgs {
-  std::string model;
+  EngineArgs engine;        // model, --budget, --ctx, --threads, --verify, daemon or in-process
+  SamplingArgs sampling;    // --temp, --top-k, --top-p, --seed
   std::vector<int> ids;
   int n_tokens = 16;
-  int threads = 0;
-  int ctx = 4096;
-  float temperature = 0.0f;
-  int top_k = 0;
-  float top_p = 1.0f;
-  std::uint64_t seed = 0;
-  bool verify = false;
-  bool no_direct_io = false;
-  std::size_t cache_records = 0;
   bool ignore_eos = false;
   std::vector<int> stop;
   std::string prompt;       // text mode
@@ -37,9 +29,9 @@ struct RunArgs {
 // Text mode: tokenize (wrapped in the chat format when there is one), stream complete UTF-8
 // characters as tokens arrive, stop at the assistant suffix text; stats on stderr.
 int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
-  auto tokenizer = load_tokenizer(a.model);
+  auto tokenizer = load_tokenizer(a.engine.model);
   if (!tokenizer) return report_error("run", tokenizer.error());
-  auto format = load_chat_format(a.model, a.chat_format);
+  auto format = load_chat_format(a.engine.model, a.chat_format);
   if (!format) return report_error("run", format.error());
   std::vector<int> prompt;
   std::vector<std::string> stop_texts;
@@ -85,72 +77,41 @@ int run(const RunArgs& a) {
   if (a.prompt.empty() == a.ids.empty()) {
     return report_error("run", "give either a prompt text or --ids (not both)");
   }
-  EngineOptions options;
-  options.model = a.model;
-  options.threads = a.threads;
-  options.ctx_tokens = a.ctx;
-  options.verify_records = a.verify;
-  options.direct_io = !a.no_direct_io;
-  options.cache_records = a.cache_records;
-  auto engine = Engine::open(options);
-  if (!engine) {
-    std::fprintf(stderr, "waste run: %s\n", engine.error().message.c_str());
-    return 1;
-  }
+  auto engine = open_engine(a.engine);
+  if (!engine) return report_error("run", engine.error());
   GenerateParams params;
   params.max_tokens = a.n_tokens;
-  params.sampling = SamplingParams{a.temperature, a.top_p, a.top_k, a.seed};
+  params.sampling = a.sampling.params();
   params.stop_tokens = a.stop;
   if (a.ignore_eos) params.eos_token = -2;
   if (!a.prompt.empty()) return run_text(a, **engine, params);
 
   auto result = (*engine)->generate(a.ids, params, [](const TokenEvent&) { return true; });
-  if (!result) {
-    std::fprintf(stderr, "waste run: %s\n", result.error().message.c_str());
-    return 1;
-  }
-  std::string line;
-  for (std::size_t i = 0; i < result->tokens.size(); ++i) {
-    if (i) line += ' ';
-    line += std::to_string(result->tokens[i]);
-  }
-  std::printf("%s\n", line.c_str());
+  if (!result) return report_error("run", result.error());
+  std::printf("%s\n", join_ids(result->tokens).c_str());
   std::fflush(stdout);
-
-  const ExpertSourceStats st = (*engine)->stats();
-  const double seconds = result->prompt_seconds + result->generate_seconds;
-  const std::size_t n = result->tokens.size();
-  std::fprintf(stderr,
-               "tokens %zu (prompt %d)  seconds %.3f  tok/s %.2f  hits %llu  misses %llu  bytes read %llu  "
-               "stop %s\n",
-               n, result->prompt_tokens, seconds,
-               result->generate_seconds > 0 ? double(n) / result->generate_seconds : 0.0,
-               static_cast<unsigned long long>(st.hits), static_cast<unsigned long long>(st.misses),
-               static_cast<unsigned long long>(st.bytes_read), stop_reason_name(result->stop));
+  RunStats stats;
+  stats.tokens = result->tokens.size();
+  stats.prompt_tokens = result->prompt_tokens;
+  stats.prompt_seconds = result->prompt_seconds;
+  stats.generate_seconds = result->generate_seconds;
+  stats.experts = (*engine)->stats();
+  std::fprintf(stderr, "%s\n", stats_line(stats).c_str());
   return 0;
 }
 
 const CommandRegistration kRegistration{Command{
-    "run", "Generate token ids from a prompt of token ids",
+    "run", "Generate from a prompt (text, or token ids with --ids)",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<RunArgs>();
-      sub.add_option("model", args->model, "Container directory (NAME.waste)")->required();
-      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated")->delimiter(',');
+      add_engine_options(sub, args->engine);
+      add_sampling_options(sub, args->sampling);
       sub.add_option("prompt", args->prompt, "Prompt text (text mode; needs the container's tokenizer)");
+      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated (ids in, ids out)")->delimiter(',');
       sub.add_option("--system", args->system, "System prompt (text mode)");
       sub.add_option("--chat-format", args->chat_format, "chat.json wrapping the prompt (text mode)");
       sub.add_option("-n,--tokens", args->n_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
-      sub.add_option("--threads", args->threads, "Compute threads (0 = all hardware threads)")
-          ->check(CLI::NonNegativeNumber);
-      sub.add_option("--ctx", args->ctx, "Context length in tokens")->check(CLI::PositiveNumber);
-      sub.add_option("--temp", args->temperature, "Sampling temperature (0 = greedy)");
-      sub.add_option("--top-k", args->top_k, "Keep the k most likely tokens (0 = off)");
-      sub.add_option("--top-p", args->top_p, "Nucleus sampling threshold (1 = off)");
-      sub.add_option("--seed", args->seed, "Sampling seed (0 = default)");
       sub.add_option("--stop", args->stop, "Stop after generating one of these ids")->delimiter(',');
-      sub.add_option("--cache-records", args->cache_records, "Expert cache capacity in records (0 = none)");
-      sub.add_flag("--verify", args->verify, "CRC-check every expert record read");
-      sub.add_flag("--no-direct-io", args->no_direct_io, "Read expert banks through the page cache");
       sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's eos token");
       return [args] { return run(*args); };
     }}};

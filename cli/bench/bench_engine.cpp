@@ -53,9 +53,22 @@ Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
   BenchEngine out;
   std::unique_ptr<ExpertSource> source;
   std::shared_ptr<const Trunk> trunk;
-  if (a.daemon) {
-    if (args.resident) return make_error(Errc::argument, "--compute-only reads experts in-process; drop --daemon");
-    WASTE_TRY(attach_daemon(a.model, out.open.daemon));
+  if (args.resident && a.daemon) {
+    return make_error(Errc::argument, "--compute-only reads every expert in-process; drop --daemon");
+  }
+  if (a.daemon && !a.use_daemon()) {
+    return make_error(Errc::argument, "--daemon cannot be combined with --in-process or --cache-records");
+  }
+  // The daemon is the default (as for every command); --compute-only is in-process by nature.
+  if (a.use_daemon() && !args.resident) {
+    std::vector<std::string> private_args;
+    if (!a.budget.empty()) private_args.insert(private_args.end(), {"--budget", a.budget});
+    if (a.verify) private_args.emplace_back("--verify");
+    if (a.no_direct_io) private_args.emplace_back("--no-direct-io");
+    WASTE_TRY(attach_daemon(a.model, out.open.daemon, private_args));
+    out.via_daemon = true;
+    out.open.budget_bytes = daemon_budget_of(*out.open.daemon);
+    out.cache_records = daemon_arena_slots_of(*out.open.daemon);
     auto src = open_daemon_source(lease_of(*out.open.daemon), info->geometry);
     if (!src) return std::unexpected(src.error());
     source = std::move(*src);

@@ -26,7 +26,8 @@ struct BenchEngineArgs {
 struct BenchEngine {
   OpenEngine open;               // engine (+ daemon connection when engine.daemon)
   std::shared_ptr<std::vector<TraceEvent>> trace;  // when record_trace
-  std::uint64_t cache_records = 0;                 // local cache size used (0 in daemon mode)
+  std::uint64_t cache_records = 0;                 // local cache records, or the daemon's arena slots
+  bool via_daemon = false;
 };
 
 Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args);

@@ -74,6 +74,23 @@ Result<ProcessMemory> read_process_memory(pid_t pid) {
   return m;
 }
 
+Result<double> read_process_cpu_seconds(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::ifstream in(path);
+  std::string text;
+  if (!in || !std::getline(in, text)) return make_error(Errc::io, path + ": cannot read");
+  // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return make_error(Errc::format, path + ": no ')' after the command name");
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  }
+  return ticks / double(::sysconf(_SC_CLK_TCK));
+}
+
 bool drop_page_cache() {
   ::sync();
   std::ofstream out("/proc/sys/vm/drop_caches");

@@ -35,6 +35,9 @@ Result<ProcessMemory> read_process_memory(pid_t pid);
 // Parses smaps_rollup text (kB fields), for tests.
 ProcessMemory parse_smaps_rollup(const std::string& text);
 
+// utime + stime of a process in seconds, from /proc/PID/stat. Errc::io when it is gone.
+Result<double> read_process_cpu_seconds(pid_t pid);
+
 // `sync; echo 3 > /proc/sys/vm/drop_caches`: true when it worked (needs root).
 bool drop_page_cache();
 

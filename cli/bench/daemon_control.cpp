@@ -75,9 +75,11 @@ Status BenchDaemon::stop() {
   return {};
 }
 
-Status attach_daemon(const std::filesystem::path& model, std::unique_ptr<DaemonConnection>& slot) {
+Status attach_daemon(const std::filesystem::path& model, std::unique_ptr<DaemonConnection>& slot,
+                     const std::vector<std::string>& private_args) {
   std::error_code ec;
-  auto connection = connect_or_spawn(std::filesystem::absolute(model, ec), /*allow_private=*/true);
+  auto connection = connect_or_spawn(std::filesystem::absolute(model, ec), /*allow_private=*/true,
+                                     /*state_bytes=*/0, private_args);
   if (!connection) return std::unexpected(connection.error());
   slot = std::make_unique<DaemonConnection>(std::move(*connection));
   return {};
@@ -87,5 +89,7 @@ void detach_daemon(std::unique_ptr<DaemonConnection>& slot) { slot.reset(); }
 
 const ipc::ClientLease& lease_of(const DaemonConnection& connection) { return connection.lease(); }
 pid_t daemon_pid_of(const DaemonConnection& connection) { return connection.daemon().pid; }
+std::uint64_t daemon_budget_of(const DaemonConnection& connection) { return connection.daemon().budget_bytes; }
+std::uint64_t daemon_arena_slots_of(const DaemonConnection& connection) { return connection.daemon().arena_slots; }
 
 }  // namespace waste::cli::bench

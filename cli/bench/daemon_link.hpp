@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -57,10 +58,14 @@ class BenchDaemon {
 // Attach to the daemon serving `model` (a private one is started when none does) into `slot`
 // (OpenEngine::daemon). DaemonConnection is incomplete here, hence the slot, and detach_daemon
 // to drop it from files that cannot see its definition.
-Status attach_daemon(const std::filesystem::path& model, std::unique_ptr<DaemonConnection>& slot);
+Status attach_daemon(const std::filesystem::path& model, std::unique_ptr<DaemonConnection>& slot,
+                     const std::vector<std::string>& private_args = {});
 void detach_daemon(std::unique_ptr<DaemonConnection>& slot);
 const ipc::ClientLease& lease_of(const DaemonConnection& connection);
 pid_t daemon_pid_of(const DaemonConnection& connection);
+// The daemon's budget and arena size (from its info file).
+std::uint64_t daemon_budget_of(const DaemonConnection& connection);
+std::uint64_t daemon_arena_slots_of(const DaemonConnection& connection);
 
 // Data plane over a lease (daemon_source.cpp).
 Result<std::unique_ptr<ExpertSource>> open_daemon_source(const ipc::ClientLease& lease, const ExpertGeometry& geometry);

@@ -33,7 +33,7 @@ double sum_rate(const std::vector<ClientRun>& clients, const char* phase) {
   return total;
 }
 
-constexpr auto kSampleInterval = std::chrono::milliseconds(100);
+constexpr auto kSampleInterval = std::chrono::milliseconds(50);
 
 }  // namespace
 
@@ -54,6 +54,7 @@ Result<MultiClientReport> run_multi_client(const MultiClientArgs& a) {
   MultiClientReport report;
   std::vector<std::filesystem::path> outputs;
   const auto start = std::chrono::steady_clock::now();
+  const double daemon_cpu_start = read_process_cpu_seconds(daemon->pid()).value_or(0.0);
   for (int i = 0; i < a.clients; ++i) {
     std::vector<std::string> args{"bench", a.model, "--daemon", "--json"};
     args.insert(args.end(), a.child_args.begin(), a.child_args.end());
@@ -108,6 +109,7 @@ Result<MultiClientReport> run_multi_client(const MultiClientArgs& a) {
     }
   }
   report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.daemon_cpu_seconds = read_process_cpu_seconds(daemon->pid()).value_or(daemon_cpu_start) - daemon_cpu_start;
   for (std::size_t i = 0; i < report.clients.size(); ++i) {
     auto& c = report.clients[i];
     std::ifstream in(outputs[i]);
@@ -136,7 +138,8 @@ nlohmann::json multi_client_json(const MultiClientReport& r) {
                        {"prefill_tokens_per_second", c.report["prefill"].value("tokens_per_second", 0.0)},
                        {"decode_tokens_per_second", c.report["decode"].value("tokens_per_second", 0.0)},
                        {"decode", c.report["decode"]},
-                       {"peak_memory", memory_json(c.peak)}});
+                       {"peak_memory", memory_json(c.peak)},
+                       {"end_memory", c.report.value("memory", nlohmann::json::object())}});
   }
   return {{"clients", clients},
           {"client_count", r.clients.size()},
@@ -147,6 +150,7 @@ nlohmann::json multi_client_json(const MultiClientReport& r) {
           {"peak_total_rss_bytes", r.peak_total_rss},
           {"peak_total_private_bytes", r.peak_total_private},
           {"wall_seconds", r.wall_seconds},
+          {"daemon_cpu_seconds", r.daemon_cpu_seconds},
           {"memory_samples", r.samples}};
 }
 
@@ -162,9 +166,10 @@ void print_multi_client(const MultiClientReport& r) {
   }
   std::printf("%-8s %8s %12s %12s %10.1f %10.1f %10s\n", "daemon", "", "", "", mb(r.daemon_peak.rss_bytes),
               mb(r.daemon_peak.pss_bytes), "");
-  std::printf("aggregate decode %.2f tok/s  prefill %.2f tok/s  peak total PSS %.1f MB  RSS %.1f MB  wall %.1f s\n",
+  std::printf("aggregate decode %.2f tok/s  prefill %.2f tok/s  peak total PSS %.1f MB  RSS %.1f MB  wall %.1f s"
+              "  daemon CPU %.1f s\n",
               r.aggregate_decode_tps(), r.aggregate_prefill_tps(), mb(r.peak_total_pss), mb(r.peak_total_rss),
-              r.wall_seconds);
+              r.wall_seconds, r.daemon_cpu_seconds);
 }
 
 }  // namespace waste::cli::bench

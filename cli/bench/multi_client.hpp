@@ -29,6 +29,7 @@ struct MultiClientReport {
   std::uint64_t peak_total_rss = 0;   // same with RSS (counts shared pages once per process)
   std::uint64_t peak_total_private = 0;  // max of sum(RSS - shared) + the daemon's RSS
   double wall_seconds = 0;
+  double daemon_cpu_seconds = 0;      // the daemon's user + system CPU while the clients ran
   int samples = 0;
   [[nodiscard]] double aggregate_decode_tps() const;   // sum of the clients' decode rates
   [[nodiscard]] double aggregate_prefill_tps() const;

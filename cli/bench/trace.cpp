@@ -64,7 +64,8 @@ TracingExpertSource::TracingExpertSource(std::unique_ptr<ExpertSource> inner,
     : inner_(std::move(inner)), sink_(std::move(sink)) {}
 
 Status TracingExpertSource::request(int layer, std::span<const int> experts) {
-  if (layer <= last_layer_) ++step_;
+  // Strictly lower: a prefill window may ask one layer in several requests (same step).
+  if (layer < last_layer_) ++step_;
   last_layer_ = layer;
   sink_->push_back(TraceEvent{false, step_, layer, {experts.begin(), experts.end()}});
   // request_layer, not request: the inner source's acquire_next needs the id list too.

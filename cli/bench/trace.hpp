@@ -3,7 +3,9 @@
 //
 // Text format, one request per line:   KIND STEP LAYER ID,ID,...
 //   KIND  d = demand request (pinned, waited for), p = speculative prefetch
-//   STEP  forward call index (a decode token or a prefill chunk), counted by the recorder
+//   STEP  forward call index (a decode token or a prefill chunk), counted by the recorder: a
+//         request on a lower layer than the previous one starts a step (so a model with a
+//         single MoE layer records every request as step 0)
 // '#' starts a comment line. `waste bench --record-trace FILE` writes one.
 #pragma once
 
@@ -31,7 +33,7 @@ std::string format_trace(const std::vector<TraceEvent>& events);
 Result<std::vector<TraceEvent>> parse_trace(std::string_view text);
 
 // Forwards every call to `inner` and records request/prefetch calls. A demand request on a
-// layer at or below the previous one starts a new step (the forward pass walks layers upward).
+// layer below the previous one starts a new step (the forward pass walks layers upward).
 class TracingExpertSource final : public ExpertSource {
  public:
   TracingExpertSource(std::unique_ptr<ExpertSource> inner, std::shared_ptr<std::vector<TraceEvent>> sink);

@@ -65,7 +65,8 @@ std::string DaemonConnection::heartbeat_error() const {
 }
 
 Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bool allow_private,
-                                          std::uint64_t state_bytes) {
+                                          std::uint64_t state_bytes,
+                                          const std::vector<std::string>& private_args) {
   auto state = std::make_unique<DaemonConnection::State>();
   if (auto found = ipc::find_daemon_for_model(model)) {
     state->daemon = *found;
@@ -74,7 +75,9 @@ Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bo
     const std::string instance = "private-" + std::to_string(::getpid());
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(model, ec);
-    WASTE_TRY(ipc::run_ioserver({absolute.string(), "--name", instance}, /*quiet_stdout=*/true));
+    std::vector<std::string> args{absolute.string(), "--name", instance};
+    args.insert(args.end(), private_args.begin(), private_args.end());
+    WASTE_TRY(ipc::run_ioserver(args, /*quiet_stdout=*/true));
     auto info = ipc::read_daemon_info(ipc::info_path(instance));
     if (!info) return std::unexpected(info.error());
     state->daemon = *info;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -39,7 +41,9 @@ class DaemonConnection {
 // default (automatic) budget under a private instance name, stopped again with the connection.
 // state_bytes: what this process holds itself (0 = the container's plan: state + scratch).
 // Errors: Errc::ipc ("no waste-ioserver serves M"), Errc::ram_budget (attach refused), ...
+// private_args: extra waste-ioserver flags for a private daemon (--budget, --verify, ...).
 Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bool allow_private,
-                                          std::uint64_t state_bytes = 0);
+                                          std::uint64_t state_bytes = 0,
+                                          const std::vector<std::string>& private_args = {});
 
 }  // namespace waste

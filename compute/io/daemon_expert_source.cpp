@@ -40,6 +40,7 @@ struct DaemonExpertSource::Impl {
   std::vector<std::uint32_t> slot_of;  // per key, valid when ready
   std::vector<std::vector<int>> layer_keys;  // experts requested per layer since its release
   std::unordered_map<std::uint32_t, std::string> failure;  // error text of failed keys
+  std::vector<unsigned char> handed;   // per id of the current request: returned by acquire_next
   int outstanding = 0;                 // demands sent, completion not yet seen
 
   std::optional<Error> broken;         // sticky: the daemon is gone or the lease was lost
@@ -200,6 +201,29 @@ struct DaemonExpertSource::Impl {
     if (push(ipc::encode_request(ipc::RequestKind::release_layer, layer, 0))) ring_daemon();
   }
 
+  Result<ReadyExpert> acquire_next(int layer, int requested_layer, std::span<const int> ids) {
+    if (broken) return std::unexpected(*broken);
+    for (;;) {
+      drain_completions();
+      bool pending = false;
+      for (std::size_t i = 0; layer == requested_layer && i < ids.size() && i < handed.size(); ++i) {
+        if (handed[i]) continue;
+        pending = true;
+        const KeyState st = in_range(layer, ids[i]) ? state[index(layer, ids[i])] : KeyState::failed;
+        if (st == KeyState::pending) continue;
+        handed[i] = 1;
+        auto bytes = acquire_bytes(layer, ids[i]);  // landed: returns without waiting
+        if (!bytes) return std::unexpected(bytes.error());
+        return ReadyExpert{int(i), make_expert_view(*bytes, geometry)};
+      }
+      if (!pending) {
+        return make_error(Errc::argument, "acquire_next on layer " + std::to_string(layer) +
+                                              ": no record left in the current request");
+      }
+      WASTE_TRY(wait_completion());
+    }
+  }
+
   void prefetch(int layer, std::span<const int> experts) {
     if (broken) return;
     bool pushed = false;
@@ -258,13 +282,23 @@ Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::
   impl->slot_of.assign(n_keys, 0);
   impl->layer_keys.resize(std::size_t(impl->n_layers));
   for (auto& k : impl->layer_keys) k.reserve(std::size_t(impl->n_experts));
+  impl->handed.reserve(std::size_t(impl->n_experts));
   impl->last_heartbeat = h.heartbeat.load(std::memory_order_relaxed);
   impl->heartbeat_seen = std::chrono::steady_clock::now();
   WASTE_TRY(impl->check_daemon());
   return std::unique_ptr<DaemonExpertSource>(new DaemonExpertSource(std::move(impl)));
 }
 
-Status DaemonExpertSource::request(int layer, std::span<const int> experts) { return impl_->request(layer, experts); }
+Status DaemonExpertSource::request(int layer, std::span<const int> experts) {
+  impl_->handed.assign(experts.size(), 0);  // capacity reserved at open: no allocation
+  return impl_->request(layer, experts);
+}
+
+Result<ReadyExpert> DaemonExpertSource::acquire_next(int layer) {
+  return impl_->acquire_next(layer, requested_layer(), requested());
+}
+
+std::uint64_t DaemonExpertSource::cache_capacity_records() const { return impl_->header().n_slots; }
 
 Result<ExpertView> DaemonExpertSource::acquire(int layer, int expert) {
   auto bytes = impl_->acquire_bytes(layer, expert);

@@ -36,6 +36,11 @@ class DaemonExpertSource final : public ExpertSource {
   void prefetch(int layer, std::span<const int> experts) override;
   [[nodiscard]] ExpertSourceStats stats() const override;
   [[nodiscard]] bool direct_io() const override;
+  // The first record of the current request whose completion has arrived (request order among
+  // those landed), so compute starts on whatever the daemon delivers first.
+  Result<ReadyExpert> acquire_next(int layer) override;
+  // The arena's slot count (shared with the daemon's other clients): the lookahead size hint.
+  [[nodiscard]] std::uint64_t cache_capacity_records() const override;
 
   // The record's bytes in the arena slot (record_bytes long), valid like acquire()'s view.
   Result<std::span<const std::byte>> acquire_bytes(int layer, int expert);

@@ -82,3 +82,32 @@ TEST_CASE("waste eval needs two tokens and an input", "[cli][eval]") {
 }
 
 }  // namespace waste
+
+namespace waste {
+
+TEST_CASE("waste eval --daemon (records through waste-ioserver) scores exactly as in-process", "[cli][eval][daemon]") {
+  const auto ioserver = test::waste_bin().parent_path().parent_path() / "ioserver" / "waste-ioserver";
+  INFO("needs " << ioserver << " (build the waste-ioserver target)");
+  REQUIRE(std::filesystem::exists(ioserver));
+  test::ScratchDir dir;
+  ::setenv("WASTE_RUNTIME_DIR", dir.path().c_str(), 1);  // a private daemon, invisible to others
+  ::setenv("WASTE_IOSERVER", ioserver.c_str(), 1);
+  const auto& model = test::tokenizer_container();
+  test::write_text(dir.path() / "ids.txt", "1 17 42 99 5 7 8 200 13 77 300 12");
+  const std::vector<std::string> args = {"eval", model.string(), "--threads", "1", "--ctx", "64", "--ids-file",
+                                         (dir.path() / "ids.txt").string(), "--json"};
+  const auto local = test::run_waste(args);
+  INFO(local.err);
+  REQUIRE(local.rc == 0);
+  auto daemon_args = args;
+  daemon_args.push_back("--daemon");
+  const auto daemon = test::run_waste(daemon_args);
+  INFO(daemon.err);
+  REQUIRE(daemon.rc == 0);
+  const auto a = nlohmann::json::parse(local.out), b = nlohmann::json::parse(daemon.out);
+  CHECK(b["mean_nll"].get<double>() == a["mean_nll"].get<double>());
+  CHECK(b["tokens"] == a["tokens"]);
+  CHECK(b["experts"]["misses"].get<std::uint64_t>() + b["experts"]["hits"].get<std::uint64_t>() > 0);
+}
+
+}  // namespace waste

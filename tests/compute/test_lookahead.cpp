@@ -93,21 +93,22 @@ TEST_CASE("Lookahead prefetch keeps logits bit-identical and turns misses into h
 TEST_CASE("Automatic lookahead width follows the cache size", "[compute][lookahead]") {
   // Kimi-Linear shape: 26 MoE layers x top-8 = 208 records per token.
   CHECK(forward::auto_lookahead(0, 26, 8) == 0);     // no cache / unknown
-  CHECK(forward::auto_lookahead(207, 26, 8) == 0);   // below one token's working set
-  CHECK(forward::auto_lookahead(208, 26, 8) == 3);   // one to two working sets: half width
-  CHECK(forward::auto_lookahead(415, 26, 8) == 3);
-  CHECK(forward::auto_lookahead(416, 26, 8) == 6);   // two or more: the reference's 6
+  CHECK(forward::auto_lookahead(103, 26, 8) == 0);   // below half a working set
+  CHECK(forward::auto_lookahead(104, 26, 8) == 3);   // half to one working set: half width
+  CHECK(forward::auto_lookahead(207, 26, 8) == 3);
+  CHECK(forward::auto_lookahead(208, 26, 8) == 6);   // one or more: the reference's 6
   CHECK(forward::auto_lookahead(100000, 26, 8) == 6);
   // top_k below 6 caps the width; half of 2 is 1.
   CHECK(forward::auto_lookahead(100000, 4, 2) == 2);
-  CHECK(forward::auto_lookahead(12, 4, 2) == 1);
+  CHECK(forward::auto_lookahead(4, 4, 2) == 1);
+  CHECK(forward::auto_lookahead(3, 4, 2) == 0);
 
   // The engine asks its source: tiny has 3 MoE layers x top-2 = 6 records per token.
   const auto dir = test::synth_container("tiny");
   CHECK(run(dir, 0, -1).lookahead == 0);
-  CHECK(run(dir, 5, -1).lookahead == 0);
-  CHECK(run(dir, 6, -1).lookahead == 1);
-  CHECK(run(dir, 12, -1).lookahead == 2);
+  CHECK(run(dir, 2, -1).lookahead == 0);
+  CHECK(run(dir, 3, -1).lookahead == 1);
+  CHECK(run(dir, 6, -1).lookahead == 2);
   // Without reader threads a prefetch could not overlap anything: automatic means off.
   EngineOptions o;
   o.model = dir;
