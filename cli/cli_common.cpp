@@ -56,8 +56,7 @@ EngineOptions engine_options(const EngineArgs& a) {
 
 // THE DAEMON PATH: records and the trunk come from waste-ioserver's shared memory (attached,
 // or a private daemon started for this process). The daemon owns the expert cache and its
-// budget. The helpers live in cli/bench/daemon_link.hpp because protocol.hpp and shm_layout.hpp
-// cannot share a translation unit (both define waste::ipc::Request).
+// budget. The helpers live in cli/bench/daemon_link.hpp (control and data plane kept apart).
 Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
   OpenEngine out;
   auto info = ContainerInfo::open(a.model);

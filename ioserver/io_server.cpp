@@ -179,7 +179,7 @@ struct IoServer::Impl {
         const auto entry = clients[c].requests->try_pop();
         if (!entry) break;
         worked = true;
-        const ipc::Request r = ipc::decode_request(*entry);
+        const ipc::RingRequest r = ipc::decode_request(*entry);
         switch (r.kind) {
           case ipc::RequestKind::demand: handle_demand(int(c), r.layer, r.expert); break;
           case ipc::RequestKind::prefetch: handle_prefetch(int(c), r.layer, r.expert); break;

@@ -1,6 +1,5 @@
-// The benchmark's way to waste-ioserver. Split over two translation units on purpose:
-// shared/ipc/protocol.hpp (control plane) and shared/ipc/shm_layout.hpp (data plane) both
-// define waste::ipc::Request, so no file may include both; this header includes neither.
+// The CLI's way to waste-ioserver, split by plane: this header includes neither the control
+// protocol nor the shared-memory layout, so commands stay free of both.
 //   daemon_control.cpp  start/stop a bench-owned daemon, stats, attach (protocol side)
 //   daemon_source.cpp   DaemonExpertSource and the shared trunk over a lease (shm side)
 #pragma once

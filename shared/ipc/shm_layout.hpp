@@ -123,13 +123,13 @@ enum class RequestKind : std::uint8_t { demand = 1, prefetch = 2, release_layer 
 constexpr std::uint64_t encode_request(RequestKind kind, int layer, int expert) noexcept {
   return std::uint64_t(layer & 0xFFFF) | (std::uint64_t(expert & 0xFFFF) << 16) | (std::uint64_t(kind) << 32);
 }
-struct Request {
+struct RingRequest {
   RequestKind kind;
   int layer;
   int expert;
 };
-constexpr Request decode_request(std::uint64_t e) noexcept {
-  return Request{RequestKind(std::uint8_t(e >> 32)), int(e & 0xFFFF), int((e >> 16) & 0xFFFF)};
+constexpr RingRequest decode_request(std::uint64_t e) noexcept {
+  return RingRequest{RequestKind(std::uint8_t(e >> 32)), int(e & 0xFFFF), int((e >> 16) & 0xFFFF)};
 }
 
 // Completion error codes (the text is in ClientShm::error_text).
