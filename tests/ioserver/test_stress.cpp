@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 
@@ -34,7 +35,10 @@ struct ClientReport {
 // Routing trace: per token, per layer, the selected expert ids (Kimi-Linear, 256 experts).
 std::vector<std::vector<std::vector<int>>> load_trace() {
   std::vector<std::vector<std::vector<int>>> tokens;
-  std::ifstream in(std::string(WASTE_SOURCE_DIR) + "/../shared/data/routing-kimi-linear-300tok.jsonl");
+  // The traces live in the workspace's shared/data beside the repository (WASTE_SHARED_DATA overrides).
+  const char* dir = std::getenv("WASTE_SHARED_DATA");
+  const std::string data = dir ? dir : std::string(WASTE_SOURCE_DIR) + "/../shared/data";
+  std::ifstream in(data + "/routing-kimi-linear-300tok.jsonl");
   std::string line;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
@@ -108,6 +112,7 @@ ClientReport run_client(int worker, const ClientLease& lease, const std::filesys
 void run_stress(std::chrono::seconds duration) {
   const auto dir = test::synth_container(kExperts);
   const auto trace = load_trace();
+  REQUIRE(trace.size() == 300);  // a missing trace must fail, not silently drop the trace-driven clients
   const std::string instance = test::unique_instance("stress");
   std::uint64_t record_bytes = 0;
   {
