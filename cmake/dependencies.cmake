@@ -49,6 +49,11 @@ if(NOT nlohmann_json_FOUND)
   waste_missing("nlohmann-json" "nlohmann-json3-dev")
 endif()
 
+pkg_check_modules(URING QUIET IMPORTED_TARGET liburing)
+if(NOT URING_FOUND)
+  waste_missing("liburing (waste-ioserver --io-uring)" "liburing-dev")
+endif()
+
 pkg_check_modules(ICU QUIET IMPORTED_TARGET icu-uc icu-i18n)
 if(NOT ICU_FOUND)
   waste_missing("ICU (Unicode categories for the tokenizer)" "libicu-dev")

@@ -135,6 +135,7 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
   pc.reader_threads = opt.reader_threads;
   pc.direct_io = opt.direct_io;
   pc.verify_crc = opt.verify_crc;
+  pc.io_uring = opt.io_uring;
   pc.max_clients = opt.max_clients;
   auto plane = factory(pc);
   if (!plane) return std::unexpected(plane.error().with_context(d->setup_.model.string()));
@@ -174,6 +175,15 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
                 d->setup_.budget.explicit_budget ? "given" : "floor + " + std::to_string(d->setup_.budget.working_sets) + " working sets",
                 format_bytes(d->setup_.plan.floor_bytes), info.arena_slots,
                 format_bytes(d->setup_.plan.max_record_bytes));
+  if (opt.io_uring) {
+    // The data plane falls back to pread where the kernel (or a seccomp filter) refuses io_uring.
+    const auto totals = d->plane_->stats().value("totals", nlohmann::json::object());
+    if (totals.value("io_uring", false)) {
+      d->log_->info("reading records through io_uring");
+    } else {
+      d->log_->warn("--io-uring: io_uring is not available here (io_uring_queue_init failed); reading with pread");
+    }
+  }
   if (d->setup_.budget.above_cap) {
     d->log_->warn("budget {} leaves under 1/8 of usable RAM to the OS: it will page out the expert cache",
                   format_bytes(info.budget_bytes));

@@ -42,6 +42,7 @@ struct DaemonOptions {
   int reader_threads = 2;
   bool direct_io = true;
   bool verify_crc = false;
+  bool io_uring = false;                       // read records through io_uring
   int reserved_clients = 1;                    // clients whose state the budget must hold
   int max_clients = 16;
   std::filesystem::path log_file;              // empty = <runtime dir>/waste-<instance>.log

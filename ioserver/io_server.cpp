@@ -485,6 +485,7 @@ IoStats IoServer::stats() const {
   st.clients_reclaimed = s.reclaimed;
   st.read_latency_us_log2 = s.latency;
   st.direct_io = s.reader->direct_io_engaged();
+  st.io_uring = s.reader->io_uring_engaged();
   st.slots_total = s.cache->n_slots();
   st.slots_used = s.cache->used();
   st.record_bytes = s.reader->record_bytes();

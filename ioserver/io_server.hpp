@@ -33,6 +33,7 @@ struct IoServerConfig {
   int reader_threads = 2;             // 1..64
   bool direct_io = true;
   bool verify_crc = false;
+  bool io_uring = false;              // read records through io_uring (falls back to pread if refused)
   int max_clients = 16;               // 1..64
 };
 
@@ -61,6 +62,7 @@ struct IoStats {
   std::array<std::uint64_t, kLatencyBuckets> read_latency_us_log2{};
   std::uint32_t read_queue_depth = 0;    // reads queued or in progress
   bool direct_io = false;
+  bool io_uring = false;                 // reads go through io_uring (asked for and allowed)
   std::uint64_t slots_total = 0;
   std::uint64_t slots_used = 0;
   std::uint64_t slots_pinned = 0;

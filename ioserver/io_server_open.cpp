@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "ioserver/io_server.hpp"
+#include "ioserver/nvme/uring_record_reader.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/expert_bank.hpp"
 #include "shared/container/trunk.hpp"
@@ -17,7 +18,11 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config)
   if (!banks) return std::unexpected(banks.error());
 
   Parts parts;
-  parts.reader = make_bank_record_reader(std::move(*banks), info->manifest);
+  if (config.io_uring) {
+    parts.reader = make_uring_record_reader(std::move(*banks), info->manifest);
+  } else {
+    parts.reader = make_bank_record_reader(std::move(*banks), info->manifest);
+  }
   const auto layout = std::make_shared<TrunkLayout>(TrunkLayout::plan(info->manifest));
   parts.trunk_bytes = layout->image_bytes;
   const auto manifest = std::make_shared<Manifest>(info->manifest);

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--log", log_file, "log file (default: <runtime dir>/waste-<name>.log)");
   app.add_option("--reader-threads", options.reader_threads, "disk reader threads")->check(CLI::Range(1, 64));
   app.add_flag("--no-direct-io", no_direct_io, "read through the page cache");
+  app.add_flag("--io-uring", options.io_uring, "read records through io_uring (pread if the kernel refuses it)");
   app.add_flag("--verify", options.verify_crc, "check every record's CRC on read");
   app.add_option("--clients", options.reserved_clients, "clients whose state the budget reserves room for")
       ->check(CLI::Range(1, 64));

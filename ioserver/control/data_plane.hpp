@@ -32,6 +32,7 @@ struct DataPlaneConfig {
   int reader_threads = 2;
   bool direct_io = true;
   bool verify_crc = false;
+  bool io_uring = false;
   int max_clients = 16;
 };
 
@@ -41,7 +42,7 @@ class DataPlane {
   virtual Result<PlaneLease> attach(int pid) = 0;
   virtual Status detach(int client_idx) = 0;
   virtual void reclaim_dead_clients() = 0;
-  // {"totals": {hits, misses, bytes_read, queue_depth, direct_io, slots_used, latency_us_log2[]},
+  // {"totals": {hits, misses, bytes_read, queue_depth, direct_io, io_uring, slots_used, latency_us_log2[]},
   //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}
   [[nodiscard]] virtual nlohmann::json stats() const = 0;
   virtual Status set_policy(std::string_view policy) = 0;   // "lfru" | "lru"

@@ -43,6 +43,7 @@ class IoServerPlane final : public DataPlane {
                    {"read_latency_us_log2", latency},
                    {"queue_depth", s.read_queue_depth},
                    {"direct_io", s.direct_io},
+                   {"io_uring", s.io_uring},
                    {"slots_total", s.slots_total},
                    {"slots_used", s.slots_used},
                    {"slots_pinned", s.slots_pinned},
@@ -86,6 +87,7 @@ Result<std::unique_ptr<DataPlane>> make_io_server_plane(const DataPlaneConfig& c
   c.reader_threads = config.reader_threads;
   c.direct_io = config.direct_io;
   c.verify_crc = config.verify_crc;
+  c.io_uring = config.io_uring;
   c.max_clients = config.max_clients;
   auto server = IoServer::create(c);
   if (!server) return std::unexpected(server.error());

@@ -25,6 +25,9 @@ class RecordReader {
   virtual Status read(int layer, int expert, std::span<std::byte> buffer) const = 0;
   [[nodiscard]] virtual std::uint64_t record_bytes() const = 0;
   [[nodiscard]] virtual bool direct_io_engaged() const = 0;
+  // True only for a reader whose reads go through io_uring (make_uring_record_reader, when the
+  // kernel allowed it).
+  [[nodiscard]] virtual bool io_uring_engaged() const { return false; }
   // Keys are valid when layer < n_layers(), has_layer(layer) and expert < n_experts().
   [[nodiscard]] virtual int n_layers() const = 0;
   [[nodiscard]] virtual int n_experts() const = 0;

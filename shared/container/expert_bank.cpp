@@ -101,8 +101,17 @@ Result<ExpertBanks> ExpertBanks::open(const std::filesystem::path& container_dir
   return ExpertBanks(std::move(impl));
 }
 
-Status ExpertBanks::read_record(int layer, int expert, std::span<std::byte> buffer) const {
-  const std::string who = "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + ": ";
+namespace {
+
+std::string record_who(int layer, int expert) {
+  return "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + ": ";
+}
+
+}  // namespace
+
+Result<ExpertBanks::RecordSource> ExpertBanks::locate_record(int layer, int expert,
+                                                             std::span<std::byte> buffer) const {
+  const std::string who = record_who(layer, expert);
   auto it = impl_->banks.find(layer);
   if (it == impl_->banks.end()) return make_error(Errc::argument, who + "layer has no expert bank");
   const Bank& bank = it->second;
@@ -114,15 +123,26 @@ Status ExpertBanks::read_record(int layer, int expert, std::span<std::byte> buff
   auto record = buffer.first(bank.record_bytes);
   const bool aligned = reinterpret_cast<std::uintptr_t>(record.data()) % kRecordAlign == 0;
   const int fd = (bank.direct.valid() && aligned) ? bank.direct.get() : bank.buffered.get();
-  auto n = pread_full(fd, record, std::uint64_t(expert) * bank.record_bytes);
-  if (!n) return make_error(Errc::io, who + n.error().message);
-  if (*n != record.size()) {
-    return make_error(Errc::io, who + "short read (got " + std::to_string(*n) + " of " + std::to_string(record.size()) +
-                                    " bytes)");
-  }
+  return RecordSource{fd, std::uint64_t(expert) * bank.record_bytes, record};
+}
+
+Status ExpertBanks::check_record(int layer, int expert, std::span<const std::byte> record) const {
   WASTE_TRY(validate_record_header(record, layer, expert, impl_->quant, impl_->geometry, impl_->n_codebooks));
   if (impl_->options.verify_crc) WASTE_TRY(verify_record_crc(record, layer, expert, impl_->geometry));
   return {};
+}
+
+Status ExpertBanks::read_record(int layer, int expert, std::span<std::byte> buffer) const {
+  auto source = locate_record(layer, expert, buffer);
+  if (!source) return std::unexpected(source.error());
+  const std::string who = record_who(layer, expert);
+  auto n = pread_full(source->fd, source->record, source->offset);
+  if (!n) return make_error(Errc::io, who + n.error().message);
+  if (*n != source->record.size()) {
+    return make_error(Errc::io, who + "short read (got " + std::to_string(*n) + " of " +
+                                    std::to_string(source->record.size()) + " bytes)");
+  }
+  return check_record(layer, expert, source->record);
 }
 
 bool ExpertBanks::direct_io_engaged() const { return impl_->all_direct; }

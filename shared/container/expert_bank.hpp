@@ -33,6 +33,19 @@ class ExpertBanks {
   // I/O is engaged). Thread-safe (pread). Errors: "expert E of layer L: reason".
   Status read_record(int layer, int expert, std::span<std::byte> buffer) const;
 
+  // read_record in two halves, for readers that issue the read themselves (io_uring):
+  // locate_record checks the key and buffer and says where the record lies and which descriptor
+  // to read it from (the O_DIRECT one when engaged and `buffer` is 4096-aligned);
+  // check_record validates the header (and the CRC when verify_crc) of the bytes read.
+  // Errors are read_record's, word for word.
+  struct RecordSource {
+    int fd = -1;
+    std::uint64_t offset = 0;
+    std::span<std::byte> record;  // the first record_bytes of `buffer`
+  };
+  Result<RecordSource> locate_record(int layer, int expert, std::span<std::byte> buffer) const;
+  Status check_record(int layer, int expert, std::span<const std::byte> record) const;
+
   [[nodiscard]] bool direct_io_engaged() const;       // every bank opened with O_DIRECT
   [[nodiscard]] const ExpertGeometry& geometry() const;
   [[nodiscard]] std::uint64_t record_bytes() const;   // same for every bank in v0 containers
