@@ -168,7 +168,8 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   }
   const int lookahead =
       options.lookahead >= 0 ? options.lookahead
-      : can_prefetch ? forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(), c.top_k)
+      : can_prefetch ? forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(), c.top_k,
+                                                   c.n_experts, impl->pool->size())
                      : 0;
   forward::Forward::Inputs in{c,
                               impl->weights,

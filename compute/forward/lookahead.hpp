@@ -7,18 +7,31 @@
 
 namespace waste::forward {
 
-// The reference's fixed width, the best it measured with a large cache (lessons §1.2).
-inline constexpr int kLookaheadFull = 6;
+// The reference's fixed width, the best it measured with a large cache on an 18-core laptop
+// (lessons §1.2).
+inline constexpr int kLookaheadWide = 6;
+// On a small machine (<= 4 compute threads) the lookahead router and the reader threads take
+// cores from compute: measured on 2 cores (docs/PERFORMANCE.md, "Lookahead width"), width 2
+// was the best at a 3.3-working-set cache and 6 lost 12-25%.
+inline constexpr int kLookaheadNarrow = 2;
+inline constexpr int kSmallMachineThreads = 4;
 
 // cache_records: what the source can hold (0 = unknown or no cache). A token's working set is
-// W = n_moe_layers * top_k records. No cache => 0 (a prefetch has nowhere to land); below W/2
-// => 0 (measured: more bytes read, speculative records evicted before use); W/2 to W => half
-// width; W or more => min(6, top_k) (measured faster at 1.0 W and 1.8 W).
-constexpr int auto_lookahead(std::uint64_t cache_records, int n_moe_layers, int top_k) {
-  if (cache_records == 0 || n_moe_layers <= 0 || top_k <= 0) return 0;
+// W = n_moe_layers * top_k records; the model has n_moe_layers * n_experts records.
+//   no cache, or below W/2      => 0 (a prefetch has nowhere to land / evicts records still needed)
+//   the whole model fits        => 0 (once warm nothing is left to predict; measured 4.58 tok/s
+//                                  at width 0 against 3.93 at 6 with every record cached)
+//   W/2 to W                    => half the width (at least 1)
+//   W or more                   => min(top_k, 6), or min(top_k, 2) with <= 4 compute threads
+constexpr int auto_lookahead(std::uint64_t cache_records, int n_moe_layers, int top_k, int n_experts,
+                             int compute_threads) {
+  if (cache_records == 0 || n_moe_layers <= 0 || top_k <= 0 || n_experts <= 0) return 0;
   const std::uint64_t working_set = std::uint64_t(n_moe_layers) * std::uint64_t(top_k);
-  const int full = top_k < kLookaheadFull ? top_k : kLookaheadFull;
+  const std::uint64_t all_records = std::uint64_t(n_moe_layers) * std::uint64_t(n_experts);
+  if (cache_records >= all_records) return 0;
   if (2 * cache_records < working_set) return 0;
+  const int cap = compute_threads <= kSmallMachineThreads ? kLookaheadNarrow : kLookaheadWide;
+  const int full = top_k < cap ? top_k : cap;
   if (cache_records < working_set) return full / 2 > 0 ? full / 2 : 1;
   return full;
 }

@@ -91,17 +91,19 @@ TEST_CASE("Lookahead prefetch keeps logits bit-identical and turns misses into h
 }
 
 TEST_CASE("Automatic lookahead width follows the cache size", "[compute][lookahead]") {
-  // Kimi-Linear shape: 26 MoE layers x top-8 = 208 records per token.
-  CHECK(forward::auto_lookahead(0, 26, 8) == 0);     // no cache / unknown
-  CHECK(forward::auto_lookahead(103, 26, 8) == 0);   // below half a working set
-  CHECK(forward::auto_lookahead(104, 26, 8) == 3);   // half to one working set: half width
-  CHECK(forward::auto_lookahead(207, 26, 8) == 3);
-  CHECK(forward::auto_lookahead(208, 26, 8) == 6);   // one or more: the reference's 6
-  CHECK(forward::auto_lookahead(100000, 26, 8) == 6);
-  // top_k below 6 caps the width; half of 2 is 1.
-  CHECK(forward::auto_lookahead(100000, 4, 2) == 2);
-  CHECK(forward::auto_lookahead(4, 4, 2) == 1);
-  CHECK(forward::auto_lookahead(3, 4, 2) == 0);
+  // Kimi-Linear shape: 26 MoE layers x top-8 = 208 records per token, 6656 records in all.
+  CHECK(forward::auto_lookahead(0, 26, 8, 256, 2) == 0);      // no cache / unknown
+  CHECK(forward::auto_lookahead(103, 26, 8, 256, 2) == 0);    // below half a working set
+  CHECK(forward::auto_lookahead(104, 26, 8, 256, 2) == 1);    // half to one working set: half width
+  CHECK(forward::auto_lookahead(104, 26, 8, 256, 16) == 3);
+  CHECK(forward::auto_lookahead(208, 26, 8, 256, 2) == 2);    // one or more, small machine: narrow
+  CHECK(forward::auto_lookahead(208, 26, 8, 256, 16) == 6);   // one or more, many cores: the reference's 6
+  CHECK(forward::auto_lookahead(6655, 26, 8, 256, 16) == 6);
+  CHECK(forward::auto_lookahead(6656, 26, 8, 256, 16) == 0);  // the whole model fits: nothing to predict
+  // top_k below the cap caps the width; half of 2 is 1.
+  CHECK(forward::auto_lookahead(20, 4, 2, 8, 16) == 2);
+  CHECK(forward::auto_lookahead(4, 4, 2, 8, 16) == 1);
+  CHECK(forward::auto_lookahead(3, 4, 2, 8, 16) == 0);
 
   // The engine asks its source: tiny has 3 MoE layers x top-2 = 6 records per token.
   const auto dir = test::synth_container("tiny");
