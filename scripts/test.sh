@@ -12,14 +12,14 @@ ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 900
 
 if [[ "${WASTE_SKIP_SANITIZERS:-0}" != 1 ]]; then
   echo "== ASan+UBSan: container, kernels, forward-pass and tokenizer tests"
-  WASTE_TARGETS="waste test_shared test_compute test_tokenizer" \
+  WASTE_TARGETS="waste test_shared test_compute test_tokenizer waste_tokenize_corpus" \
     bash "$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DWASTE_SANITIZE=address
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 900 -L 'shared|compute|tokenizer' -LE 'oracle|slow'
 
   echo "== TSan: IPC tests"
-  WASTE_TARGETS="test_ioserver" \
+  WASTE_TARGETS="waste test_ioserver" \
     bash "$root/scripts/build.sh" "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWASTE_SANITIZE=thread
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir "$root/build-tsan" --output-on-failure -j1 --timeout 900 -L ipc -LE 'slow'
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
+    ctest --test-dir "$root/build-tsan" --output-on-failure -j1 --timeout 900 -L ioserver -LE 'slow'
 fi
