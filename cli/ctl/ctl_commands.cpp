@@ -12,6 +12,7 @@
 
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
+#include "shared/ipc/orphan_segments.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
 
@@ -36,6 +37,11 @@ int clean_stale(bool quiet_when_none) {
       std::printf("removed stale %s (instance %s, pid %d not running)\n", what.c_str(), info.instance.c_str(), info.pid);
       ++cleaned;
     }
+  }
+  // Segments whose info file went missing too: the arena header names their daemon.
+  for (const auto& what : ipc::remove_orphan_segments()) {
+    std::printf("removed orphaned %s (its daemon is not running)\n", what.c_str());
+    ++cleaned;
   }
   if (cleaned == 0 && !quiet_when_none) std::printf("nothing stale\n");
   return cleaned;
