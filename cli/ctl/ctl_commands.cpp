@@ -38,12 +38,18 @@ int clean_stale(bool quiet_when_none) {
       ++cleaned;
     }
   }
-  // Segments whose info file went missing too: the arena header names their daemon.
+  if (cleaned == 0 && !quiet_when_none) std::printf("nothing stale\n");
+  return cleaned;
+}
+
+// Segments whose info file went missing too (a runtime dir removed under a dead daemon): the
+// arena header names their daemon. Only on an explicit `cleanup`, which scans all of /dev/shm.
+int clean_orphans() {
+  int cleaned = 0;
   for (const auto& what : ipc::remove_orphan_segments()) {
     std::printf("removed orphaned %s (its daemon is not running)\n", what.c_str());
     ++cleaned;
   }
-  if (cleaned == 0 && !quiet_when_none) std::printf("nothing stale\n");
   return cleaned;
 }
 
@@ -203,7 +209,8 @@ int stats(const std::string& target, bool as_json, bool watch, double interval_s
 }
 
 int cleanup() {
-  clean_stale(/*quiet_when_none=*/false);
+  const int orphans = clean_orphans();
+  clean_stale(/*quiet_when_none=*/orphans > 0);
   return 0;
 }
 

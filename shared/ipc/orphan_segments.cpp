@@ -30,7 +30,8 @@ int arena_daemon_pid(const std::filesystem::path& file) {
 
 }  // namespace
 
-std::vector<std::string> remove_orphan_segments(const std::filesystem::path& shm_dir) {
+std::vector<std::string> remove_orphan_segments(std::string_view instance_prefix) {
+  const std::filesystem::path shm_dir = "/dev/shm";
   std::vector<std::string> removed;
   const std::string prefix = "waste_" + std::to_string(::getuid()) + "_";
   const std::string suffix = "_arena";
@@ -38,9 +39,10 @@ std::vector<std::string> remove_orphan_segments(const std::filesystem::path& shm
   for (const auto& entry : std::filesystem::directory_iterator(shm_dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) continue;
+    const std::string instance = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (!instance.starts_with(instance_prefix)) continue;
     const int pid = arena_daemon_pid(entry.path());
     if (pid <= 0 || process_alive(pid)) continue;
-    const std::string instance = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
     for (auto& what : remove_instance_files(instance)) removed.push_back(std::move(what));
   }
   return removed;

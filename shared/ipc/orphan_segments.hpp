@@ -5,12 +5,14 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace waste::ipc {
 
 // Removes every arena segment of this user whose header names a daemon that is not running
-// (and its trunk segment); returns what was removed. `shm_dir` is a parameter for tests.
-std::vector<std::string> remove_orphan_segments(const std::filesystem::path& shm_dir = "/dev/shm");
+// (and its trunk segment); returns what was removed. Only instances whose name starts with
+// `instance_prefix` are considered (tests keep to their own).
+std::vector<std::string> remove_orphan_segments(std::string_view instance_prefix = {});
 
 }  // namespace waste::ipc
