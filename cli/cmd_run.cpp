@@ -24,7 +24,35 @@ struct RunArgs {
   std::string prompt;       // text mode
   std::string system;       // text mode: system prompt (with a chat format)
   std::string chat_format;  // text mode: chat.json instead of the container's
+  std::string file;         // text mode: the prompt read from this file
+  bool quiet = false;       // -q: no stats line
+  bool json = false;        // --json: one JSON document on stdout instead of streamed output
 };
+
+RunStats make_stats(const GenerateResult& result, const Engine& engine) {
+  RunStats stats;
+  stats.tokens = result.tokens.size();
+  stats.prompt_tokens = result.prompt_tokens;
+  stats.prompt_seconds = result.prompt_seconds;
+  stats.generate_seconds = result.generate_seconds;
+  stats.experts = engine.stats();
+  return stats;
+}
+
+// The end of a run: the stats line on stderr, or with --json the whole result on stdout.
+void report(const RunArgs& a, const GenerateResult& result, const Engine& engine, const std::string* text) {
+  const RunStats stats = make_stats(result, engine);
+  if (a.json) {
+    nlohmann::json doc;
+    doc["tokens"] = result.tokens;
+    if (text) doc["text"] = *text;
+    doc["stop"] = stop_reason_name(result.stop);
+    doc["stats"] = stats_json(stats);
+    print_json(doc);
+  } else if (!a.quiet) {
+    std::fprintf(stderr, "%s\n", stats_line(stats).c_str());
+  }
+}
 
 // Text mode: tokenize (wrapped in the chat format when there is one), stream complete UTF-8
 // characters as tokens arrive, stop at the assistant suffix text; stats on stderr.
@@ -49,33 +77,40 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
   }
   const int eos = params.eos_token == -2 ? -1 : tokenizer->eos();
   StopTextStream stream(std::move(stop_texts));
+  std::string text;
   auto result = engine.generate(prompt, params, [&](const TokenEvent& e) {
     const bool ends = e.token == eos ||
                       std::find(params.stop_tokens.begin(), params.stop_tokens.end(), e.token) != params.stop_tokens.end();
     if (ends) return true;  // generate() stops after it; the control token is not printed
     const std::string out = stream.push(tokenizer->decode_token(e.token));
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fflush(stdout);
+    text += out;
+    if (!a.json) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    }
     return !stream.stopped();
   });
   const std::string tail = stream.finish();
-  std::fwrite(tail.data(), 1, tail.size(), stdout);
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
+  text += tail;
+  if (!a.json) {
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
   if (!result) return report_error("run", result.error());
-  RunStats stats;
-  stats.tokens = result->tokens.size();
-  stats.prompt_tokens = result->prompt_tokens;
-  stats.prompt_seconds = result->prompt_seconds;
-  stats.generate_seconds = result->generate_seconds;
-  stats.experts = engine.stats();
-  std::fprintf(stderr, "%s\n", stats_line(stats).c_str());
+  report(a, *result, engine, &text);
   return 0;
 }
 
-int run(const RunArgs& a) {
+int run(RunArgs a) {
+  if (!a.file.empty()) {
+    if (!a.prompt.empty()) return report_error("run", "give either a prompt text or --file (not both)");
+    auto text = read_text(a.file);
+    if (!text) return report_error("run", text.error());
+    a.prompt = std::move(*text);
+  }
   if (a.prompt.empty() == a.ids.empty()) {
-    return report_error("run", "give either a prompt text or --ids (not both)");
+    return report_error("run", "give either a prompt text (or --file) or --ids (not both)");
   }
   auto engine = open_engine(a.engine);
   if (!engine) return report_error("run", engine.error());
@@ -88,15 +123,11 @@ int run(const RunArgs& a) {
 
   auto result = (*engine)->generate(a.ids, params, [](const TokenEvent&) { return true; });
   if (!result) return report_error("run", result.error());
-  std::printf("%s\n", join_ids(result->tokens).c_str());
-  std::fflush(stdout);
-  RunStats stats;
-  stats.tokens = result->tokens.size();
-  stats.prompt_tokens = result->prompt_tokens;
-  stats.prompt_seconds = result->prompt_seconds;
-  stats.generate_seconds = result->generate_seconds;
-  stats.experts = (*engine)->stats();
-  std::fprintf(stderr, "%s\n", stats_line(stats).c_str());
+  if (!a.json) {
+    std::printf("%s\n", join_ids(result->tokens).c_str());
+    std::fflush(stdout);
+  }
+  report(a, *result, **engine, nullptr);
   return 0;
 }
 
@@ -113,6 +144,9 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("-n,--tokens", args->n_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
       sub.add_option("--stop", args->stop, "Stop after generating one of these ids")->delimiter(',');
       sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's eos token");
+      sub.add_option("--file", args->file, "Read the prompt text from this file");
+      sub.add_flag("-q,--quiet", args->quiet, "No stats line");
+      sub.add_flag("--json", args->json, "Print one JSON document (tokens, text, stop, stats) instead");
       return [args] { return run(*args); };
     }}};
 

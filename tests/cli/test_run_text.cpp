@@ -110,3 +110,39 @@ TEST_CASE("Utf8Stream and StopTextStream never split characters or print a stop 
 }
 
 }  // namespace waste
+
+namespace waste {
+
+TEST_CASE("waste run --file, -q and --json give the same generation as the plain run", "[cli][run_text]") {
+  const auto& model = test::tokenizer_container();
+  auto tok = Tokenizer::load(model);
+  REQUIRE(tok);
+  const std::string prompt = "Once upon a time, in a café,";
+  const auto prompt_file = std::filesystem::temp_directory_path() / ("waste-run-prompt-" + std::to_string(::getpid()));
+  test::write_text(prompt_file, prompt);
+
+  auto plain = test::run_waste(with({"run", model.string(), prompt, "--ignore-eos"}, kCommon));
+  REQUIRE(plain.rc == 0);
+  auto from_file = test::run_waste(with({"run", model.string(), "--file", prompt_file.string(), "--ignore-eos", "-q"}, kCommon));
+  INFO(from_file.err);
+  REQUIRE(from_file.rc == 0);
+  CHECK(from_file.out == plain.out);
+  CHECK(from_file.err.empty());  // -q: no stats line
+
+  auto as_json = test::run_waste(with({"run", model.string(), prompt, "--ignore-eos", "--json"}, kCommon));
+  REQUIRE(as_json.rc == 0);
+  const auto doc = nlohmann::json::parse(as_json.out);
+  const auto tokens = doc.at("tokens").get<std::vector<int>>();
+  REQUIRE(tokens.size() == 16);
+  CHECK(tok->decode(tokens) + "\n" == plain.out);  // "text" itself is JSON-escaped, invalid UTF-8 replaced
+  CHECK_FALSE(doc.at("text").get<std::string>().empty());
+  CHECK(doc.at("stop") == "max_tokens");
+  CHECK(doc.at("stats").at("tokens") == 16);
+
+  auto both = test::run_waste({"run", model.string(), prompt, "--file", prompt_file.string()});
+  CHECK(both.rc == 1);
+  CHECK(both.err == "waste run: give either a prompt text or --file (not both)\n");
+  std::filesystem::remove(prompt_file);
+}
+
+}  // namespace waste
