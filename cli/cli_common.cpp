@@ -82,6 +82,26 @@ Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
 
 }  // namespace
 
+Result<std::uint64_t> local_cache_records(const EngineArgs& a, std::uint64_t& budget_bytes) {
+  if (a.cache_records) return std::uint64_t(*a.cache_records);
+  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
+  if (!plan) return std::unexpected(plan.error());
+  std::optional<std::uint64_t> requested;
+  if (!a.budget.empty()) {
+    auto bytes = parse_bytes(a.budget);
+    if (!bytes) return std::unexpected(bytes.error());
+    requested = *bytes;
+  }
+  auto choice = resolve_budget(*plan, requested, usable_ram().cap_bytes);
+  if (!choice) return std::unexpected(choice.error());
+  if (choice->above_cap) {
+    std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
+                 format_bytes(choice->budget_bytes).c_str());
+  }
+  budget_bytes = choice->budget_bytes;
+  return arena_slots(*plan, choice->budget_bytes);
+}
+
 Result<OpenEngine> open_engine(const EngineArgs& a) {
   if (a.daemon && !a.use_daemon()) {
     return make_error(Errc::argument, "--daemon cannot be combined with --in-process or --cache-records");
@@ -89,26 +109,9 @@ Result<OpenEngine> open_engine(const EngineArgs& a) {
   if (a.use_daemon()) return open_through_daemon(a);
   EngineOptions options = engine_options(a);
   OpenEngine out;
-  if (a.cache_records) {
-    options.cache_records = *a.cache_records;
-  } else {
-    auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
-    if (!plan) return std::unexpected(plan.error());
-    std::optional<std::uint64_t> requested;
-    if (!a.budget.empty()) {
-      auto bytes = parse_bytes(a.budget);
-      if (!bytes) return std::unexpected(bytes.error());
-      requested = *bytes;
-    }
-    auto choice = resolve_budget(*plan, requested, usable_ram().cap_bytes);
-    if (!choice) return std::unexpected(choice.error());
-    if (choice->above_cap) {
-      std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
-                   format_bytes(choice->budget_bytes).c_str());
-    }
-    out.budget_bytes = choice->budget_bytes;
-    options.cache_records = std::size_t(arena_slots(*plan, choice->budget_bytes));
-  }
+  auto records = local_cache_records(a, out.budget_bytes);
+  if (!records) return std::unexpected(records.error());
+  options.cache_records = std::size_t(*records);
   auto engine = Engine::open(options);
   if (!engine) return std::unexpected(engine.error());
   out.engine = std::move(*engine);

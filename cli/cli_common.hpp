@@ -75,6 +75,10 @@ struct OpenEngine {
 // (or --cache-records) reads records in this process with a cache sized from the budget.
 Result<OpenEngine> open_engine(const EngineArgs& args);
 
+// In-process cache size in records: --cache-records, else the arena the budget (given or
+// automatic, §4.2) leaves; `budget_bytes` gets the resolved budget (untouched with --cache-records).
+Result<std::uint64_t> local_cache_records(const EngineArgs& args, std::uint64_t& budget_bytes);
+
 // The container's tokenizer with config.eos_token_id applied (reference §5.2).
 Result<Tokenizer> load_tokenizer(const std::filesystem::path& model);
 // --chat-format FILE if given, else the container's chat.json; nullopt when neither exists.

@@ -9,31 +9,6 @@
 #include "shared/memory/ram.hpp"
 
 namespace waste::cli::bench {
-namespace {
-
-// Cache records for a local source: --cache-records, else the budget's arena (as open_engine).
-Result<std::uint64_t> local_cache_records(const EngineArgs& a, std::uint64_t& budget_bytes) {
-  if (a.cache_records) return std::uint64_t(*a.cache_records);
-  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
-  if (!plan) return std::unexpected(plan.error());
-  std::optional<std::uint64_t> requested;
-  if (!a.budget.empty()) {
-    auto bytes = parse_bytes(a.budget);
-    if (!bytes) return std::unexpected(bytes.error());
-    requested = *bytes;
-  }
-  auto choice = resolve_budget(*plan, requested, usable_ram().cap_bytes);
-  if (!choice) return std::unexpected(choice.error());
-  if (choice->above_cap) {
-    std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
-                 format_bytes(choice->budget_bytes).c_str());
-  }
-  budget_bytes = choice->budget_bytes;
-  return arena_slots(*plan, choice->budget_bytes);
-}
-
-}  // namespace
-
 Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
   const EngineArgs& a = args.engine;
   EngineOptions options;
