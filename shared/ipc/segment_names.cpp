@@ -30,10 +30,4 @@ std::string prefix(std::string_view instance) {
 std::string arena_segment_name(std::string_view instance) { return prefix(instance) + "_arena"; }
 std::string trunk_segment_name(std::string_view instance) { return prefix(instance) + "_trunk"; }
 
-std::string control_endpoint(std::string_view instance) {
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  std::string dir = (runtime != nullptr && *runtime != '\0') ? runtime : "/tmp";
-  return "ipc://" + dir + "/waste-" + std::to_string(::getuid()) + "-" + std::string(instance) + ".sock";
-}
-
 }  // namespace waste::ipc

@@ -17,8 +17,6 @@ Status validate_instance_name(std::string_view instance);
 std::string arena_segment_name(std::string_view instance);
 // "waste_<uid>_<instance>_trunk": the read-only trunk image all clients map.
 std::string trunk_segment_name(std::string_view instance);
-// "ipc://<runtime dir>/waste-<uid>-<instance>.sock" for the control plane (ZeroMQ). The runtime
-// dir is $XDG_RUNTIME_DIR when set, else /tmp.
-std::string control_endpoint(std::string_view instance);
+// The control socket's endpoint is ipc::socket_endpoint() in runtime_dir.hpp.
 
 }  // namespace waste::ipc
