@@ -137,6 +137,7 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
   pc.verify_crc = opt.verify_crc;
   pc.io_uring = opt.io_uring;
   pc.max_clients = opt.max_clients;
+  pc.populate_arena = opt.populate_arena;
   auto plane = factory(pc);
   if (!plane) return std::unexpected(plane.error().with_context(d->setup_.model.string()));
   d->plane_ = std::move(*plane);

@@ -45,6 +45,8 @@ struct DaemonOptions {
   bool io_uring = false;                       // read records through io_uring
   int reserved_clients = 1;                    // clients whose state the budget must hold
   int max_clients = 16;
+  bool populate_arena = true;                  // pre-fault the arena's pages in idle time
+  bool remove_log_on_clean_stop = false;       // private daemons: no log left behind unless they fail
   std::filesystem::path log_file;              // empty = <runtime dir>/waste-<instance>.log
   bool log_to_stderr = true;
   bool handle_signals = true;                  // false in in-process tests

@@ -1,5 +1,7 @@
 #include "ioserver/io_server.hpp"
 
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7,6 +9,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -80,12 +83,24 @@ struct IoServer::Impl {
   std::unique_ptr<ExpertCache> cache;
   std::vector<Client> clients;
   std::uint64_t hits = 0, misses = 0, bytes_read = 0, reads = 0, prefetch_reads = 0, read_errors = 0,
-                reclaimed = 0;
+                reclaimed = 0, arena_waits = 0;
+  // Demands that found every slot pinned or in flight, oldest first. Each still owes its client
+  // exactly one completion: served when a slot frees up, or an arena_full error at the deadline.
+  struct BlockedDemand {
+    int client;
+    int layer;
+    int expert;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::deque<BlockedDemand> blocked;
   std::array<std::uint64_t, kLatencyBuckets> latency{};
 
   std::unique_ptr<ReaderPool> readers;
   std::thread service;
+  std::thread populator;  // pre-faults the arena's slot pages in idle time (see populate_arena)
   std::atomic<bool> stopping{false};
+  std::atomic<std::uint64_t> populated_bytes{0};
+  std::atomic<std::uint32_t> slots_claimed{0};  // written under the mutex, read by the populator
   std::once_flag stop_once;
 
   ipc::ControlHeaderShm& header() const { return view.header(); }
@@ -114,47 +129,113 @@ struct IoServer::Impl {
     push_completion(c, ipc::Completion{layer, expert, true, true, std::uint32_t(code)});
   }
 
-  void handle_demand(int c, int layer, int expert) {
+  // Serve one demand. False when every slot is pinned, waited on or in flight: the caller
+  // queues it (or fails it) and nothing else changed.
+  bool try_demand(int c, int layer, int expert) {
     Client& client = clients[std::size_t(c)];
     ipc::ClientShm& shm_client = view.client(c);
-    if (!key_valid(layer, expert)) {
-      push_error(c, layer, expert, ipc::CompletionError::bad_key,
-                 "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
-                     ": no such record in this container");
-      return;
-    }
     const auto lookup = cache->demand(ipc::make_key(layer, expert));
-    if (lookup.outcome == ExpertCache::Outcome::no_victim) {
-      push_error(c, layer, expert, ipc::CompletionError::arena_full,
-                 "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + ": all " +
-                     std::to_string(cache->n_slots()) + " arena slots are pinned or being read");
-      return;
-    }
+    if (lookup.outcome == ExpertCache::Outcome::no_victim) return false;
     cache->pin(lookup.slot, c);
     client.pinned.push_back(lookup.slot);
     if (lookup.outcome == ExpertCache::Outcome::ready) {
       ++hits;
       shm_client.hits.fetch_add(1, std::memory_order_relaxed);
       push_completion(c, ipc::Completion{layer, expert, false, false, lookup.slot});
-      return;
+      return true;
     }
     ++misses;
     shm_client.misses.fetch_add(1, std::memory_order_relaxed);
     cache->add_waiter(lookup.slot, c);
     if (lookup.outcome == ExpertCache::Outcome::claimed) {
+      note_claimed(lookup.slot);
       readers->submit(ReaderPool::Job{lookup.slot, layer, expert, c, client.generation, false});
     }
+    return true;
+  }
+
+  // Why no slot can be had, with the counts a user needs to size the arena.
+  std::string arena_full_text(int c, int layer, int expert, const std::string& why) const {
+    std::uint32_t pinned = 0, mine = 0, inflight = 0;
+    for (std::uint32_t s = 0; s < cache->n_slots(); ++s) {
+      const std::uint64_t mask = view.slot(s).pin_mask.load(std::memory_order_relaxed);
+      if (mask != 0) ++pinned;
+      if (mask & (std::uint64_t{1} << c)) ++mine;
+      if (mask == 0 && cache->state(s) == ipc::SlotState::inflight) ++inflight;
+    }
+    return "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) + ": " + why + " (arena " +
+           std::to_string(cache->n_slots()) + " slots: " + std::to_string(pinned) + " pinned, " +
+           std::to_string(mine) + " of them by this client, " + std::to_string(inflight) + " being read)";
+  }
+
+  void handle_demand(int c, int layer, int expert) {
+    if (!key_valid(layer, expert)) {
+      push_error(c, layer, expert, ipc::CompletionError::bad_key,
+                 "expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
+                     ": no such record in this container");
+      return;
+    }
+    // Behind demands already waiting, only a resident record is served at once (first come,
+    // first served for the slots that free up).
+    const bool resident = cache->find(ipc::make_key(layer, expert)).has_value();
+    if ((resident || blocked.empty()) && try_demand(c, layer, expert)) return;
+    // Pins are released only by release-layer, which a client sends after its demands are
+    // answered: when this client pins every slot itself, waiting can never help.
+    if (clients[std::size_t(c)].pinned.size() >= cache->n_slots()) {
+      push_error(c, layer, expert, ipc::CompletionError::arena_full,
+                 arena_full_text(c, layer, expert, "this client pins every arena slot itself, so none can be freed"));
+      return;
+    }
+    ++arena_waits;
+    blocked.push_back(BlockedDemand{c, layer, expert, std::chrono::steady_clock::now()});
+  }
+
+  // Something may have become evictable (a release, a detach, a reclaim, a landed read): serve
+  // the waiting demands in arrival order. A record another client brought in meanwhile is a hit
+  // and needs no slot; once one claim fails, later claims would too, so only hits go on.
+  void retry_blocked() {
+    bool room = true;
+    for (auto it = blocked.begin(); it != blocked.end();) {
+      const bool resident = cache->find(ipc::make_key(it->layer, it->expert)).has_value();
+      if ((resident || room) && try_demand(it->client, it->layer, it->expert)) {
+        it = blocked.erase(it);
+        continue;
+      }
+      if (!resident) room = false;
+      ++it;
+    }
+  }
+
+  // Fail the demands that waited longer than config.arena_wait.
+  void expire_blocked(std::chrono::steady_clock::time_point now) {
+    for (auto it = blocked.begin(); it != blocked.end();) {
+      if (now - it->since < config.arena_wait) {
+        ++it;
+        continue;
+      }
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->since).count();
+      push_error(it->client, it->layer, it->expert, ipc::CompletionError::arena_full,
+                 arena_full_text(it->client, it->layer, it->expert,
+                                 "no arena slot was freed within " + std::to_string(waited) + " ms"));
+      it = blocked.erase(it);
+    }
+  }
+
+  void drop_blocked(int c, std::optional<int> layer = std::nullopt) {
+    std::erase_if(blocked, [&](const BlockedDemand& b) { return b.client == c && (!layer || b.layer == *layer); });
   }
 
   void handle_prefetch(int c, int layer, int expert) {
     if (!key_valid(layer, expert)) return;  // speculative: dropped silently
     const auto lookup = cache->prefetch(ipc::make_key(layer, expert));
     if (lookup.outcome == ExpertCache::Outcome::claimed) {
+      note_claimed(lookup.slot);
       readers->submit(ReaderPool::Job{lookup.slot, layer, expert, c, clients[std::size_t(c)].generation, true});
     }
   }
 
   void handle_release(int c, int layer) {
+    drop_blocked(c, layer);  // a client that releases the layer no longer wants its demands
     auto& pinned = clients[std::size_t(c)].pinned;
     for (std::size_t i = 0; i < pinned.size();) {
       const std::uint32_t slot = pinned[i];
@@ -188,6 +269,7 @@ struct IoServer::Impl {
         }
       }
     }
+    if (worked && !blocked.empty()) retry_blocked();
     return worked;
   }
 
@@ -233,11 +315,13 @@ struct IoServer::Impl {
       }
       cache->mark_failed(job.slot);
     }
+    if (!blocked.empty()) retry_blocked();  // the slot may now be evictable (or free, if it failed)
   }
 
   // ---- clients (mutex held) -----------------------------------------------------------------
   void free_client(int c) {
     Client& client = clients[std::size_t(c)];
+    drop_blocked(c);
     for (std::uint32_t slot : client.pinned) cache->unpin(slot, c);
     client.pinned.clear();
     for (std::uint32_t s = 0; s < cache->n_slots(); ++s) {
@@ -260,6 +344,7 @@ struct IoServer::Impl {
         ++reclaimed;
       }
     }
+    if (!blocked.empty()) retry_blocked();  // the dead client's pins are free now
   }
 
   void service_loop() {
@@ -273,6 +358,10 @@ struct IoServer::Impl {
         reclaim_dead_locked();
         next_reclaim = now + kReclaimPeriod;
       }
+      {
+        std::lock_guard lock(mutex);
+        if (!blocked.empty()) expire_blocked(now);
+      }
       if (!worked) {
         ipc::wait_doorbell(
             header().work,
@@ -282,6 +371,41 @@ struct IoServer::Impl {
     }
   }
 
+  // A fresh shared-memory page costs the first writer an allocation, a zero fill and a page-cache
+  // insert (~0.85 s per GB measured on the 2-core VM): left to the readers, every miss into a
+  // never-used slot paid it on the critical path (docs/LEARNED.md). This thread faults slot pages
+  // in ahead of the reads, at SCHED_IDLE so it only uses idle CPU. The free list hands slots out
+  // in index order, so it keeps the pages from the highest claimed slot to kPopulateAhead bytes
+  // beyond it populated: RSS follows use instead of jumping to the whole arena at start.
+  // MADV_POPULATE_WRITE never changes the bytes, so racing a reader on the same slot is harmless.
+  static constexpr std::uint64_t kPopulateAhead = std::uint64_t{1} << 30;
+  void populate_arena() {
+    sched_param param{};
+    ::sched_setscheduler(0, SCHED_IDLE, &param);  // this thread only; failure just means normal priority
+    constexpr std::uint64_t kChunk = std::uint64_t{32} << 20;
+    std::byte* const begin = view.slot_data(0);
+    const std::uint64_t slot_bytes = header().slot_bytes;
+    const std::uint64_t bytes = std::uint64_t(header().n_slots) * slot_bytes;
+    std::uint64_t done = 0;
+    while (done < bytes && !stopping.load(std::memory_order_relaxed)) {
+      const std::uint64_t used = std::uint64_t(slots_claimed.load(std::memory_order_relaxed)) * slot_bytes;
+      const std::uint64_t target = std::min(bytes, used + kPopulateAhead);
+      if (done >= target) {
+        std::this_thread::sleep_for(50ms);  // caught up: wait for the cache to claim more slots
+        continue;
+      }
+      const std::uint64_t n = std::min(kChunk, target - done);
+      if (::madvise(begin + done, n, MADV_POPULATE_WRITE) != 0) return;  // kernel < 5.14: readers fault as before
+      done += n;
+      populated_bytes.store(done, std::memory_order_relaxed);
+    }
+  }
+
+  // The populator's guide: one past the highest slot index ever claimed for a read.
+  void note_claimed(std::uint32_t slot) {
+    if (slot + 1 > slots_claimed.load(std::memory_order_relaxed)) slots_claimed.store(slot + 1, std::memory_order_relaxed);
+  }
+
   void stop() {
     std::call_once(stop_once, [this] {
       stopping.store(true, std::memory_order_release);
@@ -289,6 +413,7 @@ struct IoServer::Impl {
       header().work.word.fetch_add(1, std::memory_order_release);
       ipc::futex_wake_shared(header().work.word);
       if (service.joinable()) service.join();
+      if (populator.joinable()) populator.join();
       if (readers) readers->stop();
       // SYNC POINT: release pairs with the clients' acquire load of shutting_down in their waits.
       header().shutting_down.store(1, std::memory_order_release);
@@ -411,6 +536,7 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config,
         raw->on_read_done(job, status, elapsed);
       });
   impl->service = std::thread([raw] { raw->service_loop(); });
+  if (config.populate_arena) impl->populator = std::thread([raw] { raw->populate_arena(); });
   return std::unique_ptr<IoServer>(new IoServer(std::move(impl)));
 }
 
@@ -462,6 +588,7 @@ Status IoServer::detach(int client_idx) {
     return make_error(Errc::argument, "detach: client " + std::to_string(client_idx) + " is not attached");
   }
   s.free_client(client_idx);
+  if (!s.blocked.empty()) s.retry_blocked();
   return ok();
 }
 
@@ -483,6 +610,9 @@ IoStats IoServer::stats() const {
   st.read_errors = s.read_errors;
   st.evictions = s.cache->evictions();
   st.clients_reclaimed = s.reclaimed;
+  st.arena_waits = s.arena_waits;
+  st.arena_populated_bytes = s.populated_bytes.load(std::memory_order_relaxed);
+  st.demands_waiting = std::uint32_t(s.blocked.size());
   st.read_latency_us_log2 = s.latency;
   st.direct_io = s.reader->direct_io_engaged();
   st.io_uring = s.reader->io_uring_engaged();

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -35,6 +36,11 @@ struct IoServerConfig {
   bool verify_crc = false;
   bool io_uring = false;              // read records through io_uring (falls back to pread if refused)
   int max_clients = 16;               // 1..64
+  // How long a demand that finds every slot pinned or in flight waits for one to be freed
+  // (a release-layer, a detach, a dead client's reclaim, a landed prefetch) before it fails.
+  std::chrono::milliseconds arena_wait{10000};
+  // Pre-fault the arena's pages in an idle-priority thread, so reads land in mapped memory.
+  bool populate_arena = true;
 };
 
 inline constexpr int kLatencyBuckets = 32;  // bucket i counts reads of [2^i, 2^(i+1)) us (bucket 0: < 2 us)
@@ -59,6 +65,9 @@ struct IoStats {
   std::uint64_t read_errors = 0;
   std::uint64_t evictions = 0;
   std::uint64_t clients_reclaimed = 0;   // dead clients whose pins and rings were freed
+  std::uint64_t arena_waits = 0;         // demands that had to wait for a free slot
+  std::uint32_t demands_waiting = 0;     // demands waiting for a free slot now
+  std::uint64_t arena_populated_bytes = 0;  // slot bytes pre-faulted so far
   std::array<std::uint64_t, kLatencyBuckets> read_latency_us_log2{};
   std::uint32_t read_queue_depth = 0;    // reads queued or in progress
   bool direct_io = false;

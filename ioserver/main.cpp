@@ -1,6 +1,7 @@
 // waste-ioserver MODEL: parse, resolve the budget, daemonize, serve. Everything else lives in
 // the Daemon class (daemon.hpp).
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include "ioserver/control/daemonize.hpp"
 #include "ioserver/control/data_plane.hpp"
 #include "ioserver/daemon.hpp"
+#include "shared/ipc/runtime_dir.hpp"
 
 int main(int argc, char** argv) {
   using namespace waste;
@@ -32,11 +34,17 @@ int main(int argc, char** argv) {
   app.add_option("--clients", options.reserved_clients, "clients whose state the budget reserves room for")
       ->check(CLI::Range(1, 64));
   app.add_option("--max-clients", options.max_clients, "most clients attached at once")->check(CLI::Range(1, 64));
+  bool no_populate = false;
+  app.add_flag("--no-populate", no_populate, "leave arena pages to be faulted in by the reads (no idle-time pre-fault)");
+  app.add_flag("--remove-log-on-stop", options.remove_log_on_clean_stop,
+               "delete the log file when the daemon stops cleanly (kept when it fails)");
   CLI11_PARSE(app, argc, argv);
 
   options.model = model;
   options.direct_io = !no_direct_io;
-  options.log_file = log_file;
+  options.populate_arena = !no_populate;
+  // Absolute now: the daemon changes to "/" before it opens the log.
+  if (!log_file.empty()) options.log_file = std::filesystem::absolute(log_file);
   options.log_to_stderr = foreground;
   if (!budget_text.empty()) {
     auto bytes = parse_bytes(budget_text);
@@ -54,9 +62,11 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  const std::filesystem::path log_path =
+      options.log_file.empty() ? ipc::default_log_path(setup->instance) : std::filesystem::absolute(options.log_file);
   ReadinessPipe readiness;
   if (!foreground) {
-    auto outcome = daemonize();
+    auto outcome = daemonize(std::chrono::minutes(10), log_path.string());
     if (!outcome) {
       std::fprintf(stderr, "waste-ioserver: %s\n", outcome.error().message.c_str());
       return 1;
@@ -67,8 +77,18 @@ int main(int argc, char** argv) {
 
   auto daemon = Daemon::init(std::move(*setup), make_io_server_plane);
   if (!daemon) {
-    readiness.failed(daemon.error().message);
-    std::fprintf(stderr, "waste-ioserver: %s\n", daemon.error().message.c_str());
+    // The log (when it was opened) is kept and gets the reason; the error says where it is.
+    std::string message = daemon.error().message;
+    std::error_code ec;
+    if (std::filesystem::exists(log_path, ec)) {
+      if (std::FILE* f = std::fopen(log_path.c_str(), "ae")) {
+        std::fprintf(f, "[error] start-up failed: %s\n", message.c_str());
+        std::fclose(f);
+      }
+      message += " (its log: " + log_path.string() + ")";
+    }
+    readiness.failed(message);
+    std::fprintf(stderr, "waste-ioserver: %s\n", message.c_str());
     return 1;
   }
   const auto& info = (*daemon)->info();
@@ -82,6 +102,14 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "waste-ioserver: %s\n", e.what());
     return 1;
+  }
+  // A clean stop: teardown first (it logs "stopped"), then a private daemon's log goes too.
+  // Any failure above returns before this, so a failed daemon's log stays for the user.
+  const std::string written_log = (*daemon)->info().log;
+  (*daemon).reset();
+  if (options.remove_log_on_clean_stop) {
+    std::error_code ec;
+    std::filesystem::remove(written_log, ec);
   }
   return 0;
 }

@@ -3,16 +3,14 @@
 set -euo pipefail
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
-# The tokenizer cross-check runs npm's tiktoken (WASM); node may come from nodesource, so only add Debian's when absent.
-if ! command -v npm >/dev/null 2>&1; then
-  $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
-fi
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev libzmq3-dev cppzmq-dev libcli11-dev catch2 libspdlog-dev nlohmann-json3-dev
   zlib1g-dev libicu-dev liburing-dev
   # test-time only: the PyTorch oracle (with a fast BLAS), the libFuzzer runtime, plots
   python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev gnuplot-nox
+  # test-time only: the NEON kernels, cross-compiled and run under qemu (tests/cross/)
+  g++-12-aarch64-linux-gnu qemu-user
   )
 export DEBIAN_FRONTEND=noninteractive
 if ! dpkg -s "${packages[@]}" >/dev/null 2>&1; then

@@ -22,12 +22,15 @@ Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const
     return d;
   }
   d.instance_ = "bench-" + std::to_string(::getpid());
-  std::vector<std::string> args{absolute.string(), "--name", d.instance_, "--clients", std::to_string(clients)};
+  std::vector<std::string> args{absolute.string(), "--name", d.instance_, "--clients", std::to_string(clients),
+                                "--remove-log-on-stop"};
   if (!budget.empty()) {
     args.push_back("--budget");
     args.push_back(budget);
   }
-  WASTE_TRY(ipc::run_ioserver(args, /*quiet_stdout=*/true));
+  if (auto started = ipc::run_ioserver(args, /*quiet_stdout=*/true); !started) {
+    return std::unexpected(ipc::with_log_hint(started.error(), ipc::default_log_path(d.instance_)));
+  }
   auto info = ipc::read_daemon_info(ipc::info_path(d.instance_));
   if (!info) return std::unexpected(info.error());
   d.owned_ = true;
@@ -68,6 +71,7 @@ Status BenchDaemon::stop() {
   owned_ = false;
   auto client = ipc::ControlClient::connect(socket_);
   if (!client) return std::unexpected(client.error());
+  client->follow_pid(pid_);
   WASTE_TRY(client->shutdown(2000));
   if (!ipc::wait_process_gone(pid_, 5000)) {
     return make_error(Errc::ipc, "waste-ioserver " + instance_ + " (pid " + std::to_string(pid_) + ") did not exit");

@@ -22,37 +22,54 @@
 
 namespace waste::forward {
 
-// MLA working buffers, sized for one model and context (absorbed attention, §3.5).
+// A projection of `n` consecutive tokens (rows x_stride / y_stride apart): the decode step's
+// plain matvec for one token, the chunked matvec_tokens (each weight read once) otherwise.
+inline void project(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
+                    float* y, std::int64_t y_stride) {
+  if (n == 1) {
+    matvec(exec, w, x, y);
+  } else {
+    matvec_tokens(exec, w, x, x_stride, n, y, y_stride);
+  }
+}
+
+// MLA working buffers for up to `tokens` tokens at once (absorbed attention, §3.5).
 struct MlaScratch {
-  std::vector<float> q;        // [nh * qd]
-  std::vector<float> q_a;      // [q_lora]
-  std::vector<float> ckv;      // [kv_lora + rope]
-  std::vector<float> q_tilde;  // [nh][kv_lora]  W_kb,h^T q_nope,h
+  int tokens = 0;
+  int ctx_tokens = 0;
+  std::vector<float> q;        // [T][nh * qd]
+  std::vector<float> q_a;      // [T][q_lora]
+  std::vector<float> ckv;      // [T][kv_lora + rope]
+  std::vector<float> q_tilde;  // [nh][T][kv_lora]  W_kb,h^T q_nope,h
   std::vector<float> row;      // [nh][kv_lora]  one dequantised kv_b row per head
-  std::vector<float> ctx;      // [nh][kv_lora]  sum_t a_t c_t
+  std::vector<float> ctx_sum;  // [nh][kv_lora]  sum_u a_u c_u
   std::vector<float> scores;   // [nh][ctx_tokens]
-  std::vector<float> o;        // [nh * v]
-  std::vector<float> gate;     // [nh * v]  (K3 output gate)
-  void resize(const ModelConfig& c, int ctx_tokens);
+  std::vector<float> o;        // [T][nh * v]
+  std::vector<float> gate;     // [T][nh * v]  (K3 output gate)
+  void resize(const ModelConfig& c, int ctx_tokens, int tokens = 1);
 };
 
-// Absorbed MLA for the token at `pos`: writes [c, k_r] into latent cache slot `pos` and
-// attends slots 0..pos. x is the layer's normed input (hid), out gets hid floats.
-void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int pos,
-                 float* latent_cache, MlaScratch& s, float* out);
+// Absorbed MLA for `n_tokens` consecutive tokens at positions pos0..: writes each token's
+// [c, k_r] into latent cache slot pos0 + t, token t attends slots 0..pos0+t. x is the layer's
+// normed input [n_tokens][hid], out gets [n_tokens][hid]. n_tokens <= s.tokens.
+void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
+                 int pos0, float* latent_cache, MlaScratch& s, float* out);
 
+// KDA working buffers for up to `tokens` tokens at once.
 struct KdaScratch {
-  std::vector<float> q, k, v;  // [C]
-  std::vector<float> low;      // [D]  f_a / g_a bottleneck
-  std::vector<float> g;        // [C]  log-space decay
-  std::vector<float> gate;     // [C]  output gate (pre-sigmoid)
-  std::vector<float> beta;     // [H]
-  std::vector<float> o;        // [C]
-  void resize(const ModelConfig& c);
+  int tokens = 0;
+  std::vector<float> q, k, v;  // [T][C]
+  std::vector<float> low;      // [T][D]  f_a / g_a bottleneck
+  std::vector<float> g;        // [T][C]  log-space decay
+  std::vector<float> gate;     // [T][C]  output gate (pre-sigmoid)
+  std::vector<float> beta;     // [T][H]
+  std::vector<float> o;        // [T][C]
+  void resize(const ModelConfig& c, int tokens = 1);
 };
 
-// One recurrent KDA step (§3.4) for layer `layer`, updating its S and conv rings in `state`.
-void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x,
+// The recurrent KDA (§3.4) of layer `layer` over `n_tokens` consecutive tokens, in order,
+// updating its S and conv rings in `state`. x and out are [n_tokens][hid]; n_tokens <= s.tokens.
+void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x, int n_tokens,
                  model::RunState& state, int layer, KdaScratch& s, float* out);
 
 struct MoeScratch {
@@ -129,8 +146,9 @@ struct PrefillMoeScratch {
 };
 
 // MoE of a chunk (§3.10): route every token, read each distinct expert once (windows of
-// `window` ids, landing order), apply it to every token that chose it with that token's LUTs,
-// then per token sum in selection order: the same bits as moe_forward per token.
+// `window` ids, landing order; each request prefetches the next window), apply it to every
+// token that chose it with that token's LUTs, then per token sum in selection order: the same
+// bits as moe_forward per token.
 // x and out are [n_tokens][hid]. Reads: exactly the chunk's distinct experts.
 Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
                    int n_tokens, const ExpertContext& experts, MoeScratch& s, PrefillMoeScratch& p, float* out,
@@ -172,9 +190,10 @@ class Forward {
   // 0 <= token < vocab and state.position() < ctx_tokens (the Engine checks both).
   Status step(int token, model::RunState& state, std::span<float> logits);
 
-  // Chunked prefill (§3.10) of 1..kMaxPrefillChunk tokens: attention token by token, each
-  // distinct routed expert read once per chunk; logits of the last token. Same preconditions
-  // per token, and position() + tokens.size() <= ctx_tokens.
+  // Chunked prefill (§3.10) of 1..kMaxPrefillChunk tokens: projections batched over the chunk,
+  // the attention recurrences token by token, each distinct routed expert read once per chunk;
+  // logits of the last token. Same preconditions per token, and position() + tokens.size() <=
+  // ctx_tokens.
   Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits);
 
   void set_lookahead(int n) { lookahead_ = n; }
@@ -185,10 +204,10 @@ class Forward {
  private:
   bool before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks, int& n_blocks,
                         float* h);
-  void attention(const model::LayerWeights& lw, int layer, const float* h, int pos, model::RunState& state,
-                 profile::Stopwatch& watch);
-  void after_attention(const model::LayerWeights& lw, bool live, float* x, float* ps, const float* blocks,
-                       int n_blocks, float* h);
+  void attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
+                 model::RunState& state, float* a, profile::Stopwatch& watch);
+  void after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,
+                       const float* blocks, int n_blocks, float* h);
   void after_ffn(const float* f, float* x, float* ps);
   void finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
               profile::Stopwatch& watch);
@@ -208,9 +227,11 @@ class Forward {
   KdaScratch kda_;
   MoeScratch moe_;
   std::vector<float> x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, res_scores_;
-  // Chunked prefill, allocated on first use: per token x, ps, h, f and block history.
+  // Chunked prefill, allocated on first use: per token x, ps, h, a, f, block history and
+  // AttnRes liveness.
   PrefillMoeScratch pre_moe_;
-  std::vector<float> pre_x_, pre_ps_, pre_h_, pre_f_, pre_blocks_;
+  std::vector<float> pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_;
+  std::vector<unsigned char> pre_live_;
 };
 
 }  // namespace waste::forward

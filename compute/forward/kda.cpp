@@ -1,4 +1,7 @@
-// Kimi Delta Attention, recurrent form, one token (waste-v0-reference.md §3.4).
+// Kimi Delta Attention, recurrent form (waste-v0-reference.md §3.4), for a run of consecutive
+// tokens: one token in decode, a prefill chunk otherwise. The projections take every token at
+// once (each weight read once per chunk); the conv and the delta rule walk the tokens in order,
+// one head at a time, so a head's state stays in cache for the whole chunk.
 #include <algorithm>
 #include <cmath>
 
@@ -6,16 +9,17 @@
 
 namespace waste::forward {
 
-void KdaScratch::resize(const ModelConfig& c) {
-  const std::size_t C = std::size_t(c.kda_channels());
-  q.assign(C, 0.0f);
-  k.assign(C, 0.0f);
-  v.assign(C, 0.0f);
-  low.assign(std::size_t(c.kda_dim), 0.0f);
-  g.assign(C, 0.0f);
-  gate.assign(C, 0.0f);
-  beta.assign(std::size_t(c.kda_heads), 0.0f);
-  o.assign(C, 0.0f);
+void KdaScratch::resize(const ModelConfig& c, int n_tokens) {
+  tokens = n_tokens;
+  const std::size_t T = std::size_t(n_tokens), C = std::size_t(c.kda_channels());
+  q.assign(T * C, 0.0f);
+  k.assign(T * C, 0.0f);
+  v.assign(T * C, 0.0f);
+  low.assign(T * std::size_t(c.kda_dim), 0.0f);
+  g.assign(T * C, 0.0f);
+  gate.assign(T * C, 0.0f);
+  beta.assign(T * std::size_t(c.kda_heads), 0.0f);
+  o.assign(T * C, 0.0f);
 }
 
 namespace {
@@ -38,73 +42,88 @@ void short_conv_silu(float* p, float* ring, const float* taps, int C, int K) {
 
 }  // namespace
 
-void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x,
+void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x, int n_tokens,
                  model::RunState& state, int layer, KdaScratch& s, float* out) {
-  const int H = c.kda_heads, D = c.kda_dim, C = c.kda_channels(), K = c.conv_k;
+  const int H = c.kda_heads, D = c.kda_dim, C = c.kda_channels(), K = c.conv_k, n = n_tokens;
+  const std::int64_t hid = c.hidden;
 
-  // q, k, v = SiLU(conv(W x))
-  matvec(exec, w.q_proj, x, s.q.data());
-  matvec(exec, w.k_proj, x, s.k.data());
-  matvec(exec, w.v_proj, x, s.v.data());
-  short_conv_silu(s.q.data(), state.conv_ring(layer, model::ConvRing::q).data(), w.q_conv.data(), C, K);
-  short_conv_silu(s.k.data(), state.conv_ring(layer, model::ConvRing::k).data(), w.k_conv.data(), C, K);
-  short_conv_silu(s.v.data(), state.conv_ring(layer, model::ConvRing::v).data(), w.v_conv.data(), C, K);
+  // q, k, v = W x (conv and SiLU per head below)
+  project(exec, w.q_proj, x, hid, n, s.q.data(), C);
+  project(exec, w.k_proj, x, hid, n, s.k.data(), C);
+  project(exec, w.v_proj, x, hid, n, s.v.data(), C);
 
-  // z = f_b(f_a x) + dt_bias; g = -exp(A_log_h) softplus(z)  or  lb * sigmoid(exp(A_log_h) z)
-  matvec(exec, w.f_a, x, s.low.data());
-  matvec(exec, w.f_b, s.low.data(), s.g.data());
-  const bool bounded = c.gate_lower_bound < 0.0f;
-  for (int h = 0; h < H; ++h) {
-    const float a = std::exp(w.a_log[h]);
-    for (int i = 0; i < D; ++i) {
-      const int ch = h * D + i;
-      const float z = s.g[ch] + w.dt_bias[ch];
-      s.g[ch] = bounded ? c.gate_lower_bound * sigmoid(a * z) : -a * softplus(z);
-    }
-  }
+  // z = f_b(f_a x) (dt_bias and the decay form per head below)
+  project(exec, w.f_a, x, hid, n, s.low.data(), D);
+  project(exec, w.f_b, s.low.data(), D, n, s.g.data(), C);
 
-  // beta_h = sigmoid(b_proj x)
-  matvec(exec, w.b_proj, x, s.beta.data());
-  for (float& b : s.beta) b = sigmoid(b);
+  // b_proj x (sigmoid per head below)
+  project(exec, w.b_proj, x, hid, n, s.beta.data(), H);
 
   // Output gate: g_b(g_a x) (Kimi-Linear) or g_proj x (K3).
   if (c.full_rank_gate) {
-    matvec(exec, w.g_proj, x, s.gate.data());
+    project(exec, w.g_proj, x, hid, n, s.gate.data(), C);
   } else {
-    matvec(exec, w.g_a, x, s.low.data());
-    matvec(exec, w.g_b, s.low.data(), s.gate.data());
+    project(exec, w.g_a, x, hid, n, s.low.data(), D);
+    project(exec, w.g_b, s.low.data(), D, n, s.gate.data(), C);
   }
 
-  // Per head: L2-normalise q (scaled by D^-1/2) and k, delta-rule step, gated RMSNorm.
+  // Per head, token after token: conv + SiLU, decay gate, beta, L2-normalised q (scaled by
+  // D^-1/2) and k, delta-rule step, gated RMSNorm. Channels of head h are h*D..h*D+D-1, so its
+  // conv rings, state and gate slices belong to it alone.
   float* S_all = state.kda_state(layer).data();
+  float* rings[3] = {state.conv_ring(layer, model::ConvRing::q).data(),
+                     state.conv_ring(layer, model::ConvRing::k).data(),
+                     state.conv_ring(layer, model::ConvRing::v).data()};
+  const std::int64_t ring_stride = std::int64_t(D) * std::max(K - 1, 0);
   const float q_scale = 1.0f / std::sqrt(float(D));
   const float eps = c.rms_eps;
+  const bool bounded = c.gate_lower_bound < 0.0f;
   const auto* kt = &exec.kernels;
   exec.pool.parallel_for(H, 1, [&](std::int64_t h_begin, std::int64_t h_end) {
     for (std::int64_t h = h_begin; h < h_end; ++h) {
-      float* q = s.q.data() + h * D;
-      float* k = s.k.data() + h * D;
-      float qq = 0.0f, kk = 0.0f;
-      for (int i = 0; i < D; ++i) {
-        qq += q[i] * q[i];
-        kk += k[i] * k[i];
+      const std::int64_t ch0 = h * D;
+      const float a = std::exp(w.a_log[std::size_t(h)]);
+      float* S = S_all + h * std::int64_t(D) * D;
+      for (int t = 0; t < n; ++t) {
+        const std::int64_t row = std::int64_t(t) * C + ch0;
+        float* q = s.q.data() + row;
+        float* k = s.k.data() + row;
+        float* v = s.v.data() + row;
+        // q, k, v = SiLU(conv(.))
+        short_conv_silu(q, rings[0] + h * ring_stride, w.q_conv.data() + ch0 * K, D, K);
+        short_conv_silu(k, rings[1] + h * ring_stride, w.k_conv.data() + ch0 * K, D, K);
+        short_conv_silu(v, rings[2] + h * ring_stride, w.v_conv.data() + ch0 * K, D, K);
+
+        // g = -exp(A_log_h) softplus(z + dt_bias)  or  lb * sigmoid(exp(A_log_h) (z + dt_bias))
+        float* g = s.g.data() + row;
+        for (int i = 0; i < D; ++i) {
+          const float z = g[i] + w.dt_bias[std::size_t(ch0 + i)];
+          g[i] = bounded ? c.gate_lower_bound * sigmoid(a * z) : -a * softplus(z);
+        }
+        // beta_h = sigmoid(b_proj x)
+        const float beta = sigmoid(s.beta[std::size_t(std::int64_t(t) * H + h)]);
+
+        float qq = 0.0f, kk = 0.0f;
+        for (int i = 0; i < D; ++i) {
+          qq += q[i] * q[i];
+          kk += k[i] * k[i];
+        }
+        const float q_inv = 1.0f / std::sqrt(qq + 1e-12f);
+        const float k_inv = 1.0f / std::sqrt(kk + 1e-12f);
+        for (int i = 0; i < D; ++i) {
+          q[i] = q[i] * q_inv * q_scale;
+          k[i] = k[i] * k_inv;
+        }
+        float* o = s.o.data() + row;
+        kt->kda_head_step(S, q, k, v, g, beta, D, o);
+        rms_norm(o, w.o_norm.data(), D, eps, o);
+        const float* gate = s.gate.data() + row;
+        for (int j = 0; j < D; ++j) o[j] *= sigmoid(gate[j]);
       }
-      const float q_inv = 1.0f / std::sqrt(qq + 1e-12f);
-      const float k_inv = 1.0f / std::sqrt(kk + 1e-12f);
-      for (int i = 0; i < D; ++i) {
-        q[i] = q[i] * q_inv * q_scale;
-        k[i] = k[i] * k_inv;
-      }
-      float* o = s.o.data() + h * D;
-      kt->kda_head_step(S_all + h * std::int64_t(D) * D, q, k, s.v.data() + h * D, s.g.data() + h * D,
-                        s.beta[h], D, o);
-      rms_norm(o, w.o_norm.data(), D, eps, o);
-      const float* gate = s.gate.data() + h * D;
-      for (int j = 0; j < D; ++j) o[j] *= sigmoid(gate[j]);
     }
   });
 
-  matvec(exec, w.o_proj, s.o.data(), out);
+  project(exec, w.o_proj, s.o.data(), C, n, out, hid);
 }
 
 }  // namespace waste::forward

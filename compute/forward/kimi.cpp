@@ -53,7 +53,7 @@ Forward::Forward(const Inputs& in)
   prefill_window_ = cap == 0 || cap >= 128 ? 64 : std::max<int>(std::max(c_.top_k, 1), int(cap / 2));
   const std::size_t hid = std::size_t(c_.hidden);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, in.ctx_tokens);
-  if (c_.n_kda_layers() > 0) kda_.resize(c_);
+  if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
   moe_.resize(c_, in.geometry);
   x_.assign(hid, 0.0f);
   ps_.assign(hid, 0.0f);
@@ -87,28 +87,29 @@ bool Forward::before_attention(const model::LayerWeights& lw, int layer, float* 
   return live;
 }
 
-void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, int pos, model::RunState& state,
-                        profile::Stopwatch& watch) {
+// a = KDA(h) or MLA(h) for n_tokens consecutive tokens from position pos0 (h, a: [n][hid]).
+void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
+                        model::RunState& state, float* a, profile::Stopwatch& watch) {
   watch.add(profile::Stage::other);
   if (lw.kda) {
-    kda_forward(exec_, c_, lw.kda_w, h, state, layer, kda_, a_.data());
+    kda_forward(exec_, c_, lw.kda_w, h, n_tokens, state, layer, kda_, a);
     watch.lap(profile::Stage::attn_kda);
   } else {
-    mla_forward(exec_, c_, lw.mla_w, h, pos, state.latent_cache(layer).data(), mla_, a_.data());
+    mla_forward(exec_, c_, lw.mla_w, h, n_tokens, pos0, state.latent_cache(layer).data(), mla_, a);
     watch.lap(profile::Stage::attn_mla);
   }
 }
 
-void Forward::after_attention(const model::LayerWeights& lw, bool live, float* x, float* ps, const float* blocks,
-                              int n_blocks, float* h) {
+void Forward::after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,
+                              const float* blocks, int n_blocks, float* h) {
   const int hid = c_.hidden;
   if (c_.attn_res_block > 0) {
     // ps = ps + a (or a after a boundary); x = attn_res(blocks, ps)
-    for (int i = 0; i < hid; ++i) ps[i] = live ? ps[i] + a_[i] : a_[i];
+    for (int i = 0; i < hid; ++i) ps[i] = live ? ps[i] + a[i] : a[i];
     attn_res(blocks, n_blocks, ps, lw.mlp_res_norm.data(), lw.mlp_res_proj.data(), hid, c_.rms_eps,
              res_scores_.data(), x);
   } else {
-    for (int i = 0; i < hid; ++i) x[i] += a_[i];  // x = x + a
+    for (int i = 0; i < hid; ++i) x[i] += a[i];  // x = x + a
   }
   // h = post_attention_layernorm(x)
   rms_norm(x, lw.post_norm.data(), hid, c_.rms_eps, h);
@@ -163,8 +164,8 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits)
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
     const bool live = before_attention(lw, L, x, ps, blocks, n_blocks, h);
-    attention(lw, L, h, pos, state, watch);
-    after_attention(lw, live, x, ps, blocks, n_blocks, h);
+    attention(lw, L, h, 1, pos, state, a_.data(), watch);
+    after_attention(lw, live, a_.data(), x, ps, blocks, n_blocks, h);
     watch.add(profile::Stage::other);
 
     // f = mlp(h)
@@ -200,11 +201,15 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
     // First prefill: the chunk working set (the LUTs dominate), kept for later chunks.
     const std::size_t n = std::size_t(kMaxPrefillChunk);
     pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
+    if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
+    if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
     pre_x_.assign(n * H, 0.0f);
     pre_ps_.assign(n * H, 0.0f);
     pre_h_.assign(n * H, 0.0f);
+    pre_a_.assign(n * H, 0.0f);
     pre_f_.assign(n * H, 0.0f);
     pre_blocks_.assign(n * block_stride, 0.0f);
+    pre_live_.assign(n, 0);
   }
   const int pos0 = state.position();
 
@@ -216,17 +221,18 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   int n_blocks = 0;
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
-    // Attention token by token, in order: KDA's recurrence and MLA's cache see each position.
+    // AttnRes and norms per token; attention over the chunk (projections batched, the KDA
+    // recurrence and MLA's cache token by token inside); then the residuals per token.
     int nb = n_blocks;
     for (int t = 0; t < T; ++t) {
-      float* x = pre_x_.data() + t * H;
-      float* ps = pre_ps_.data() + t * H;
-      float* blocks = pre_blocks_.data() + t * block_stride;
-      float* h = pre_h_.data() + t * H;
       nb = n_blocks;
-      const bool live = before_attention(lw, L, x, ps, blocks, nb, h);
-      attention(lw, L, h, pos0 + t, state, watch);
-      after_attention(lw, live, x, ps, blocks, nb, h);
+      pre_live_[std::size_t(t)] = before_attention(lw, L, pre_x_.data() + t * H, pre_ps_.data() + t * H,
+                                                   pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
+    }
+    attention(lw, L, pre_h_.data(), T, pos0, state, pre_a_.data(), watch);
+    for (int t = 0; t < T; ++t) {
+      after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * H,
+                      pre_ps_.data() + t * H, pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
     }
     n_blocks = nb;
     watch.add(profile::Stage::other);

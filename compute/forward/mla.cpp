@@ -1,5 +1,7 @@
-// Multi-head latent attention with kv_b_proj absorbed, NoPE (waste-v0-reference.md §3.5).
-// The cache holds [c, k_r] per token; keys and values are never expanded per head.
+// Multi-head latent attention with kv_b_proj absorbed, NoPE (waste-v0-reference.md §3.5), for
+// a run of consecutive tokens (one in decode, a prefill chunk otherwise). The cache holds
+// [c, k_r] per token; keys and values are never expanded per head. The projections take every
+// token at once; each head dequantises its kv_b rows once for all the tokens.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -8,96 +10,114 @@
 
 namespace waste::forward {
 
-void MlaScratch::resize(const ModelConfig& c, int ctx_tokens) {
-  const std::size_t nh = std::size_t(c.n_heads), qd = std::size_t(c.qk_nope + c.qk_rope);
-  q.assign(nh * qd, 0.0f);
-  q_a.assign(std::size_t(c.q_lora), 0.0f);
-  ckv.assign(std::size_t(c.kv_lora + c.qk_rope), 0.0f);
-  q_tilde.assign(nh * c.kv_lora, 0.0f);
-  row.assign(nh * c.kv_lora, 0.0f);
-  ctx.assign(nh * c.kv_lora, 0.0f);
-  scores.assign(nh * std::size_t(ctx_tokens), 0.0f);
-  o.assign(nh * c.v_head, 0.0f);
-  gate.assign(nh * c.v_head, 0.0f);
+void MlaScratch::resize(const ModelConfig& c, int ctx, int n_tokens) {
+  tokens = n_tokens;
+  ctx_tokens = ctx;
+  const std::size_t T = std::size_t(n_tokens), nh = std::size_t(c.n_heads);
+  const std::size_t qd = std::size_t(c.qk_nope + c.qk_rope), lora = std::size_t(c.kv_lora);
+  q.assign(T * nh * qd, 0.0f);
+  q_a.assign(T * std::size_t(c.q_lora), 0.0f);
+  ckv.assign(T * (lora + std::size_t(c.qk_rope)), 0.0f);
+  q_tilde.assign(nh * T * lora, 0.0f);
+  row.assign(nh * lora, 0.0f);
+  ctx_sum.assign(nh * lora, 0.0f);
+  scores.assign(nh * std::size_t(ctx), 0.0f);
+  o.assign(T * nh * std::size_t(c.v_head), 0.0f);
+  gate.assign(T * nh * std::size_t(c.v_head), 0.0f);
 }
 
-void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int pos,
-                 float* latent_cache, MlaScratch& s, float* out) {
+void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
+                 int pos0, float* latent_cache, MlaScratch& s, float* out) {
   const int nh = c.n_heads, nope = c.qk_nope, rope = c.qk_rope, qd = nope + rope;
-  const int lora = c.kv_lora, vd = c.v_head, width = lora + rope;
-  const int ctx_tokens = int(s.scores.size() / std::size_t(nh));
+  const int lora = c.kv_lora, vd = c.v_head, width = lora + rope, n = n_tokens;
+  const std::int64_t hid = c.hidden, q_width = std::int64_t(nh) * qd, o_width = std::int64_t(nh) * vd;
 
-  // q = q_proj x  or  q_b(rms(q_a x)); layout [nh][nope | rope]
+  // q = q_proj x  or  q_b(rms(q_a x)); layout [t][nh][nope | rope]
   if (c.q_lora > 0) {
-    matvec(exec, w.q_a, x, s.q_a.data());
-    rms_norm(s.q_a.data(), w.q_a_norm.data(), c.q_lora, c.rms_eps, s.q_a.data());
-    matvec(exec, w.q_b, s.q_a.data(), s.q.data());
+    project(exec, w.q_a, x, hid, n, s.q_a.data(), c.q_lora);
+    for (int t = 0; t < n; ++t) {
+      float* qa = s.q_a.data() + std::int64_t(t) * c.q_lora;
+      rms_norm(qa, w.q_a_norm.data(), c.q_lora, c.rms_eps, qa);
+    }
+    project(exec, w.q_b, s.q_a.data(), c.q_lora, n, s.q.data(), q_width);
   } else {
-    matvec(exec, w.q_proj, x, s.q.data());
+    project(exec, w.q_proj, x, hid, n, s.q.data(), q_width);
   }
 
-  // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into cache slot pos
-  matvec(exec, w.kv_a, x, s.ckv.data());
-  float* slot = latent_cache + std::int64_t(pos) * width;
-  rms_norm(s.ckv.data(), w.kv_a_norm.data(), lora, c.rms_eps, slot);
-  std::memcpy(slot + lora, s.ckv.data() + lora, std::size_t(rope) * sizeof(float));
+  // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into cache slot pos0 + t; token t reads only
+  // slots <= pos0 + t, so the whole chunk can be written first.
+  project(exec, w.kv_a, x, hid, n, s.ckv.data(), width);
+  for (int t = 0; t < n; ++t) {
+    const float* ckv = s.ckv.data() + std::int64_t(t) * width;
+    float* slot = latent_cache + std::int64_t(pos0 + t) * width;
+    rms_norm(ckv, w.kv_a_norm.data(), lora, c.rms_eps, slot);
+    std::memcpy(slot + lora, ckv + lora, std::size_t(rope) * sizeof(float));
+  }
 
   const float scale = 1.0f / std::sqrt(float(qd));
-  const int n_kv = pos + 1;
   const auto* kt = &exec.kernels;
   exec.pool.parallel_for(nh, 1, [&](std::int64_t h_begin, std::int64_t h_end) {
     for (std::int64_t h = h_begin; h < h_end; ++h) {
-      const float* q_nope = s.q.data() + h * qd;
-      const float* q_rope = q_nope + nope;
-      float* q_tilde = s.q_tilde.data() + h * lora;
+      float* q_tilde_h = s.q_tilde.data() + h * n * std::int64_t(lora);  // [t][lora]
       float* row = s.row.data() + h * lora;
-      float* scores = s.scores.data() + h * ctx_tokens;
-      float* ctx = s.ctx.data() + h * lora;
+      float* scores = s.scores.data() + h * s.ctx_tokens;
+      float* ctx = s.ctx_sum.data() + h * lora;
       const std::int64_t head_row = h * std::int64_t(nope + vd);
 
-      // q~ = W_kb,h^T q_nope: accumulate dequantised K rows, row i weighted by q_nope[i].
-      std::fill(q_tilde, q_tilde + lora, 0.0f);
+      // q~_t = W_kb,h^T q_nope,t: accumulate dequantised K rows, row i weighted by q_nope,t[i]
+      // (each row dequantised once for all tokens; per token the same sum order as alone).
+      std::fill(q_tilde_h, q_tilde_h + std::int64_t(n) * lora, 0.0f);
       for (int i = 0; i < nope; ++i) {
         dequantize_row(w.kv_b, head_row + i, row);
-        const float qi = q_nope[i];
-        for (int j = 0; j < lora; ++j) q_tilde[j] += qi * row[j];
+        for (int t = 0; t < n; ++t) {
+          const float qi = s.q[std::size_t(std::int64_t(t) * q_width + h * qd + i)];
+          float* q_tilde = q_tilde_h + std::int64_t(t) * lora;
+          for (int j = 0; j < lora; ++j) q_tilde[j] += qi * row[j];
+        }
       }
 
-      // s_t = (q~ . c_t + q_rope . k_r,t) / sqrt(qd), softmax over t = 0..pos
-      float max_score = -INFINITY;
-      for (int t = 0; t < n_kv; ++t) {
-        const float* ct = latent_cache + std::int64_t(t) * width;
-        float dot_c = 0.0f, dot_r = 0.0f;
-        for (int j = 0; j < lora; ++j) dot_c += q_tilde[j] * ct[j];
-        for (int j = 0; j < rope; ++j) dot_r += q_rope[j] * ct[lora + j];
-        scores[t] = (dot_c + dot_r) * scale;
-        max_score = std::max(max_score, scores[t]);
-      }
-      float sum = 0.0f;
-      for (int t = 0; t < n_kv; ++t) {
-        scores[t] = std::exp(scores[t] - max_score);
-        sum += scores[t];
-      }
-      for (int t = 0; t < n_kv; ++t) scores[t] /= sum;
-
-      // c~ = sum_t a_t c_t;  o_h = W_vb,h c~
-      std::fill(ctx, ctx + lora, 0.0f);
-      for (int t = 0; t < n_kv; ++t) {
-        const float* ct = latent_cache + std::int64_t(t) * width;
-        const float a = scores[t];
-        for (int j = 0; j < lora; ++j) ctx[j] += a * ct[j];
-      }
       const kernels::QuantMatrix w_vb = model::row_slice(w.kv_b, head_row + nope, vd);
-      kt->matvec(w_vb, ctx, s.o.data() + h * vd, 0, vd);
+      for (int t = 0; t < n; ++t) {
+        const float* q_tilde = q_tilde_h + std::int64_t(t) * lora;
+        const float* q_rope = s.q.data() + std::int64_t(t) * q_width + h * qd + nope;
+        const int n_kv = pos0 + t + 1;
+
+        // s_u = (q~ . c_u + q_rope . k_r,u) / sqrt(qd), softmax over u = 0..pos0+t
+        float max_score = -INFINITY;
+        for (int u = 0; u < n_kv; ++u) {
+          const float* cu = latent_cache + std::int64_t(u) * width;
+          float dot_c = 0.0f, dot_r = 0.0f;
+          for (int j = 0; j < lora; ++j) dot_c += q_tilde[j] * cu[j];
+          for (int j = 0; j < rope; ++j) dot_r += q_rope[j] * cu[lora + j];
+          scores[u] = (dot_c + dot_r) * scale;
+          max_score = std::max(max_score, scores[u]);
+        }
+        float sum = 0.0f;
+        for (int u = 0; u < n_kv; ++u) {
+          scores[u] = std::exp(scores[u] - max_score);
+          sum += scores[u];
+        }
+        for (int u = 0; u < n_kv; ++u) scores[u] /= sum;
+
+        // c~ = sum_u a_u c_u;  o_h = W_vb,h c~
+        std::fill(ctx, ctx + lora, 0.0f);
+        for (int u = 0; u < n_kv; ++u) {
+          const float* cu = latent_cache + std::int64_t(u) * width;
+          const float a = scores[u];
+          for (int j = 0; j < lora; ++j) ctx[j] += a * cu[j];
+        }
+        kt->matvec(w_vb, ctx, s.o.data() + std::int64_t(t) * o_width + h * vd, 0, vd);
+      }
     }
   });
 
   // K3: o *= sigmoid(g_proj x)
   if (c.mla_output_gate) {
-    matvec(exec, w.g_proj, x, s.gate.data());
-    for (std::size_t i = 0; i < s.o.size(); ++i) s.o[i] *= sigmoid(s.gate[i]);
+    project(exec, w.g_proj, x, hid, n, s.gate.data(), o_width);
+    const std::size_t total = std::size_t(std::int64_t(n) * o_width);
+    for (std::size_t i = 0; i < total; ++i) s.o[i] *= sigmoid(s.gate[i]);
   }
-  matvec(exec, w.o_proj, s.o.data(), out);
+  project(exec, w.o_proj, s.o.data(), o_width, n, out, hid);
 }
 
 }  // namespace waste::forward

@@ -34,17 +34,25 @@ void build_lut(const Exec& exec, const Codebooks& books, const ExpertGeometry& g
   if (g.packed6) kt->rvq_lut_quantize(lut.f32, n_vectors, g.stages, g.entries, lut.q, lut.q_scales);
 }
 
+kernels::RvqMatrix rvq_matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind) {
+  const int k = int(kind);
+  return kernels::RvqMatrix{view.index[k], view.scales[k], g.rows[k], g.cols[k] / g.vec_dim, g.stages, g.packed6};
+}
+
+// Rows [r0, r1) of y = W x (r0 a multiple of 64).
+void apply_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, int entries, const Lut& lut, float* y,
+                int r0, int r1) {
+  if (m.packed6) {
+    kt.rvq_apply_vq4p(m, lut.q, lut.q_scales, y, r0, r1);
+  } else {
+    kt.rvq_apply(m, lut.f32, entries, y, r0, r1);
+  }
+}
+
 // y = W x for one expert matrix kind, rows split by 64-row index blocks.
 void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view, MatrixKind kind, const Lut& lut,
                float* y) {
-  const int k = int(kind);
-  kernels::RvqMatrix m{};
-  m.index = view.index[k];
-  m.scales = view.scales[k];
-  m.rows = g.rows[k];
-  m.n_vectors = g.cols[k] / g.vec_dim;
-  m.stages = g.stages;
-  m.packed6 = g.packed6;
+  const kernels::RvqMatrix m = rvq_matrix(g, view, kind);
   const std::int64_t n_blocks = (m.rows + kIndexBlockRows - 1) / kIndexBlockRows;
   const auto* kt = &exec.kernels;
   const int entries = g.entries;
@@ -52,11 +60,7 @@ void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view
                          [&](std::int64_t b_begin, std::int64_t b_end) {
                            const int r0 = int(b_begin * kIndexBlockRows);
                            const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, m.rows));
-                           if (m.packed6) {
-                             kt->rvq_apply_vq4p(m, lut.q, lut.q_scales, y, r0, r1);
-                           } else {
-                             kt->rvq_apply(m, lut.f32, entries, y, r0, r1);
-                           }
+                           apply_rows(*kt, m, entries, lut, y, r0, r1);
                          });
 }
 
@@ -76,18 +80,47 @@ Status check_codebook(const ExpertView& view, int layer, int base) {
 }
 
 // y = W_down act(W_gate xin, W_up xin) for one expert, given the gate and up LUTs of xin.
+// Two pool jobs, not four: each row range of gate and up also gets its activation and the down
+// LUT positions built from exactly those rows (position v reads h[8v, 8v+8)), so the down LUT
+// needs no job of its own; then the down apply. (A job's fixed cost, mostly waking the other
+// thread, is paid per expert and per job.) The down LUT build is timed as expert_matmul.
 void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view,
                 const Lut& gate_lut, const Lut& up_lut, MoeScratch& s, float* y, profile::Stopwatch& watch) {
   const ExpertGeometry& g = ex.geometry;
   const Lut down_lut{s.lut_down.data(), s.lutq_down.data(), s.lutq_scale_down.data()};
   const int nv_inter = g.cols[2] / g.vec_dim, inter = g.rows[0];
-  apply_lut(exec, g, view, MatrixKind::gate, gate_lut, s.a.data());
-  apply_lut(exec, g, view, MatrixKind::up, up_lut, s.b.data());
-  ffn_activation(c, s.a.data(), s.b.data(), inter, s.a.data());
+  const int down_book = Codebooks::book_id(view.codebook_id, 2, 0, g.stages);
+  if (kIndexBlockRows % g.vec_dim != 0) {  // a down position would straddle two row ranges
+    apply_lut(exec, g, view, MatrixKind::gate, gate_lut, s.a.data());
+    apply_lut(exec, g, view, MatrixKind::up, up_lut, s.b.data());
+    ffn_activation(c, s.a.data(), s.b.data(), inter, s.a.data());
+    watch.add(profile::Stage::expert_matmul);
+    build_lut(exec, ex.codebooks, g, down_book, s.a.data(), nv_inter, down_lut);
+    watch.add(profile::Stage::lut_build);
+    apply_lut(exec, g, view, MatrixKind::down, down_lut, y);
+    watch.lap(profile::Stage::expert_matmul);
+    return;
+  }
+  const kernels::RvqMatrix gate = rvq_matrix(g, view, MatrixKind::gate);
+  const kernels::RvqMatrix up = rvq_matrix(g, view, MatrixKind::up);
+  const float* down_books[8];
+  for (int st = 0; st < g.stages; ++st) down_books[st] = ex.codebooks.book(down_book + st).data();
+  float* a = s.a.data();
+  float* b = s.b.data();
+  const auto* kt = &exec.kernels;
+  const std::int64_t n_blocks = (inter + kIndexBlockRows - 1) / kIndexBlockRows;
+  exec.pool.parallel_for(n_blocks, g.packed6 ? kVq4pMinBlocks : kVq3MinBlocks,
+                         [&](std::int64_t b_begin, std::int64_t b_end) {
+                           const int r0 = int(b_begin * kIndexBlockRows);
+                           const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, inter));
+                           apply_rows(*kt, gate, g.entries, gate_lut, a, r0, r1);
+                           apply_rows(*kt, up, g.entries, up_lut, b, r0, r1);
+                           ffn_activation(c, a + r0, b + r0, r1 - r0, a + r0);
+                           kt->rvq_lut_build(a, down_books, g.stages, g.entries, g.vec_dim, r0 / g.vec_dim,
+                                             std::min(nv_inter, r1 / g.vec_dim), down_lut.f32);
+                         });
+  if (g.packed6) kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.entries, down_lut.q, down_lut.q_scales);
   watch.add(profile::Stage::expert_matmul);
-  build_lut(exec, ex.codebooks, g, Codebooks::book_id(view.codebook_id, 2, 0, g.stages), s.a.data(), nv_inter,
-            down_lut);
-  watch.add(profile::Stage::lut_build);
   apply_lut(exec, g, view, MatrixKind::down, down_lut, y);
   watch.lap(profile::Stage::expert_matmul);
 }
@@ -357,7 +390,14 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   auto request_window = [&](int begin) -> Status {
     const int n = std::min(window, n_distinct - begin);
     Status requested = ex.source.request_layer(layer, std::span<const int>(p.distinct.data() + begin, std::size_t(n)));
-    if (!requested) ex.source.release_layer(layer);
+    if (!requested) {
+      ex.source.release_layer(layer);
+    } else if (const int next = begin + n; next < n_distinct) {
+      // The next window's reads queue behind this one's (unpinned, so never more than the cache
+      // holds): the disk keeps reading while this window computes, not only between windows.
+      ex.source.prefetch(layer, std::span<const int>(p.distinct.data() + next,
+                                                     std::size_t(std::min(window, n_distinct - next))));
+    }
     watch.add(profile::Stage::io_wait);
     return requested;
   };

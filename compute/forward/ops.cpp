@@ -1,5 +1,6 @@
 #include "compute/forward/ops.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "shared/fp16.hpp"
@@ -16,7 +17,7 @@ void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float*
                    float* y, std::int64_t y_stride) {
   const auto* k = &exec.kernels;
   exec.pool.parallel_for(w.rows, kMatvecMinRows, [&](std::int64_t begin, std::int64_t end) {
-    for (int t = 0; t < n; ++t) k->matvec(w, x + t * x_stride, y + t * y_stride, begin, end);
+    k->matmul(w, x, x_stride, n, y, y_stride, begin, end);
   });
 }
 
@@ -51,22 +52,34 @@ void dequantize_row(const kernels::QuantMatrix& w, std::int64_t row, float* out)
     std::memcpy(out, p, std::size_t(w.cols) * sizeof(float));
     return;
   }
+  // Per group: decode the scale once, then a format-specific loop the compiler vectorises (MLA
+  // dequantises 2 M kv_b weights per layer and token; a per-element switch and scale decode made
+  // that 70% of MLA). q * scale is exact in f32 (<= 8 + 11 significant bits), so the values are
+  // the same whichever way they are computed.
   const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
   const std::uint16_t* scales = w.scales + row * n_groups;
-  for (std::int64_t c = 0; c < w.cols; ++c) {
+  for (std::int64_t g = 0; g < n_groups; ++g) {
+    const std::int64_t begin = g * w.group;
+    const std::int64_t end = std::min<std::int64_t>(begin + w.group, w.cols);
     std::uint16_t s16;
-    std::memcpy(&s16, scales + c / w.group, sizeof s16);  // scales may be unaligned
-    int q = 0;
+    std::memcpy(&s16, scales + g, sizeof s16);  // scales may be unaligned
+    const float scale = fp16_to_f32(s16);
     switch (w.fmt) {
-      case 2: q = static_cast<std::int8_t>(p[c]); break;
-      case 3: q = int((c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15)) - 8; break;
-      default: {  // 7: Q3G bitstream, 3 bits per element LSB-first
-        const std::int64_t bit = 3 * c;
-        const unsigned v = unsigned(p[bit >> 3] >> (bit & 7)) | unsigned(p[(bit >> 3) + 1]) << (8 - (bit & 7));
-        q = int(v & 7u) - 4;
-      }
+      case 2:
+        for (std::int64_t c = begin; c < end; ++c) out[c] = float(static_cast<std::int8_t>(p[c])) * scale;
+        break;
+      case 3:
+        for (std::int64_t c = begin; c < end; ++c) {
+          out[c] = float(int((c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15)) - 8) * scale;
+        }
+        break;
+      default:  // 7: Q3G bitstream, 3 bits per element LSB-first
+        for (std::int64_t c = begin; c < end; ++c) {
+          const std::int64_t bit = 3 * c;
+          const unsigned v = unsigned(p[bit >> 3] >> (bit & 7)) | unsigned(p[(bit >> 3) + 1]) << (8 - (bit & 7));
+          out[c] = float(int(v & 7u) - 4) * scale;
+        }
     }
-    out[c] = float(q) * fp16_to_f32(s16);
   }
 }
 

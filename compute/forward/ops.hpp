@@ -23,8 +23,9 @@ inline constexpr std::int64_t kMatvecMinRows = 64;
 // y = W x over all rows, split across the pool by rows.
 void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, float* y);
 
-// y_t = W x_t for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride): each row chunk is applied
-// to every token while it is in cache. Per element the same kernel call as matvec: same bits.
+// y_t = W x_t for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride): one kernel matmul per
+// row chunk, which decodes each weight once per tile of tokens. The table's matmul gives token t
+// the bits its matvec gives x_t, so this equals n matvec calls bit for bit.
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride);
 

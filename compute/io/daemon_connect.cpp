@@ -8,6 +8,7 @@
 
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
+#include "shared/ipc/process_liveness.hpp"
 #include "shared/memory/memory_plan.hpp"
 
 namespace waste {
@@ -25,6 +26,7 @@ struct DaemonConnection::State {
   void start_heartbeat() {
     heartbeat = std::jthread([this](std::stop_token stop) {
       auto client = ipc::ControlClient::connect(daemon.socket);
+      if (client) client->follow_pid(daemon.pid);
       std::unique_lock lock(mutex);
       while (!stop.stop_requested()) {
         wake.wait_for(lock, stop, std::chrono::milliseconds(reply.heartbeat_ms), [] { return false; });
@@ -42,6 +44,7 @@ struct DaemonConnection::State {
     if (heartbeat.joinable()) heartbeat.join();
     auto client = ipc::ControlClient::connect(daemon.socket);
     if (!client) return;
+    client->follow_pid(daemon.pid);
     if (reply.client_idx >= 0) (void)client->detach(reply.client_idx);
     if (private_daemon) {
       (void)client->shutdown(0);
@@ -75,9 +78,12 @@ Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bo
     const std::string instance = "private-" + std::to_string(::getpid());
     std::error_code ec;
     const auto absolute = std::filesystem::absolute(model, ec);
-    std::vector<std::string> args{absolute.string(), "--name", instance};
+    // A private daemon leaves no log behind when it stops cleanly; a failed one keeps it.
+    std::vector<std::string> args{absolute.string(), "--name", instance, "--remove-log-on-stop"};
     args.insert(args.end(), private_args.begin(), private_args.end());
-    WASTE_TRY(ipc::run_ioserver(args, /*quiet_stdout=*/true));
+    if (auto started = ipc::run_ioserver(args, /*quiet_stdout=*/true); !started) {
+      return std::unexpected(ipc::with_log_hint(started.error(), ipc::default_log_path(instance)));
+    }
     auto info = ipc::read_daemon_info(ipc::info_path(instance));
     if (!info) return std::unexpected(info.error());
     state->daemon = *info;
@@ -90,8 +96,19 @@ Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bo
   }
   auto client = ipc::ControlClient::connect(state->daemon.socket);
   if (!client) return std::unexpected(client.error());
-  auto reply = client->attach(ipc::AttachRequest{::getpid(), state_bytes});
-  if (!reply) return std::unexpected(reply.error());   // State's destructor stops a private daemon
+  // Start-up vs liveness: a daemon we just spawned, or one younger than the start-up bound
+  // (another process may have just started it, e.g. `waste bench --clients`), may answer its
+  // first request late on a loaded machine: it gets the generous bound while its pid lives.
+  // An established daemon gets the short liveness bound. Either way a dead one fails at once.
+  client->follow_pid(state->daemon.pid);
+  const auto age = ipc::process_age(state->daemon.pid);
+  const bool starting = state->private_daemon || (age && *age < ipc::kStartupControlTimeout);
+  auto reply = client->attach(ipc::AttachRequest{::getpid(), state_bytes},
+                              starting ? ipc::kStartupControlTimeout : ipc::kDefaultControlTimeout);
+  if (!reply) {   // State's destructor stops a private daemon
+    if (state->private_daemon) return std::unexpected(ipc::with_log_hint(reply.error(), state->daemon.log));
+    return std::unexpected(reply.error());
+  }
   state->reply = *reply;
   state->lease.client_idx = reply->client_idx;
   state->lease.segment_name = reply->arena_segment;
@@ -99,6 +116,7 @@ Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bo
   state->lease.generation = reply->lease.value("generation", std::uint64_t{0});
   state->lease.trunk_bytes = reply->lease.value("trunk_bytes", std::uint64_t{0});
   state->lease.daemon_pid = reply->daemon_pid;
+  state->lease.daemon_log = state->daemon.log;
   state->start_heartbeat();
   return DaemonConnection(std::move(state));
 }

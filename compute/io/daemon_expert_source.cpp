@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 #include <unordered_map>
 
@@ -60,9 +61,17 @@ struct DaemonExpertSource::Impl {
       broken = Error{Errc::ipc, "waste-ioserver (pid " + std::to_string(pid) + ") " + what};
       return std::unexpected(*broken);
     };
+    // A daemon that died keeps its log: say where it is.
+    auto gone = [&](std::string what) -> Status {
+      std::error_code ec;
+      if (!lease.daemon_log.empty() && std::filesystem::exists(lease.daemon_log, ec)) {
+        what += " (its log: " + lease.daemon_log + ")";
+      }
+      return fail(std::move(what));
+    };
     // SYNC POINT: acquire pairs with the daemon's release store in IoServer::stop.
     if (header().shutting_down.load(std::memory_order_acquire) != 0) return fail("stopped");
-    if (!ipc::process_alive(pid, header().daemon_start_ticks)) return fail("is gone");
+    if (!ipc::process_alive(pid, header().daemon_start_ticks)) return gone("is gone");
     const ipc::ClientShm& me = view.client(client_idx);
     if (me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached) ||
         me.generation.load(std::memory_order_relaxed) != lease.generation) {
@@ -74,7 +83,7 @@ struct DaemonExpertSource::Impl {
       last_heartbeat = beat;
       heartbeat_seen = now;
     } else if (now - heartbeat_seen > kHeartbeatGrace) {
-      return fail("is gone (no heartbeat for 1.5 s)");
+      return gone("is gone (no heartbeat for 1.5 s)");
     }
     return ok();
   }

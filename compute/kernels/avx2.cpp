@@ -1,8 +1,8 @@
 // AVX2 + FMA kernels. Contract with generic.cpp (docs/design/dispatch.md):
 //   RVQ LUT build, LUT quantise, RVQ apply, VQ4P apply: bit-identical (vectorised across entries
 //     or rows, each lane doing generic's operations in generic's order, no FMA).
-//   matvec, kda_head_step: vectorised across columns with FMA, so the summation order differs;
-//     they agree with generic to ~1e-6 relative.
+//   kda_head_step: vectorised across columns with FMA, so the summation order differs; it agrees
+//     with generic to ~1e-6 relative. matvec / matmul live in avx2_matvec.cpp.
 #include "compute/kernels/avx2.hpp"
 
 #include <algorithm>
@@ -15,115 +15,8 @@
 #include "shared/fp16.hpp"
 
 namespace waste::kernels::detail::avx2_impl {
-namespace {
-
-using avx2_common::hsum;
 using avx2_common::load_runs;
 using avx2_common::transpose8;
-
-// Sum over columns [begin, end) of decode * x, 8 columns per step; the tail is scalar.
-float dot_f32(const float* w, const float* x, std::int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  std::int64_t c = 0;
-  for (; c + 16 <= n; c += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c + 8), _mm256_loadu_ps(x + c + 8), acc1);
-  }
-  for (; c + 8 <= n; c += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + c), _mm256_loadu_ps(x + c), acc0);
-  float sum = hsum(_mm256_add_ps(acc0, acc1));
-  for (; c < n; ++c) sum += w[c] * x[c];
-  return sum;
-}
-
-// 8 Q8G weights at c as floats.
-inline __m256 q8_load8(const std::uint8_t* row, std::int64_t c) {
-  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c));
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
-}
-
-// 8 Q4G weights at c (c even): 4 bytes, low nibble first.
-inline __m256 q4_load8(const std::uint8_t* row, std::int64_t c) {
-  std::uint32_t word;
-  std::memcpy(&word, row + c / 2, 4);
-  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-  const __m256i nibbles =
-      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-                       _mm256_set1_epi32(15));
-  return _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles, _mm256_set1_epi32(8)));
-}
-
-// 8 Q3G weights at c (c a multiple of 8): 24 bits starting on a byte boundary; the row's
-// guard byte keeps the 4-byte read inside the row.
-inline __m256 q3_load8(const std::uint8_t* row, std::int64_t c) {
-  std::uint32_t word;
-  std::memcpy(&word, row + c / 8 * 3, 4);
-  const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
-  const __m256i codes =
-      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-                       _mm256_set1_epi32(7));
-  return _mm256_cvtepi32_ps(_mm256_sub_epi32(codes, _mm256_set1_epi32(4)));
-}
-
-template <class Load8, class Scalar>
-float dot_grouped(const QuantMatrix& w, std::int64_t r, const float* x, Load8 load8,
-                  Scalar scalar) {
-  const std::uint8_t* row = w.payload + r * w.row_stride;
-  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
-  __m256 acc = _mm256_setzero_ps();
-  float tail_acc = 0.0f;
-  for (std::int64_t g = 0; g < n_groups; ++g) {
-    const std::int64_t begin = g * w.group;
-    const std::int64_t end = std::min<std::int64_t>(begin + w.group, w.cols);
-    const float scale = fp16_to_f32(load_u16(w.scales, r * n_groups + g));
-    __m256 part0 = _mm256_setzero_ps(), part1 = _mm256_setzero_ps();
-    std::int64_t c = begin;
-    for (; c + 16 <= end; c += 16) {
-      part0 = _mm256_fmadd_ps(load8(row, c), _mm256_loadu_ps(x + c), part0);
-      part1 = _mm256_fmadd_ps(load8(row, c + 8), _mm256_loadu_ps(x + c + 8), part1);
-    }
-    for (; c + 8 <= end; c += 8) part0 = _mm256_fmadd_ps(load8(row, c), _mm256_loadu_ps(x + c), part0);
-    float tail = 0.0f;
-    for (; c < end; ++c) tail += static_cast<float>(scalar(row, c)) * x[c];
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_add_ps(part0, part1), acc);
-    tail_acc += scale * tail;
-  }
-  return hsum(acc) + tail_acc;
-}
-
-}  // namespace
-
-void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
-            std::int64_t row_end) {
-  switch (w.fmt) {
-    case kFmtF32:
-      for (std::int64_t r = row_begin; r < row_end; ++r) {
-        y[r] = dot_f32(reinterpret_cast<const float*>(w.payload + r * w.row_stride), x, w.cols);
-      }
-      return;
-    case kFmtQ8G:
-      for (std::int64_t r = row_begin; r < row_end; ++r) {
-        y[r] = dot_grouped(w, r, x, q8_load8, [](const std::uint8_t* row, std::int64_t c) {
-          return static_cast<int>(static_cast<std::int8_t>(row[c]));
-        });
-      }
-      return;
-    case kFmtQ4G:
-      for (std::int64_t r = row_begin; r < row_end; ++r) {
-        y[r] = dot_grouped(w, r, x, q4_load8, [](const std::uint8_t* row, std::int64_t c) {
-          const unsigned byte = row[c >> 1];
-          return static_cast<int>((c & 1) ? (byte >> 4) : (byte & 15u)) - 8;
-        });
-      }
-      return;
-    case kFmtQ3G:
-      for (std::int64_t r = row_begin; r < row_end; ++r) {
-        y[r] = dot_grouped(w, r, x, q3_load8, q3_value);
-      }
-      return;
-    default:
-      std::abort();  // the trunk loader refuses other formats
-  }
-}
 
 void rvq_lut_build(const float* x, const float* const* books, int stages, int entries, int vec_dim,
                    int v_begin, int v_end, float* lut) {
@@ -209,34 +102,47 @@ inline void store_rows(float* y, int r, int valid, __m256 v) {
   for (int k = 0; k < valid; ++k) y[r + k] = lanes[k];
 }
 
+// One lane per row, 8 rows per gather, summed exactly like generic. Loop order: for each vector
+// position, every 8-row group of the tile (kernel_impl.hpp: rvq_tile_rows), accumulators in an L1
+// array, so the position's LUT slice is fetched once per tile.
 template <int S>
 void apply_stages(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
                   int row_end) {
   const std::int64_t per_vector = static_cast<std::int64_t>(S) * entries;
   const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kRowBlock * S;
-  for (int r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
-    const std::uint8_t* block = m.index + static_cast<std::int64_t>(r0 / kRowBlock) * block_bytes;
-    // One lane per row: lane k of acc[g] is row r0 + 8g + k, summed exactly like generic.
-    __m256 acc[8];
-    for (__m256& a : acc) a = _mm256_setzero_ps();
+  alignas(32) float acc[kRvqTileBlocks * kRowBlock];
+  const int tile = rvq_tile_rows(row_begin, row_end);
+  for (int t0 = row_begin; t0 < row_end; t0 += tile) {
+    const int t1 = std::min(row_end, t0 + tile);
+    // A last partial group reads the block's padding rows (always present); those lanes are
+    // never stored.
+    const int n_groups = (t1 - t0 + 7) / 8;
+    const std::uint8_t* tile_index = m.index + static_cast<std::int64_t>(t0 / kRowBlock) * block_bytes;
+    for (int g = 0; g < n_groups; ++g) _mm256_store_ps(acc + 8 * g, _mm256_setzero_ps());
+    const int tile_blocks = (t1 - t0 + kRowBlock - 1) / kRowBlock;
+    for (int v = 0; v < std::min(kRvqPrefetchAhead, m.n_vectors); ++v) {
+      rvq_prefetch_runs<S>(tile_index + static_cast<std::int64_t>(v) * kRowBlock * S, block_bytes, tile_blocks);
+    }
     for (int v = 0; v < m.n_vectors; ++v) {
-      const std::uint8_t* runs = block + static_cast<std::int64_t>(v) * kRowBlock * S;
       const float* lut_v = lut + v * per_vector;
-      for (int g = 0; g < 8; ++g) {
+      const std::uint8_t* runs_v = tile_index + static_cast<std::int64_t>(v) * kRowBlock * S;
+      if (v + kRvqPrefetchAhead < m.n_vectors) {
+        rvq_prefetch_runs<S>(runs_v + kRvqPrefetchAhead * kRowBlock * S, block_bytes, tile_blocks);
+      }
+      for (int g = 0; g < n_groups; ++g) {
         __m256i idx[S];
-        load_runs<S>(runs + g * 8 * S, idx);
+        load_runs<S>(runs_v + (g >> 3) * block_bytes + (g & 7) * 8 * S, idx);
         __m256 term = _mm256_i32gather_ps(lut_v, idx[0], 4);
         for (int s = 1; s < S; ++s) {
           term = _mm256_add_ps(term, _mm256_i32gather_ps(lut_v + s * entries, idx[s], 4));
         }
-        acc[g] = _mm256_add_ps(acc[g], term);
+        _mm256_store_ps(acc + 8 * g, _mm256_add_ps(_mm256_load_ps(acc + 8 * g), term));
       }
     }
-    for (int g = 0; g < 8; ++g) {
-      const int r = r0 + 8 * g;
-      const int valid = std::clamp(row_end - r, 0, 8);
-      if (valid == 0) break;
-      store_rows(y, r, valid, _mm256_mul_ps(acc[g], row_scales8(m.scales, r, valid)));
+    for (int g = 0; g < n_groups; ++g) {
+      const int r = t0 + 8 * g;
+      const int valid = std::min(8, t1 - r);
+      store_rows(y, r, valid, _mm256_mul_ps(_mm256_load_ps(acc + 8 * g), row_scales8(m.scales, r, valid)));
     }
   }
 }
@@ -359,6 +265,7 @@ const KernelTable& avx2_table() {
   static const KernelTable table{
       .isa = "avx2",
       .matvec = impl::matvec,
+      .matmul = impl::matmul,
       .rvq_lut_build = impl::rvq_lut_build,
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,

@@ -4,8 +4,11 @@
 #include "compute/kernels/kernels.hpp"
 
 namespace waste::kernels::detail::avx2_impl {
+// matvec / matmul: avx2_matvec.cpp.
 void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
             std::int64_t row_end);
+void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
+            std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end);
 void rvq_lut_build(const float* x, const float* const* books, int stages, int entries, int vec_dim,
                    int v_begin, int v_end, float* lut);
 void rvq_lut_quantize(const float* lut, int n_vectors, int stages, int entries, std::int8_t* lut_q,

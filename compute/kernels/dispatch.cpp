@@ -1,5 +1,5 @@
 // Picks the KernelTable once per process (Highway's "hoist the dispatch" rule): the best ISA this
-// CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512 names another supported one.
+// CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512|neon names another supported one.
 #include <array>
 #include <cstdlib>
 #include <string_view>
@@ -27,6 +27,8 @@ SupportedTables detect() {
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     found.tables[found.count++] = &detail::avx512_table();
   }
+#elif defined(__aarch64__)
+  found.tables[found.count++] = &detail::neon_table();  // NEON is in the AArch64 base ISA
 #endif
   return found;
 }

@@ -71,6 +71,12 @@ void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_beg
   }
 }
 
+// The reference matmul is matvec per token, so it is bit-identical to it by construction.
+void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
+            std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end) {
+  for (int t = 0; t < n; ++t) matvec(w, x + t * x_stride, y + t * y_stride, row_begin, row_end);
+}
+
 void rvq_lut_build(const float* x, const float* const* books, int stages, int entries, int vec_dim,
                    int v_begin, int v_end, float* lut) {
   for (int v = v_begin; v < v_end; ++v) {
@@ -194,6 +200,7 @@ const KernelTable& generic_table() {
   static const KernelTable table{
       .isa = "generic",
       .matvec = impl::matvec,
+      .matmul = impl::matmul,
       .rvq_lut_build = impl::rvq_lut_build,
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,

@@ -40,6 +40,12 @@ struct KernelTable {
   // sum in f32, then acc += fp16(scale) * partial (the v0 summation order).
   void (*matvec)(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
                  std::int64_t row_end);
+  // matvec for n tokens: y_t[r] = sum_c W[r][c] * x_t[c] with x_t = x + t*x_stride, y_t = y +
+  // t*y_stride, rows [row_begin, row_end). Each weight is decoded once per tile of tokens (what
+  // makes chunked prefill cheaper than token by token). Contract: within one table, token t's
+  // results are bit-identical to that table's matvec on x_t, for any n and row range.
+  void (*matmul)(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
+                 std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end);
 
   // lut[v][s][e] = sum_{d<vec_dim} x[v*vec_dim+d] * book_s[e][d], d ascending, for vectors
   // [v_begin, v_end). books[s] points at stage s's entries x vec_dim f32 centroids.

@@ -1,9 +1,11 @@
 #include "ioserver/control/daemonize.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -43,7 +45,7 @@ void ReadinessPipe::send(char status, const std::string& message) {
   fd_ = -1;
 }
 
-Result<DaemonizeOutcome> daemonize() {
+Result<DaemonizeOutcome> daemonize(std::chrono::milliseconds ready_timeout, const std::string& log) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return make_error(Errc::io, std::string("daemonize: pipe: ") + std::strerror(errno));
   const pid_t first = ::fork();
@@ -60,7 +62,19 @@ Result<DaemonizeOutcome> daemonize() {
     }
     std::string text;
     char buf[512];
+    bool silent = false;
+    const auto deadline = std::chrono::steady_clock::now() + ready_timeout;
     for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd pfd{fds[0], POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&pfd, 1, int(std::min<long long>(left.count(), 1000))) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        if (left.count() > 1000) continue;
+        silent = true;  // alive (the pipe is open) but no word within the bound
+        break;
+      }
       const ssize_t n = ::read(fds[0], buf, sizeof buf);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
@@ -68,6 +82,13 @@ Result<DaemonizeOutcome> daemonize() {
     }
     ::close(fds[0]);
     DaemonizeOutcome outcome;
+    if (silent) {
+      const auto s = std::chrono::duration_cast<std::chrono::seconds>(ready_timeout).count();
+      std::fprintf(stderr, "waste-ioserver: did not report ready within %lld s%s\n", static_cast<long long>(s),
+                   log.empty() ? "" : (" (still starting? its log: " + log + ")").c_str());
+      outcome.exit_code = 1;
+      return outcome;
+    }
     if (!text.empty() && text[0] == 'R') {
       if (text.size() > 1) std::fprintf(stdout, "%s\n", text.c_str() + 1);
       outcome.exit_code = 0;

@@ -4,6 +4,7 @@
 // Call before any thread is started (fork keeps only the calling thread).
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "shared/result.hpp"
@@ -34,8 +35,11 @@ struct DaemonizeOutcome {
 };
 
 // In the starter: waits for the daemon's report, prints its message (stdout when ready, stderr
-// on failure) and returns exit_code 0 or 1. In the daemon: stdin/stdout/stderr go to /dev/null,
-// cwd becomes "/", a new session.
-Result<DaemonizeOutcome> daemonize();
+// on failure) and returns exit_code 0 or 1. The wait follows the daemon: its death closes the
+// pipe at once ("exited before it was ready"); a daemon still alive but silent after
+// `ready_timeout` fails too, naming `log` (where its progress is). In the daemon:
+// stdin/stdout/stderr go to /dev/null, cwd becomes "/", a new session.
+Result<DaemonizeOutcome> daemonize(std::chrono::milliseconds ready_timeout = std::chrono::minutes(10),
+                                   const std::string& log = {});
 
 }  // namespace waste::ioserver

@@ -34,6 +34,7 @@ struct DataPlaneConfig {
   bool verify_crc = false;
   bool io_uring = false;
   int max_clients = 16;
+  bool populate_arena = true;   // pre-fault slot pages at idle priority
 };
 
 class DataPlane {

@@ -40,6 +40,9 @@ class IoServerPlane final : public DataPlane {
                    {"read_errors", s.read_errors},
                    {"evictions", s.evictions},
                    {"clients_reclaimed", s.clients_reclaimed},
+                   {"arena_waits", s.arena_waits},
+                   {"demands_waiting", s.demands_waiting},
+                   {"arena_populated_bytes", s.arena_populated_bytes},
                    {"read_latency_us_log2", latency},
                    {"queue_depth", s.read_queue_depth},
                    {"direct_io", s.direct_io},
@@ -89,6 +92,7 @@ Result<std::unique_ptr<DataPlane>> make_io_server_plane(const DataPlaneConfig& c
   c.verify_crc = config.verify_crc;
   c.io_uring = config.io_uring;
   c.max_clients = config.max_clients;
+  c.populate_arena = config.populate_arena;
   auto server = IoServer::create(c);
   if (!server) return std::unexpected(server.error());
   return std::unique_ptr<DataPlane>(std::make_unique<IoServerPlane>(std::move(*server)));

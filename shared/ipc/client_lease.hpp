@@ -15,6 +15,7 @@ struct ClientLease {
   std::string trunk_segment_name;  // empty when the daemon serves no trunk image
   std::uint64_t trunk_bytes = 0;
   int daemon_pid = 0;
+  std::string daemon_log;          // the daemon's log file (named in "is gone" errors); may be empty
 };
 
 }  // namespace waste::ipc

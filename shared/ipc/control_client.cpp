@@ -1,8 +1,12 @@
 #include "shared/ipc/control_client.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <filesystem>
 
 #include <zmq.hpp>
+
+#include "shared/ipc/runtime_dir.hpp"
 
 namespace waste::ipc {
 
@@ -48,21 +52,47 @@ Status ControlClient::open_socket() {
   return ok();
 }
 
-Result<json> ControlClient::call(const json& request) {
+Result<json> ControlClient::call(const json& request) { return call(request, timeout_); }
+
+Result<json> ControlClient::call(const json& request, std::chrono::milliseconds timeout) {
   if (!socket_) WASTE_TRY(open_socket());
   const std::string text = request.dump();
-  const auto timed_out = [&](const char* what) {
+  const auto give_up = [&](std::string why) {
     // A REQ socket that missed its reply cannot send again; start over next call.
     socket_.reset();
-    return make_error(Errc::ipc, "waste-ioserver at " + endpoint_ + " did not " + what + " within " +
-                                     std::to_string(timeout_.count()) + " ms (is it running?)");
+    return make_error(Errc::ipc, std::move(why));
+  };
+  const auto timed_out = [&](const char* what) {
+    return give_up("waste-ioserver at " + endpoint_ + " did not " + what + " within " +
+                   std::to_string(timeout.count()) + " ms (is it running?)");
+  };
+  const auto exited = [&] {
+    return give_up("waste-ioserver (pid " + std::to_string(follow_pid_) + ") at " + endpoint_ +
+                   " exited before answering");
   };
   try {
     if (!socket_->send(zmq::buffer(text), zmq::send_flags::none)) return timed_out("accept the request");
+    // Wait in slices so a followed daemon that dies is noticed at once, not at the deadline.
+    constexpr std::chrono::milliseconds kSlice{100};
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return timed_out("answer");
+      zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::min(left, kSlice));
+      if (item.revents & ZMQ_POLLIN) break;
+      if (follow_pid_ > 0 && !process_alive(follow_pid_)) {
+        // Its last reply may still be on the way (a shutdown answers, then exits): one more look.
+        zmq::poll(&item, 1, kSlice);
+        if (item.revents & ZMQ_POLLIN) break;
+        return exited();
+      }
+    }
     zmq::message_t reply;
-    if (!socket_->recv(reply, zmq::recv_flags::none)) return timed_out("answer");
+    if (!socket_->recv(reply, zmq::recv_flags::dontwait)) return timed_out("answer");
     return parse_reply(reply.to_string_view());
   } catch (const zmq::error_t& e) {
+    if (e.num() == EINTR) return give_up(endpoint_ + ": interrupted");
     socket_.reset();
     return make_error(Errc::ipc, endpoint_ + ": " + e.what());
   }
@@ -70,8 +100,10 @@ Result<json> ControlClient::call(const json& request) {
 
 Result<json> ControlClient::ping() { return call(make_request("ping")); }
 
-Result<AttachReply> ControlClient::attach(const AttachRequest& request) {
-  auto reply = call(make_request("attach", to_json(request)));
+Result<AttachReply> ControlClient::attach(const AttachRequest& request) { return attach(request, timeout_); }
+
+Result<AttachReply> ControlClient::attach(const AttachRequest& request, std::chrono::milliseconds timeout) {
+  auto reply = call(make_request("attach", to_json(request)), timeout);
   if (!reply) return std::unexpected(reply.error());
   return attach_reply_from_json(*reply);
 }
@@ -96,7 +128,8 @@ Result<json> ControlClient::configure(const ConfigRequest& request) {
 
 Status ControlClient::shutdown(int drain_ms) {
   auto reply = call(make_request("shutdown", json{{"drain_ms", drain_ms}}));
-  if (!reply) return std::unexpected(reply.error());
+  // A followed daemon that exited is what shutdown asked for, answered or not.
+  if (!reply && !(follow_pid_ > 0 && !process_alive(follow_pid_))) return std::unexpected(reply.error());
   return ok();
 }
 

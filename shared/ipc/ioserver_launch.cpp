@@ -97,6 +97,12 @@ Result<DaemonInfo> find_daemon(const std::string& name_or_model) {
   return info;
 }
 
+Error with_log_hint(Error error, const fs::path& log) {
+  std::error_code ec;
+  if (!log.empty() && fs::exists(log, ec)) error.message += " (its log: " + log.string() + ")";
+  return error;
+}
+
 bool wait_process_gone(int pid, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (process_alive(pid)) {

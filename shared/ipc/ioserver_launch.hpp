@@ -25,6 +25,9 @@ std::optional<DaemonInfo> find_daemon_for_model(const std::filesystem::path& con
 // By instance name or container path: what `waste-ctl stop X` and `stats X` accept.
 Result<DaemonInfo> find_daemon(const std::string& name_or_model);
 
+// `error` plus "(its log: PATH)" when that log file exists: where a failed daemon's story is.
+Error with_log_hint(Error error, const std::filesystem::path& log);
+
 // Waits until `pid` is gone, up to `timeout_ms`. true when it is.
 bool wait_process_gone(int pid, int timeout_ms);
 

@@ -35,6 +35,20 @@ std::optional<std::uint64_t> process_start_ticks(int pid) {
   return std::strtoull(p, nullptr, 10);
 }
 
+std::optional<std::chrono::milliseconds> process_age(int pid) {
+  const auto start = process_start_ticks(pid);
+  if (!start) return std::nullopt;
+  std::FILE* f = std::fopen("/proc/uptime", "re");
+  if (f == nullptr) return std::nullopt;
+  double uptime_s = 0;
+  const int got = std::fscanf(f, "%lf", &uptime_s);
+  std::fclose(f);
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (got != 1 || hz <= 0) return std::nullopt;
+  const double age_s = uptime_s - double(*start) / double(hz);
+  return std::chrono::milliseconds(age_s > 0 ? std::int64_t(age_s * 1000.0) : 0);
+}
+
 bool process_alive(int pid, std::uint64_t start_ticks) {
   const auto now = process_start_ticks(pid);
   if (!now) return false;

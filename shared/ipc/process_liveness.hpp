@@ -3,6 +3,7 @@
 // /proc/<pid>/stat: the process exists, is not a zombie, and started at the recorded time.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 
@@ -14,5 +15,8 @@ std::optional<std::uint64_t> process_start_ticks(int pid);
 
 // True when `pid` runs and (if start_ticks != 0) is the process that started at start_ticks.
 bool process_alive(int pid, std::uint64_t start_ticks = 0);
+
+// How long ago `pid` started (start ticks against /proc/uptime); nullopt when it is not running.
+std::optional<std::chrono::milliseconds> process_age(int pid);
 
 }  // namespace waste::ipc

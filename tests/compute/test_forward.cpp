@@ -154,27 +154,39 @@ void check_absorbed_mla(const std::string& preset) {
   REQUIRE(state);
   ThreadPool pool(2);
   forward::Exec exec{pool, kernels::generic()};
+  const int n_pos = 6;
   forward::MlaScratch scratch;
-  scratch.resize(c, ctx);
+  scratch.resize(c, ctx, n_pos);
   ExpandedMla expanded(*trunk, c, layer);
+  const model::MlaWeights& w = weights->layers[std::size_t(layer)].mla_w;
 
   Lcg rng{7};
-  std::vector<float> x(std::size_t(c.hidden)), out(std::size_t(c.hidden));
-  for (int pos = 0; pos < 6; ++pos) {
-    for (float& v : x) v = rng.next();
-    forward::mla_forward(exec, c, weights->layers[std::size_t(layer)].mla_w, x.data(), pos,
-                         state->latent_cache(layer).data(), scratch, out.data());
-    const std::vector<double> ref = expanded.step(std::vector<double>(x.begin(), x.end()));
+  const std::size_t hid = std::size_t(c.hidden);
+  std::vector<float> xs(n_pos * hid), outs(n_pos * hid), batched(n_pos * hid);
+  for (float& v : xs) v = rng.next();
+  // Token by token (the decode step), each output against the expanded reference.
+  for (int pos = 0; pos < n_pos; ++pos) {
+    forward::mla_forward(exec, c, w, xs.data() + pos * hid, 1, pos, state->latent_cache(layer).data(), scratch,
+                         outs.data() + pos * hid);
+    const std::vector<double> ref =
+        expanded.step(std::vector<double>(xs.begin() + pos * hid, xs.begin() + (pos + 1) * hid));
     double max_ref = 0, max_diff = 0;
     for (std::size_t i = 0; i < ref.size(); ++i) {
       max_ref = std::max(max_ref, std::abs(ref[i]));
-      max_diff = std::max(max_diff, std::abs(double(out[i]) - ref[i]));
+      max_diff = std::max(max_diff, std::abs(double(outs[pos * hid + i]) - ref[i]));
     }
     INFO(preset << " layer " << layer << " position " << pos << ": max |diff| " << max_diff << ", max |ref| "
                 << max_ref);
     REQUIRE(max_ref > 0);
     CHECK(max_diff <= 1e-5 * max_ref);
   }
+  // The same positions as one chunk (prefill): causal per token, and per element the same
+  // arithmetic as the decode step, so the same bits and the same cache.
+  const std::vector<float> cache_seq(state->latent_cache(layer).begin(), state->latent_cache(layer).end());
+  state->reset();
+  forward::mla_forward(exec, c, w, xs.data(), n_pos, 0, state->latent_cache(layer).data(), scratch, batched.data());
+  CHECK(std::memcmp(batched.data(), outs.data(), batched.size() * sizeof(float)) == 0);
+  CHECK(std::equal(cache_seq.begin(), cache_seq.end(), state->latent_cache(layer).begin()));
 }
 
 // Logits after each of 16 prompt tokens and 16 greedy tokens.

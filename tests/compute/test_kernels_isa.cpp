@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "compute/kernels/kernels.hpp"
@@ -35,7 +36,17 @@ TEST_CASE("the generic table is always supported and listed first", "[compute][k
   REQUIRE(waste::kernels::find(active.isa) == &active);
 }
 
-TEST_CASE("every ISA's matvec agrees with generic within 1e-5 relative", "[compute][kernels]") {
+#if defined(__aarch64__)
+// Run by the cross test (tests/cross/) under qemu-aarch64: without this, a NEON table that
+// dispatch forgot to list would leave only generic to compare with itself.
+TEST_CASE("on AArch64 the NEON table is supported and chosen", "[compute][kernels]") {
+  REQUIRE(waste::kernels::find("neon") != nullptr);
+  REQUIRE(std::string_view(waste::kernels::active().isa) == "neon");
+}
+#endif
+
+// Measured worst case 1.1e-7 (Q4G, FMA with per-lane partial sums); 1e-6 leaves a 9x margin.
+TEST_CASE("every ISA's matvec agrees with generic within 1e-6 relative", "[compute][kernels]") {
   for (const KernelTable* k : waste::kernels::supported()) {
     for (std::uint8_t fmt : {std::uint8_t{0}, std::uint8_t{2}, std::uint8_t{3}, std::uint8_t{7}}) {
       for (std::int64_t cols : {std::int64_t{7}, std::int64_t{301}, std::int64_t{512}}) {
@@ -49,7 +60,7 @@ TEST_CASE("every ISA's matvec agrees with generic within 1e-5 relative", "[compu
         for (int r = 3; r < 29; ++r) {
           double magnitude = 0;
           for (std::int64_t c = 0; c < cols; ++c) magnitude += std::fabs(m.dequant[r * cols + c] * x[c]);
-          REQUIRE(std::fabs(actual[r] - expected[r]) <= 1e-5 * magnitude);
+          REQUIRE(std::fabs(actual[r] - expected[r]) <= 1e-6 * magnitude);
         }
       }
     }

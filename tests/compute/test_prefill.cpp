@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -14,6 +15,7 @@
 #include "compute/api/engine.hpp"
 #include "compute/io/local_expert_source.hpp"
 #include "shared/container/container.hpp"
+#include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"
 
 namespace waste {
@@ -79,13 +81,52 @@ std::unique_ptr<RecordingSource> recording(const std::filesystem::path& dir, int
   return std::make_unique<RecordingSource>(std::move(*local));
 }
 
+
+// Kimi-Linear's attention shapes (KDA head_dim 128, MLA nope 128 / rope 64 / v 128 /
+// kv_lora 512, top-8 routing) on a small hidden size, vocabulary and expert count: the
+// per-head loops and kernels run at their real widths.
+const char* const kKimiLinearShaped = R"({
+  "synth": {"experts": "vq3r", "trunk": "q4g", "quantize_small_matrices": true},
+  "model_type": "kimi_linear", "architectures": ["KimiLinearForCausalLM"],
+  "hidden_size": 256, "num_hidden_layers": 4, "first_k_dense_replace": 1,
+  "intermediate_size": 512, "moe_intermediate_size": 128,
+  "num_experts": 32, "num_experts_per_token": 8, "num_shared_experts": 1,
+  "moe_renormalize": true, "moe_router_activation_func": "sigmoid", "routed_scaling_factor": 2.446,
+  "num_attention_heads": 2, "q_lora_rank": null, "kv_lora_rank": 512,
+  "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "mla_use_nope": true,
+  "rms_norm_eps": 1e-05, "vocab_size": 512, "tie_word_embeddings": false,
+  "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+  "linear_attn_config": {"head_dim": 128, "num_heads": 2, "short_conv_kernel_size": 4,
+                         "kda_layers": [1, 2, 4], "full_attn_layers": [3]}
+})";
+
+// The container for a preset name, or for "kl-shaped" (kKimiLinearShaped), made once.
+std::filesystem::path container_for(const std::string& preset) {
+  if (preset != "kl-shaped") return test::synth_container(preset);
+  static const std::filesystem::path dir = [] {
+    const std::filesystem::path root = test::synth_container("tiny").parent_path();
+    const std::filesystem::path config = root / "kl-shaped.json";
+    std::ofstream(config) << kKimiLinearShaped;
+    synth::SynthRequest request;
+    request.config_file = config;
+    auto spec = synth::make_spec(request);
+    INFO((spec ? std::string() : spec.error().message));
+    REQUIRE(spec);
+    auto written = synth::write_container(*spec, root / "kl-shaped");
+    INFO((written ? std::string() : written.error().message));
+    REQUIRE(written);
+    return root / "kl-shaped";
+  }();
+  return dir;
+}
+
 }  // namespace
 
 TEST_CASE("Chunked prefill matches token-by-token feeding, then decodes the same", "[compute][prefill]") {
-  for (const char* preset : {"tiny", "tiny-k3"}) {
+  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped"}) {
     for (int chunk : {64, 16, 5}) {
       INFO(preset << ", chunk " << chunk);
-      const auto dir = test::synth_container(preset);
+      const auto dir = container_for(preset);
       auto seq = open(options_for(dir, 1));
       auto chunked = open(options_for(dir, chunk));
       // 41 tokens: one chunk of 41; 16+16+9; eight chunks of 5 and a 1-token remainder (decode step).
@@ -98,8 +139,9 @@ TEST_CASE("Chunked prefill matches token-by-token feeding, then decodes the same
       CHECK(chunked->position() == 41);
       CHECK(max_abs_diff(*a, *b) <= 1e-4f);
       CHECK(argmax(*a) == argmax(*b));
-      // Stronger, for this implementation: the chunk runs the decode kernels per element, so the
-      // bits agree too (a batched kernel with other rounding would keep only the bound above).
+      // Stronger, for this implementation: the batched projections (matvec_tokens) give each token
+      // the bits of its matvec, and the recurrences run per token in order, so the bits agree too
+      // (a batched kernel with other rounding would keep only the bound above).
       CHECK(std::memcmp(a->data(), b->data(), a->size() * sizeof(float)) == 0);
       // Fewer reads: a chunk reads each distinct expert once instead of once per token.
       CHECK(chunked->stats().misses < seq->stats().misses);
@@ -119,10 +161,10 @@ TEST_CASE("Chunked prefill matches token-by-token feeding, then decodes the same
 }
 
 TEST_CASE("A prefill chunk reads each of its distinct experts exactly once", "[compute][prefill]") {
-  for (const char* preset : {"tiny", "tiny-k3"}) {
+  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped"}) {
     for (int readers : {0, 2}) {
       INFO(preset << ", readers " << readers);
-      const auto dir = test::synth_container(preset);
+      const auto dir = container_for(preset);
       auto info = ContainerInfo::open(dir);
       REQUIRE(info);
       const std::uint64_t rec = info->geometry.record_bytes;
@@ -158,6 +200,26 @@ TEST_CASE("A prefill chunk reads each of its distinct experts exactly once", "[c
       CHECK(s.hits == 0);
       CHECK(s.bytes_read == distinct_total * rec);
       CHECK(seq->stats().misses == 24ull * std::uint64_t(seq->config().top_k) * expected.size());
+
+      // With a cache smaller than two windows of the chunk's experts, the chunk reads in windows
+      // and prefetches the next window behind the current one: still each expert once, same bits.
+      if (readers > 0) {
+        const int top_k = seq->config().top_k;
+        const std::size_t cache = std::size_t(3 * top_k);  // windows of max(top_k, cache / 2)
+        EngineOptions small = options_for(dir, 24);
+        small.cache_records = cache;
+        auto windowed = open(small);
+        auto logits = windowed->eval(prompt);
+        REQUIRE(logits);
+        CHECK(std::memcmp(logits->data(), chunked->logits().data(), logits->size() * sizeof(float)) == 0);
+        const ExpertSourceStats w = windowed->stats();
+        CHECK(w.bytes_read == distinct_total * rec);
+        CHECK(w.misses + w.hits == distinct_total);
+        bool windows = false;
+        for (const auto& [layer, want] : expected) windows = windows || want.size() > std::size_t(3 * top_k / 2);
+        CHECK(windows);  // some layer needs more than one window
+        CHECK(w.prefetch_issued > 0);
+      }
     }
   }
 }

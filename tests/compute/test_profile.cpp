@@ -63,8 +63,9 @@ TEST_CASE("Profile stages add up to at most the wall time and count layers x tok
       CHECK(p.tokens == tokens);
       CHECK(p.forward_calls == forward_calls);
       CHECK(p[Stage::embed].calls == tokens);
-      CHECK(p[Stage::attn_kda].calls == std::uint64_t(c.n_kda_layers()) * tokens);
-      CHECK(p[Stage::attn_mla].calls == std::uint64_t(c.n_mla_layers()) * tokens);
+      // Attention runs once per layer per forward call (a prefill chunk batches its tokens).
+      CHECK(p[Stage::attn_kda].calls == std::uint64_t(c.n_kda_layers()) * forward_calls);
+      CHECK(p[Stage::attn_mla].calls == std::uint64_t(c.n_mla_layers()) * forward_calls);
       CHECK(p[Stage::router].calls == std::uint64_t(c.n_moe_layers()) * tokens);
       CHECK(p[Stage::lm_head].calls == forward_calls);
       CHECK(p[Stage::sampling].calls == result->tokens.size());

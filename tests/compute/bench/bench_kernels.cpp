@@ -1,12 +1,23 @@
 // Single-thread kernel timings for every ISA this CPU supports (docs/design/dispatch.md).
 // Not a test: numbers depend on the machine. Shapes are Kimi-Linear's (hidden 2304, expert
-// inter 1024). Usage: bench_kernels [seconds_per_case]
+// inter 1024, vocab 163840). Usage: bench_kernels [seconds_per_case [rvq_reps]] |
+// bench_kernels rvq [reps] | bench_kernels trunk [reps]
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <ctime>
+#include <string_view>
 #include <vector>
 
+#include <atomic>
+#include <cstring>
+#include <ctime>
+#include <random>
+
 #include "compute/kernels/kernels.hpp"
+#include "compute/runtime/thread_pool.hpp"
+#include "shared/fp16.hpp"
 #include "../test_kernels_fixtures.hpp"
 
 namespace {
@@ -26,9 +37,206 @@ double time_us(double seconds, F&& fn) {
   return elapsed / calls * 1e6;
 }
 
+
+// Minimum over `reps` calls of this thread's CPU time, in ns: best-of-N, and time spent
+// descheduled (the bench machine is shared) does not count.
+template <class F>
+double best_ns(int reps, F&& fn) {
+  const auto cpu_ns = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
+  };
+  fn();  // warm up
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const double start = cpu_ns();
+    fn();
+    best = std::min(best, cpu_ns() - start);
+  }
+  return best;
+}
+
+// RVQ section: the Kimi-Linear expert shapes (gate/up 1024 x 2304, down 2304 x 1024), VQ3R
+// (3 stages x 256 entries) and VQ4P, single thread, best of `reps`.
+void bench_rvq(int reps) {
+  using namespace waste;
+  struct Shape { const char* name; int rows, cols; };
+  std::printf("\nRVQ, best of %d, single thread (lookups = rows x vectors x stages)\n", reps);
+  std::printf("%-8s %-10s %12s %10s %12s %12s %12s %12s\n", "isa", "shape", "vq3r_us", "ns/row",
+              "lookups/ns", "lut_build_us", "vq4p_us", "v4p_lk/ns");
+  for (const Shape shape : {Shape{"gate", 1024, 2304}, Shape{"down", 2304, 1024}}) {
+    const auto vq3 = test::make_expert_matrix(shape.rows, shape.cols, 3, false, 11);
+    const auto vq4p = test::make_expert_matrix(shape.rows, shape.cols, 4, true, 12);
+    const std::vector<float> x = test::random_floats(static_cast<std::size_t>(shape.cols), 13);
+    const int nv = shape.cols / 8;
+    std::vector<float> y(static_cast<std::size_t>(shape.rows)), lut3(nv * 3 * 256), lut4(nv * 4 * 64);
+    std::vector<std::int8_t> lut_q(lut4.size());
+    std::vector<float> block_scales(kernels::lut_quant_blocks(nv));
+    kernels::generic().rvq_lut_build(x.data(), vq4p.book_ptrs.data(), 4, 64, 8, 0, nv, lut4.data());
+    kernels::generic().rvq_lut_quantize(lut4.data(), nv, 4, 64, lut_q.data(), block_scales.data());
+    const double lookups3 = double(shape.rows) * nv * 3, lookups4 = double(shape.rows) * nv * 4;
+    for (const kernels::KernelTable* k : kernels::supported()) {
+      const int n = std::string_view(k->isa) == "generic" ? std::max(1, reps / 8) : reps;
+      const double t_build = best_ns(n, [&] {
+        k->rvq_lut_build(x.data(), vq3.book_ptrs.data(), 3, 256, 8, 0, nv, lut3.data());
+      });
+      const double t_vq3 = best_ns(n, [&] {
+        k->rvq_apply(vq3.view, lut3.data(), 256, y.data(), 0, shape.rows);
+      });
+      const double t_vq4p = best_ns(n, [&] {
+        k->rvq_apply_vq4p(vq4p.view, lut_q.data(), block_scales.data(), y.data(), 0, shape.rows);
+      });
+      std::printf("%-8s %-10s %12.1f %10.1f %12.2f %12.1f %12.1f %12.2f\n", k->isa, shape.name,
+                  t_vq3 / 1e3, t_vq3 / shape.rows, lookups3 / t_vq3, t_build / 1e3, t_vq4p / 1e3,
+                  lookups4 / t_vq4p);
+    }
+  }
+}
+
+// ---- Trunk matvec / matmul section ----------------------------------------------------------
+
+// A trunk matrix with random codes and scales near 0.01, without the f32 copies the test
+// fixture keeps (the lm_head shape would need 3 GB of them).
+struct BenchMatrix {
+  std::vector<std::uint8_t> payload;
+  std::vector<std::uint16_t> scales;
+  waste::kernels::QuantMatrix view{};
+  double bytes() const { return double(payload.size()) + 2.0 * double(scales.size()); }
+};
+
+BenchMatrix bench_matrix(std::uint8_t fmt, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t groups = (cols + 127) / 128;
+  const std::int64_t stride = fmt == 2 ? groups * 128 : fmt == 3 ? groups * 64 : groups * 48 + 1;
+  BenchMatrix m;
+  m.payload.resize(static_cast<std::size_t>(rows * stride));
+  std::mt19937_64 rng(fmt);
+  for (std::size_t i = 0; i + 8 <= m.payload.size(); i += 8) {
+    const std::uint64_t bits = rng();
+    std::memcpy(m.payload.data() + i, &bits, 8);
+  }
+  m.scales.resize(static_cast<std::size_t>(rows * groups));
+  for (std::size_t i = 0; i < m.scales.size(); ++i) {
+    m.scales[i] = waste::f32_to_fp16(0.01f + 0.001f * static_cast<float>(i % 7));
+  }
+  m.view = {m.payload.data(), m.scales.data(), rows, cols, stride, 128, fmt};
+  return m;
+}
+
+// The table's matmul; a table without one (an older tree, for old-vs-new runs) gets n matvecs.
+template <class Table>
+void matmul_or_loop(const Table& k, const waste::kernels::QuantMatrix& w, const float* x, int n,
+                    float* y, std::int64_t begin, std::int64_t end) {
+  if constexpr (requires { k.matmul; }) {
+    k.matmul(w, x, w.cols, n, y, w.rows, begin, end);
+  } else {
+    for (int t = 0; t < n; ++t) k.matvec(w, x + t * w.cols, y + t * w.rows, begin, end);
+  }
+}
+
+// Best of `reps` timings in us (the minimum: the least disturbed run on a shared machine).
+// cpu_time: this thread's CPU time, which time slices lost to other processes do not inflate
+// (single-thread cases); otherwise wall time (the 2-thread cases).
+template <class F>
+double best_us(int reps, bool cpu_time, F&& fn) {
+  const auto now_us = [cpu_time] {
+    timespec ts{};
+    clock_gettime(cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
+  };
+  fn();  // warm up
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const double start = now_us();
+    fn();
+    best = std::min(best, now_us() - start);
+  }
+  return best;
+}
+
+// Trunk matvec in GB/s of weight bytes (payload + scales): one thread (CPU time), two threads
+// (wall time, row chunks as in forward::matvec); then matmul of 16 and 64 tokens against as many
+// matvec calls, one thread.
+void bench_trunk(int reps) {
+  using namespace waste;
+  struct Case { const char* name; std::uint8_t fmt; std::int64_t rows, cols; };
+  const Case cases[] = {{"lm_head q8g 163840x2304", 2, 163840, 2304},
+                        {"q4g 4096x2304", 3, 4096, 2304},
+                        {"q4g 2304x4096", 3, 2304, 4096},
+                        {"q8g 2304x2304", 2, 2304, 2304},
+                        {"q3g 2304x2304", 7, 2304, 2304}};
+  ThreadPool pool2(2);
+  std::printf("\nTrunk matvec, best of %d\n%-8s %-24s %10s %8s %10s %8s\n", reps, "isa", "shape",
+              "1t_us", "1t_GB/s", "2t_us", "2t_GB/s");
+  for (const Case& c : cases) {
+    const BenchMatrix m = bench_matrix(c.fmt, c.rows, c.cols);
+    const std::vector<float> x = test::random_floats(static_cast<std::size_t>(c.cols), 7);
+    std::vector<float> y(static_cast<std::size_t>(c.rows));
+    if (c.rows > 100000) {
+      // The roofline at this moment (the machine is shared): a plain read of the same bytes.
+      std::atomic<std::uint64_t> sink{0};
+      const auto read = [&](std::int64_t b, std::int64_t e) {
+        const std::size_t words = m.payload.size() / 8;
+        std::uint64_t sum = 0;
+        for (std::size_t i = words * b / c.rows; i < words * e / c.rows; ++i) {
+          std::uint64_t v;
+          std::memcpy(&v, m.payload.data() + 8 * i, 8);
+          sum += v;
+        }
+        sink += sum;
+      };
+      const double r1 = best_us(reps / 3 + 2, true, [&] { read(0, c.rows); });
+      const double r2 = best_us(reps / 3 + 2, false, [&] { pool2.parallel_for(c.rows, 64, read); });
+      std::printf("%-8s %-24s %10.0f %8.2f %10.0f %8.2f%s\n", "read", c.name, r1, m.bytes() / r1 / 1e3,
+                  r2, m.bytes() / r2 / 1e3, sink == 42 ? " " : "");
+    }
+    for (const kernels::KernelTable* k : kernels::supported()) {
+      if (std::string_view(k->isa) == "generic" && c.rows > 100000) continue;  // far too slow
+      const int n = std::string_view(k->isa) == "generic" ? 2 : c.rows > 100000 ? std::max(2, reps / 3) : reps;
+      const double us[2] = {
+          best_us(n, true, [&] { k->matvec(m.view, x.data(), y.data(), 0, c.rows); }),
+          best_us(n, false, [&] {
+            pool2.parallel_for(c.rows, 64, [&](std::int64_t b, std::int64_t e) {
+              k->matvec(m.view, x.data(), y.data(), b, e);
+            });
+          })};
+      std::printf("%-8s %-24s %10.0f %8.2f %10.0f %8.2f\n", k->isa, c.name, us[0],
+                  m.bytes() / us[0] / 1e3, us[1], m.bytes() / us[1] / 1e3);
+    }
+  }
+  std::printf("\nTrunk matmul vs matvec calls, one thread, best of %d\n%-8s %-24s %6s %14s %14s %8s\n",
+              reps, "isa", "shape", "tokens", "matvecs_us/tok", "matmul_us/tok", "speedup");
+  for (const Case& c : {cases[1], cases[2], cases[3]}) {
+    const BenchMatrix m = bench_matrix(c.fmt, c.rows, c.cols);
+    for (int n : {16, 64}) {
+      const std::vector<float> x = test::random_floats(static_cast<std::size_t>(c.cols * n), 8);
+      std::vector<float> y(static_cast<std::size_t>(c.rows * n));
+      for (const kernels::KernelTable* k : kernels::supported()) {
+        if (std::string_view(k->isa) == "generic") continue;
+        const int r = std::max(2, reps / (n / 8));
+        const double loop = best_us(r, true, [&] {
+          for (int t = 0; t < n; ++t) {
+            k->matvec(m.view, x.data() + t * c.cols, y.data() + t * c.rows, 0, c.rows);
+          }
+        });
+        const double mm = best_us(r, true, [&] { matmul_or_loop(*k, m.view, x.data(), n, y.data(), 0, c.rows); });
+        std::printf("%-8s %-24s %6d %14.1f %14.1f %7.2fx\n", k->isa, c.name, n, loop / n, mm / n,
+                    loop / mm);
+      }
+    }
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "trunk") {  // the trunk matvec / matmul section only
+    bench_trunk(argc > 2 ? std::atoi(argv[2]) : 10);
+    return 0;
+  }
+  if (argc > 1 && std::string_view(argv[1]) == "rvq") {  // the RVQ section only
+    bench_rvq(argc > 2 ? std::atoi(argv[2]) : 20);
+    return 0;
+  }
   const double seconds = argc > 1 ? std::atof(argv[1]) : 0.3;
   using namespace waste;
   const int hidden = 2304, inter = 1024;
@@ -68,5 +276,7 @@ int main(int argc, char** argv) {
     std::printf("%-8s %12.1f %12.1f %12.1f %12.1f %12.1f %12.1f %12.2f\n", k->isa, t_q4, t_q8,
                 t_lut, t_vq3, t_lutq, t_vq4p, t_kda);
   }
+  bench_rvq(argc > 2 ? std::atoi(argv[2]) : 20);
+  bench_trunk(10);
   return 0;
 }

@@ -1,0 +1,145 @@
+// AVX-512 (F/BW/VL/DQ) trunk matvec and matmul: 16-lane decoders for the tile driver in
+// matmul_tiles.hpp (summation order and tiling are documented there). Agrees with generic within
+// 1e-6 relative (FMA, per-lane partial sums); matmul gives each token matvec's bits.
+// GCC 12 flags its own _mm512_undefined_* inside the widening intrinsics (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include "compute/kernels/kernel_impl.hpp"
+#include "compute/kernels/matmul_tiles.hpp"
+
+namespace waste::kernels::detail::avx512_impl {
+namespace {
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  static constexpr int kMatvecRows = 8;   // rows in flight for one token: 8 FMA chains
+  static constexpr int kTileRows = 4;     // 4 rows x 4 tokens = 16 partial sums in registers
+  static constexpr int kTileTokens = 4;
+  static constexpr int kBlockRows = 32;   // rows whose weights stay in L2 across token tiles
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V set1(float v) { return _mm512_set1_ps(v); }
+  static void prefetch(std::uintptr_t a) { _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static float hsum(V v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
+  }
+
+  // The v0 fp16 decode (subnormals kept, exponent 31 an ordinary exponent), 16 lanes at once:
+  // normal = (h & 0x7fff) << 13 + (112 << 23); subnormal = mantissa * 2^-24 (exact).
+  static void decode_scales(const std::uint16_t* src, int count, float* dst) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1u);
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src));
+    const __m512i normal = _mm512_add_epi32(
+        _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7fff)), 13),
+        _mm512_set1_epi32(112 << 23));
+    const __m512 sub = _mm512_mul_ps(
+        _mm512_cvtepi32_ps(_mm512_and_si512(h, _mm512_set1_epi32(0x3ff))), _mm512_set1_ps(0x1p-24f));
+    const __mmask16 is_sub = _mm512_testn_epi32_mask(h, _mm512_set1_epi32(0x7c00));
+    const __m512 magnitude = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
+    _mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign)));
+  }
+
+  struct F32 {
+    static constexpr int kStepBytes = 128;
+    static constexpr bool kGrouped = false, kPaired = false;
+    static constexpr int kOffset = 0;
+    static void decode(const std::uint8_t* row, std::int64_t s, V w[2]) {
+      const float* p = reinterpret_cast<const float*>(row) + s * 32;
+      w[0] = _mm512_loadu_ps(p);
+      w[1] = _mm512_loadu_ps(p + 16);
+    }
+    // The last step of a row: masked loads, so nothing past the row is read.
+    static void decode_tail(const std::uint8_t* row, std::int64_t s, int valid, V w[2]) {
+      const float* p = reinterpret_cast<const float*>(row) + s * 32;
+      const auto lanes = [](int k) {
+        return static_cast<__mmask16>(k >= 16 ? 0xffffu : k <= 0 ? 0u : (1u << k) - 1u);
+      };
+      w[0] = _mm512_maskz_loadu_ps(lanes(valid), p);
+      w[1] = _mm512_maskz_loadu_ps(lanes(valid - 16), p + 16);
+    }
+  };
+
+  struct Q8 {
+    static constexpr int kStepBytes = 32;
+    static constexpr bool kGrouped = true, kPaired = false;
+    static constexpr int kOffset = 0;
+    static void decode(const std::uint8_t* row, std::int64_t s, V w[2]) {
+      const std::uint8_t* p = row + s * 32;
+      w[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+      w[1] = _mm512_cvtepi32_ps(
+          _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
+    }
+  };
+
+  // Nibbles 0..15 as they are; the -8 is folded into the per-group init (-8 * sum of x).
+  struct Q4 {
+    static constexpr int kStepBytes = 16;
+    static constexpr bool kGrouped = true, kPaired = true;
+    static constexpr int kOffset = 8;
+    static void decode(const std::uint8_t* row, std::int64_t s, V w[2]) {
+      const __m512i bytes =
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + s * 16)));
+      w[0] = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15)));
+      w[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
+    }
+  };
+
+  // 16 codes from 6 bytes: each dword lane takes the two bytes holding its 3 bits, shifts, masks.
+  struct Q3 {
+    static constexpr int kStepBytes = 12;
+    static constexpr bool kGrouped = true, kPaired = false;
+    static constexpr int kOffset = 0;
+    static __m512 decode16(const std::uint8_t* p) {
+      // 7 bytes (the last one may be the row's guard byte), never more.
+      const __m512i bytes = _mm512_broadcast_i32x4(_mm_maskz_loadu_epi8(0x7f, p));
+      const __m512i pairs = _mm512_shuffle_epi8(bytes, pair_index());
+      const __m512i codes = _mm512_and_si512(_mm512_srlv_epi32(pairs, bit_shift()), _mm512_set1_epi32(7));
+      return _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, _mm512_set1_epi32(4)));
+    }
+    static __m512i pair_index() {
+      // Lane i (in its 128-bit quarter) reads bytes (3i)/8 and (3i)/8 + 1.
+      alignas(64) static constexpr auto kIndex = [] {
+        struct { std::int8_t b[64]; } idx{};
+        for (int i = 0; i < 16; ++i) {
+          const int byte = 3 * i / 8;
+          idx.b[4 * i] = static_cast<std::int8_t>(byte);
+          idx.b[4 * i + 1] = static_cast<std::int8_t>(byte + 1);
+          idx.b[4 * i + 2] = -128;
+          idx.b[4 * i + 3] = -128;
+        }
+        return idx;
+      }();
+      return _mm512_load_si512(kIndex.b);
+    }
+    static __m512i bit_shift() {
+      return _mm512_setr_epi32(0, 3, 6, 1, 4, 7, 2, 5, 0, 3, 6, 1, 4, 7, 2, 5);
+    }
+    static void decode(const std::uint8_t* row, std::int64_t s, V w[2]) {
+      w[0] = decode16(row + s * 12);
+      w[1] = decode16(row + s * 12 + 6);
+    }
+  };
+};
+
+}  // namespace
+
+void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
+            std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end) {
+  matmul_tiles::matmul<Avx512>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
+}
+
+void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_begin,
+            std::int64_t row_end) {
+  matmul_tiles::matmul<Avx512>(w, x, 0, 1, y, 0, row_begin, row_end);
+}
+
+}  // namespace waste::kernels::detail::avx512_impl
