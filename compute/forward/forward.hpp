@@ -44,6 +44,7 @@ struct MlaScratch {
   std::vector<float> row;      // [nh][kv_lora]  one dequantised kv_b row per head
   std::vector<float> ctx_sum;  // [nh][kv_lora]  sum_u a_u c_u
   std::vector<float> scores;   // [nh][ctx_tokens]
+  std::vector<float> dot_r;    // [nh][ctx_tokens] q_rope . k_r per cached position
   std::vector<float> o;        // [T][nh * v]
   std::vector<float> gate;     // [T][nh * v]  (K3 output gate)
   void resize(const ModelConfig& c, int ctx_tokens, int tokens = 1);

@@ -22,6 +22,7 @@ void MlaScratch::resize(const ModelConfig& c, int ctx, int n_tokens) {
   row.assign(nh * lora, 0.0f);
   ctx_sum.assign(nh * lora, 0.0f);
   scores.assign(nh * std::size_t(ctx), 0.0f);
+  dot_r.assign(nh * std::size_t(ctx), 0.0f);
   o.assign(T * nh * std::size_t(c.v_head), 0.0f);
   gate.assign(T * nh * std::size_t(c.v_head), 0.0f);
 }
@@ -82,14 +83,20 @@ void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights
         const float* q_rope = s.q.data() + std::int64_t(t) * q_width + h * qd + nope;
         const int n_kv = pos0 + t + 1;
 
-        // s_u = (q~ . c_u + q_rope . k_r,u) / sqrt(qd), softmax over u = 0..pos0+t
+        // s_u = (q~ . c_u + q_rope . k_r,u) / sqrt(qd), softmax over u = 0..pos0+t. The two
+        // dots over the cached positions are f32 matvecs of the cache (rows of `width` floats):
+        // a scalar dot is one dependent add chain per position, which made MLA grow ~linearly
+        // with the context at ~4 ms per layer by position 190.
+        float* dot_r = s.dot_r.data() + h * s.ctx_tokens;
+        const auto cache_rows = [&](int first_col, int cols) {
+          return kernels::QuantMatrix{reinterpret_cast<const std::uint8_t*>(latent_cache + first_col), nullptr,
+                                      n_kv, cols, std::int64_t(width) * std::int64_t(sizeof(float)), 128, 0};
+        };
+        kt->matvec(cache_rows(0, lora), q_tilde, scores, 0, n_kv);
+        if (rope > 0) kt->matvec(cache_rows(lora, rope), q_rope, dot_r, 0, n_kv);
         float max_score = -INFINITY;
         for (int u = 0; u < n_kv; ++u) {
-          const float* cu = latent_cache + std::int64_t(u) * width;
-          float dot_c = 0.0f, dot_r = 0.0f;
-          for (int j = 0; j < lora; ++j) dot_c += q_tilde[j] * cu[j];
-          for (int j = 0; j < rope; ++j) dot_r += q_rope[j] * cu[lora + j];
-          scores[u] = (dot_c + dot_r) * scale;
+          scores[u] = (scores[u] + (rope > 0 ? dot_r[u] : 0.0f)) * scale;
           max_score = std::max(max_score, scores[u]);
         }
         float sum = 0.0f;

@@ -96,7 +96,7 @@ class ExpandedMla {
     std::vector<double> o(std::size_t(nh * vd), 0.0);
     const std::size_t n = cache_c_.size();
     for (int h = 0; h < nh; ++h) {
-      std::vector<double> scores(n), keys(std::size_t(nope)), values(n * std::size_t(vd));
+      std::vector<double> scores(n), values(n * std::size_t(vd));
       for (std::size_t t = 0; t < n; ++t) {
         double s = 0;
         for (int i = 0; i < nope; ++i) {
