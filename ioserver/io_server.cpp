@@ -378,7 +378,7 @@ struct IoServer::Impl {
   // in index order, so it keeps the pages from the highest claimed slot to kPopulateAhead bytes
   // beyond it populated: RSS follows use instead of jumping to the whole arena at start.
   // MADV_POPULATE_WRITE never changes the bytes, so racing a reader on the same slot is harmless.
-  static constexpr std::uint64_t kPopulateAhead = std::uint64_t{1} << 30;
+  static constexpr std::uint64_t kPopulateAhead = std::uint64_t{256} << 20;
   void populate_arena() {
     sched_param param{};
     ::sched_setscheduler(0, SCHED_IDLE, &param);  // this thread only; failure just means normal priority
