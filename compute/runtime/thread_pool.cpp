@@ -1,12 +1,34 @@
 #include "compute/runtime/thread_pool.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 namespace waste {
 namespace {
 
 // Set on pool workers and on a caller while it runs a job: nested parallel_for goes serial.
 thread_local bool t_inside_pool = false;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or about kSpinMicros have passed; true if done() became true.
+template <class Done>
+bool spin_until(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 
 }  // namespace
 
@@ -57,7 +79,8 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t min_chunk, RangeFn fn
     job_.n_chunks = n_chunks;
     job_.next.store(0, std::memory_order_relaxed);
     job_.remaining.store(n_chunks, std::memory_order_relaxed);
-    ++generation_;
+    // release: a worker that sees the new generation while spinning also sees the job fields
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
 
@@ -65,6 +88,10 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t min_chunk, RangeFn fn
   run_chunks();
   t_inside_pool = false;
 
+  // remaining's release decrements pair with this acquire load: every chunk's writes are visible.
+  spin_until([this] {
+    return job_.remaining.load(std::memory_order_acquire) == 0 && active_.load(std::memory_order_acquire) == 0;
+  });
   std::unique_lock lock(mutex_);
   // remaining's release decrements pair with this acquire load: every chunk's writes are visible.
   done_.wait(lock, [this] {
@@ -91,6 +118,7 @@ void ThreadPool::worker_loop() {
   t_inside_pool = true;
   std::uint64_t seen = 0;
   for (;;) {
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -102,7 +130,7 @@ void ThreadPool::worker_loop() {
     run_chunks();
     {
       std::lock_guard lock(mutex_);
-      --active_;
+      active_.fetch_sub(1, std::memory_order_release);
     }
     done_.notify_all();
   }

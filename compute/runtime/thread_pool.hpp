@@ -7,6 +7,11 @@
 // that depends on the thread count: kernels compute each output row inside one chunk with the
 // same arithmetic, so results are identical for any pool size.
 //
+// Waiting: a worker that finishes a job, and a caller that finishes its own chunks, spin for up
+// to kSpinMicros before they sleep on a condition variable. Decode issues a few hundred short
+// jobs per token back to back; sleeping between them cost a futex wake (an inter-processor
+// interrupt, slow in a VM) per job and per join (docs/LEARNED.md).
+//
 // Thread safety: parallel_for may be called from any thread; concurrent calls are serialised
 // (one job at a time). A parallel_for issued from inside fn runs serially on that thread
 // instead of deadlocking. fn must not throw (it may run on a worker thread).
@@ -26,6 +31,7 @@ namespace waste {
 class ThreadPool {
  public:
   static constexpr int kMaxThreads = 64;
+  static constexpr int kSpinMicros = 50;
 
   // n_threads counts the caller; 0 = std::thread::hardware_concurrency(); clamped to [1, 64].
   explicit ThreadPool(int n_threads);
@@ -57,11 +63,14 @@ class ThreadPool {
   int n_threads_;
   std::vector<std::jthread> workers_;
   std::mutex submit_mutex_;  // one job at a time
-  std::mutex mutex_;         // guards generation_, active_, stop_ and the job fields
+  std::mutex mutex_;         // guards stop_ and the job fields; generation_ and active_ change under it
   std::condition_variable wake_;
   std::condition_variable done_;
-  std::uint64_t generation_ = 0;
-  int active_ = 0;  // workers currently inside a job
+  // Atomic so that a worker (waiting for the next job) and the caller (waiting for a job's end)
+  // can spin on them for a few microseconds before sleeping; they still change under mutex_,
+  // so the condition-variable waits keep their usual predicates.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> active_{0};  // workers currently inside a job
   bool stop_ = false;
   Job job_;
 };
