@@ -11,16 +11,17 @@ namespace waste::forward {
 // (lessons §1.2).
 inline constexpr int kLookaheadWide = 6;
 // On a small machine (<= 4 compute threads) the lookahead router and the reader threads take
-// cores from compute: measured on 2 cores (docs/PERFORMANCE.md, "Lookahead width"), width 2
-// was the best at a 3.3-working-set cache and 6 lost 12-25%.
+// cores from compute: measured on 2 cores at a 3.3-working-set cache (docs/PERFORMANCE.md,
+// "Lookahead width"), widths 2-4 gave 7.8-8.4 tok/s against 6.7 at 0, while 6 and 8 read
+// 20-33% more and lost the gain.
 inline constexpr int kLookaheadNarrow = 2;
 inline constexpr int kSmallMachineThreads = 4;
 
 // cache_records: what the source can hold (0 = unknown or no cache). A token's working set is
 // W = n_moe_layers * top_k records; the model has n_moe_layers * n_experts records.
 //   no cache, or below W/2      => 0 (a prefetch has nowhere to land / evicts records still needed)
-//   the whole model fits        => 0 (once warm nothing is left to predict; measured 4.58 tok/s
-//                                  at width 0 against 3.93 at 6 with every record cached)
+//   the whole model fits        => 0 (once warm nothing is left to predict; from a cold start
+//                                  widths 0 and 2 measured within noise of each other)
 //   W/2 to W                    => half the width (at least 1)
 //   W or more                   => min(top_k, 6), or min(top_k, 2) with <= 4 compute threads
 constexpr int auto_lookahead(std::uint64_t cache_records, int n_moe_layers, int top_k, int n_experts,
