@@ -6,6 +6,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include "compute/kernels/avx512_common.hpp"
 #include "compute/kernels/kernel_impl.hpp"
 #include "compute/kernels/matmul_tiles.hpp"
 
@@ -32,20 +33,9 @@ struct Avx512 {
     return _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
   }
 
-  // The v0 fp16 decode (subnormals kept, exponent 31 an ordinary exponent), 16 lanes at once:
-  // normal = (h & 0x7fff) << 13 + (112 << 23); subnormal = mantissa * 2^-24 (exact).
+  // The v0 fp16 decode, 16 lanes at once (avx512_common.hpp).
   static void decode_scales(const std::uint16_t* src, int count, float* dst) {
-    const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1u);
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, src));
-    const __m512i normal = _mm512_add_epi32(
-        _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7fff)), 13),
-        _mm512_set1_epi32(112 << 23));
-    const __m512 sub = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_and_si512(h, _mm512_set1_epi32(0x3ff))), _mm512_set1_ps(0x1p-24f));
-    const __mmask16 is_sub = _mm512_testn_epi32_mask(h, _mm512_set1_epi32(0x7c00));
-    const __m512 magnitude = _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
-    _mm512_storeu_ps(dst, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign)));
+    _mm512_storeu_ps(dst, avx512_common::fp16x16_to_f32(src, count));
   }
 
   struct F32 {

@@ -23,6 +23,7 @@
 #include <cassert>
 #include <cstdint>
 
+#include "compute/kernels/avx512_common.hpp"
 #include "compute/kernels/kernel_impl.hpp"
 
 namespace waste::kernels::detail::avx512_impl {
@@ -30,23 +31,10 @@ namespace {
 
 constexpr int kTileBlocks = kRvqTileBlocks;
 
-// fp16 row scales of 16 rows at i, decoded exactly like fp16_to_f32: subnormals kept, exponent
-// 31 a normal exponent. `valid` rows are read (the rest are 0).
+// fp16 row scales of 16 rows at i, decoded exactly like fp16_to_f32 (avx512_common.hpp);
+// `valid` rows are read (the rest are 0).
 inline __m512 row_scales16(const std::uint16_t* scales, std::int64_t i, int valid) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
-  const __m256i h16 = _mm256_maskz_loadu_epi16(mask, reinterpret_cast<const unsigned char*>(scales) + 2 * i);
-  const __m512i h = _mm512_cvtepu16_epi32(h16);
-  const __m512i exponent = _mm512_and_si512(_mm512_srli_epi32(h, 10), _mm512_set1_epi32(0x1f));
-  const __m512i mantissa = _mm512_and_si512(h, _mm512_set1_epi32(0x3ff));
-  const __m512i normal_bits = _mm512_or_si512(
-      _mm512_slli_epi32(_mm512_add_epi32(exponent, _mm512_set1_epi32(112)), 23),
-      _mm512_slli_epi32(mantissa, 13));
-  // mantissa * 2^-24 is exact (a normal float), as ldexp is.
-  const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(mantissa), _mm512_set1_ps(0x1p-24f));
-  const __mmask16 is_sub = _mm512_cmpeq_epi32_mask(exponent, _mm512_setzero_si512());
-  __m512 magnitude = _mm512_mask_mov_ps(_mm512_castsi512_ps(normal_bits), is_sub, subnormal);
-  const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(h, 15), 31);
-  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(magnitude), sign));
+  return avx512_common::fp16x16_to_f32(reinterpret_cast<const unsigned char*>(scales) + 2 * i, valid);
 }
 
 // Index extraction for 16 rows whose runs of S bytes sit back to back (16*S bytes): `perm` puts
