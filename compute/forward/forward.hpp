@@ -22,17 +22,6 @@
 
 namespace waste::forward {
 
-// A projection of `n` consecutive tokens (rows x_stride / y_stride apart): the decode step's
-// plain matvec for one token, the chunked matvec_tokens (each weight read once) otherwise.
-inline void project(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
-                    float* y, std::int64_t y_stride) {
-  if (n == 1) {
-    matvec(exec, w, x, y);
-  } else {
-    matvec_tokens(exec, w, x, x_stride, n, y, y_stride);
-  }
-}
-
 // MLA working buffers for up to `tokens` tokens at once (absorbed attention, §3.5).
 struct MlaScratch {
   int tokens = 0;

@@ -48,23 +48,23 @@ void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights
   const std::int64_t hid = c.hidden;
 
   // q, k, v = W x (conv and SiLU per head below)
-  project(exec, w.q_proj, x, hid, n, s.q.data(), C);
-  project(exec, w.k_proj, x, hid, n, s.k.data(), C);
-  project(exec, w.v_proj, x, hid, n, s.v.data(), C);
+  matvec_tokens(exec, w.q_proj, x, hid, n, s.q.data(), C);
+  matvec_tokens(exec, w.k_proj, x, hid, n, s.k.data(), C);
+  matvec_tokens(exec, w.v_proj, x, hid, n, s.v.data(), C);
 
   // z = f_b(f_a x) (dt_bias and the decay form per head below)
-  project(exec, w.f_a, x, hid, n, s.low.data(), D);
-  project(exec, w.f_b, s.low.data(), D, n, s.g.data(), C);
+  matvec_tokens(exec, w.f_a, x, hid, n, s.low.data(), D);
+  matvec_tokens(exec, w.f_b, s.low.data(), D, n, s.g.data(), C);
 
   // b_proj x (sigmoid per head below)
-  project(exec, w.b_proj, x, hid, n, s.beta.data(), H);
+  matvec_tokens(exec, w.b_proj, x, hid, n, s.beta.data(), H);
 
   // Output gate: g_b(g_a x) (Kimi-Linear) or g_proj x (K3).
   if (c.full_rank_gate) {
-    project(exec, w.g_proj, x, hid, n, s.gate.data(), C);
+    matvec_tokens(exec, w.g_proj, x, hid, n, s.gate.data(), C);
   } else {
-    project(exec, w.g_a, x, hid, n, s.low.data(), D);
-    project(exec, w.g_b, s.low.data(), D, n, s.gate.data(), C);
+    matvec_tokens(exec, w.g_a, x, hid, n, s.low.data(), D);
+    matvec_tokens(exec, w.g_b, s.low.data(), D, n, s.gate.data(), C);
   }
 
   // Per head, token after token: conv + SiLU, decay gate, beta, L2-normalised q (scaled by
@@ -123,7 +123,7 @@ void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights
     }
   });
 
-  project(exec, w.o_proj, s.o.data(), C, n, out, hid);
+  matvec_tokens(exec, w.o_proj, s.o.data(), C, n, out, hid);
 }
 
 }  // namespace waste::forward

@@ -35,19 +35,19 @@ void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights
 
   // q = q_proj x  or  q_b(rms(q_a x)); layout [t][nh][nope | rope]
   if (c.q_lora > 0) {
-    project(exec, w.q_a, x, hid, n, s.q_a.data(), c.q_lora);
+    matvec_tokens(exec, w.q_a, x, hid, n, s.q_a.data(), c.q_lora);
     for (int t = 0; t < n; ++t) {
       float* qa = s.q_a.data() + std::int64_t(t) * c.q_lora;
       rms_norm(qa, w.q_a_norm.data(), c.q_lora, c.rms_eps, qa);
     }
-    project(exec, w.q_b, s.q_a.data(), c.q_lora, n, s.q.data(), q_width);
+    matvec_tokens(exec, w.q_b, s.q_a.data(), c.q_lora, n, s.q.data(), q_width);
   } else {
-    project(exec, w.q_proj, x, hid, n, s.q.data(), q_width);
+    matvec_tokens(exec, w.q_proj, x, hid, n, s.q.data(), q_width);
   }
 
   // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into cache slot pos0 + t; token t reads only
   // slots <= pos0 + t, so the whole chunk can be written first.
-  project(exec, w.kv_a, x, hid, n, s.ckv.data(), width);
+  matvec_tokens(exec, w.kv_a, x, hid, n, s.ckv.data(), width);
   for (int t = 0; t < n; ++t) {
     const float* ckv = s.ckv.data() + std::int64_t(t) * width;
     float* slot = latent_cache + std::int64_t(pos0 + t) * width;
@@ -120,11 +120,11 @@ void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights
 
   // K3: o *= sigmoid(g_proj x)
   if (c.mla_output_gate) {
-    project(exec, w.g_proj, x, hid, n, s.gate.data(), o_width);
+    matvec_tokens(exec, w.g_proj, x, hid, n, s.gate.data(), o_width);
     const std::size_t total = std::size_t(std::int64_t(n) * o_width);
     for (std::size_t i = 0; i < total; ++i) s.o[i] *= sigmoid(s.gate[i]);
   }
-  project(exec, w.o_proj, s.o.data(), o_width, n, out, hid);
+  matvec_tokens(exec, w.o_proj, s.o.data(), o_width, n, out, hid);
 }
 
 }  // namespace waste::forward
