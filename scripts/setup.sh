@@ -4,7 +4,7 @@ set -euo pipefail
 SUDO=""
 if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libboost-dev libzmq3-dev cppzmq-dev libcli11-dev catch2 libspdlog-dev nlohmann-json3-dev
   zlib1g-dev libicu-dev liburing-dev
   # test-time only: the PyTorch oracle (with a fast BLAS), the libFuzzer runtime, plots

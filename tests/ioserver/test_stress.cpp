@@ -35,10 +35,12 @@ struct ClientReport {
 // Routing trace: per token, per layer, the selected expert ids (Kimi-Linear, 256 experts).
 std::vector<std::vector<std::vector<int>>> load_trace() {
   std::vector<std::vector<std::vector<int>>> tokens;
-  // The traces live in the workspace's shared/data beside the repository (WASTE_SHARED_DATA overrides).
-  const char* dir = std::getenv("WASTE_SHARED_DATA");
-  const std::string data = dir ? dir : std::string(WASTE_SOURCE_DIR) + "/../shared/data";
-  std::ifstream in(data + "/routing-kimi-linear-300tok.jsonl");
+  // The traces are committed under tests/data (see its README for provenance); WASTE_TEST_DATA overrides.
+  const char* dir = std::getenv("WASTE_TEST_DATA");
+  const std::string data = dir ? dir : std::string(WASTE_SOURCE_DIR) + "/tests/data";
+  const std::string path = data + "/routing-kimi-linear-300tok.jsonl";
+  std::ifstream in(path);
+  if (!in) FAIL("routing trace missing: " + path);
   std::string line;
   while (std::getline(in, line)) {
     auto j = nlohmann::json::parse(line, nullptr, false);
