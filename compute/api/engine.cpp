@@ -298,6 +298,66 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
   return result;
 }
 
+Result<std::unique_ptr<EngineSequence>> Engine::new_sequence() const {
+  auto state = model::RunState::create(impl_->info.manifest.config, impl_->options.ctx_tokens);
+  if (!state) return std::unexpected(state.error());
+  return std::unique_ptr<EngineSequence>(new EngineSequence(std::move(*state), impl_->info.manifest.config.vocab));
+}
+
+Status Engine::feed_batch(std::span<const SequenceFeed> feeds) {
+  for (std::size_t i = 0; i < feeds.size(); ++i) {
+    const SequenceFeed& f = feeds[i];
+    const std::string which = "batch feed " + std::to_string(i);
+    if (!f.sequence) return make_error(Errc::argument, which + ": no sequence");
+    if (f.tokens.empty()) return make_error(Errc::argument, which + ": no tokens to feed");
+    if (Status ids = check_tokens(f.tokens); !ids) return std::unexpected(ids.error().with_context(which));
+    const int free_positions = f.sequence->ctx_tokens() - f.sequence->position();
+    if (std::int64_t(f.tokens.size()) > free_positions) {
+      return make_error(Errc::argument, which + ": " + std::to_string(f.tokens.size()) + " tokens at position " +
+                                            std::to_string(f.sequence->position()) + " overflow a context of " +
+                                            std::to_string(f.sequence->ctx_tokens()) + " tokens");
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (feeds[j].sequence == f.sequence) {
+        return make_error(Errc::argument, which + ": the same sequence as batch feed " + std::to_string(j));
+      }
+    }
+  }
+  const std::size_t chunk = std::size_t(impl_->options.prefill_chunk);
+  std::vector<std::size_t> fed(feeds.size(), 0);
+  // A sequence's logits are invalid until its last pass lands: a failed pass leaves none stale.
+  for (const SequenceFeed& f : feeds) f.sequence->have_logits_ = false;
+  std::vector<forward::Forward::Segment> segments;
+  segments.reserve(feeds.size());
+  for (;;) {
+    segments.clear();
+    std::size_t room = chunk;
+    for (std::size_t i = 0; i < feeds.size() && room > 0; ++i) {
+      const std::size_t left = feeds[i].tokens.size() - fed[i];
+      if (left == 0) continue;
+      const std::size_t n = std::min(left, room);
+      EngineSequence& seq = *feeds[i].sequence;
+      segments.push_back({&seq.state_, feeds[i].tokens.subspan(fed[i], n), std::span<float>(seq.logits_)});
+      fed[i] += n;
+      room -= n;
+    }
+    if (segments.empty()) return ok();
+    const auto start = impl_->options.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    Status s = impl_->forward->run_batch(segments);
+    if (impl_->options.profile) {
+      impl_->profile.wall_seconds += seconds_since(start);
+      std::size_t n = 0;
+      for (const auto& seg : segments) n += seg.tokens.size();
+      if (s) impl_->profile.tokens += n;
+      ++impl_->profile.forward_calls;
+    }
+    if (!s) return std::unexpected(s.error().with_context("batch of " + std::to_string(segments.size()) + " sequences"));
+    for (std::size_t i = 0; i < feeds.size(); ++i) {
+      if (fed[i] == feeds[i].tokens.size()) feeds[i].sequence->have_logits_ = true;
+    }
+  }
+}
+
 void Engine::reset() {
   impl_->state.reset();
   impl_->have_logits = false;

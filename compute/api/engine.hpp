@@ -86,6 +86,37 @@ struct ModelInfo {
 
 using profile::EngineProfile;
 
+// A sequence of its own on an Engine's weights, experts and threads: the server keeps one per
+// request and feeds them together (Engine::feed_batch). Made by Engine::new_sequence; must not
+// outlive its engine.
+class EngineSequence {
+ public:
+  [[nodiscard]] int position() const { return state_.position(); }
+  [[nodiscard]] int ctx_tokens() const { return state_.ctx_tokens(); }
+  // The logits after the last fed token (vocab floats); empty before the first feed.
+  [[nodiscard]] std::span<const float> logits() const {
+    return have_logits_ ? std::span<const float>(logits_) : std::span<const float>();
+  }
+  void reset() {
+    state_.reset();
+    have_logits_ = false;
+  }
+  model::RunState& run_state() { return state_; }
+
+ private:
+  friend class Engine;
+  EngineSequence(model::RunState state, int vocab) : state_(std::move(state)), logits_(std::size_t(vocab), 0.0f) {}
+  model::RunState state_;
+  std::vector<float> logits_;
+  bool have_logits_ = false;
+};
+
+// One sequence's tokens in a batch feed.
+struct SequenceFeed {
+  EngineSequence* sequence = nullptr;
+  std::span<const int> tokens;
+};
+
 class Engine {
  public:
   // `source` null => a LocalExpertSource built from the options. `trunk` null => trunk.bin is
@@ -109,6 +140,16 @@ class Engine {
   // then stop), a full context or the callback returning false (StopReason::cancelled).
   Result<GenerateResult> generate(std::span<const int> prompt, const GenerateParams& params,
                                   const std::function<bool(const TokenEvent&)>& on_token = {});
+
+  // Continuous batching. A fresh sequence (position 0) with its own state.
+  Result<std::unique_ptr<EngineSequence>> new_sequence() const;
+  // Feed every sequence its tokens in one set of forward passes: up to prefill_chunk tokens in
+  // all per pass, taken from the feeds in order (a long prompt continues in the next pass), so
+  // each trunk weight and each distinct routed expert is read once per pass for the whole
+  // batch. Each sequence ends with the logits and state it would have been fed alone (the same
+  // bits as eval()). Ids and free context are checked for every feed before anything is fed;
+  // on an error mid-way the passes before it stay fed (each sequence's position() tells).
+  Status feed_batch(std::span<const SequenceFeed> feeds);
 
   void reset();
   [[nodiscard]] int position() const;

@@ -39,11 +39,23 @@ struct MlaScratch {
   void resize(const ModelConfig& c, int ctx_tokens, int tokens = 1);
 };
 
+// Which sequence a token of a batch belongs to, and its position there. A batch mixes tokens of
+// several sequences (continuous batching); tokens of one sequence appear in order, at
+// consecutive positions. The attention recurrences read and write only their token's state, so
+// a batch gives every token the bits it would get alone.
+struct TokenSeq {
+  model::RunState* state = nullptr;
+  int pos = 0;
+};
+
 // Absorbed MLA for `n_tokens` consecutive tokens at positions pos0..: writes each token's
 // [c, k_r] into latent cache slot pos0 + t, token t attends slots 0..pos0+t. x is the layer's
 // normed input [n_tokens][hid], out gets [n_tokens][hid]. n_tokens <= s.tokens.
 void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
                  int pos0, float* latent_cache, MlaScratch& s, float* out);
+// The same for a batch: token t uses seqs[t].state's latent cache of `layer` at seqs[t].pos.
+void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x,
+                 std::span<const TokenSeq> seqs, int layer, MlaScratch& s, float* out);
 
 // KDA working buffers for up to `tokens` tokens at once.
 struct KdaScratch {
@@ -61,6 +73,9 @@ struct KdaScratch {
 // updating its S and conv rings in `state`. x and out are [n_tokens][hid]; n_tokens <= s.tokens.
 void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x, int n_tokens,
                  model::RunState& state, int layer, KdaScratch& s, float* out);
+// The same for a batch: token t steps seqs[t].state (tokens of one state in order).
+void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x,
+                 std::span<const TokenSeq> seqs, int layer, KdaScratch& s, float* out);
 
 struct MoeScratch {
   std::vector<float> router, probs, scored;  // [E]
@@ -186,6 +201,21 @@ class Forward {
   // ctx_tokens.
   Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits);
 
+  // One sequence's share of a batch: its tokens, fed at state->position() in order, and where
+  // the logits after its last token go (vocab floats).
+  struct Segment {
+    model::RunState* state = nullptr;
+    std::span<const int> tokens;
+    std::span<float> logits;
+  };
+  // Continuous batching: the tokens of several sequences (decode steps and prefill chunks alike)
+  // through one forward pass: every trunk projection and the lm_head run once over the whole
+  // batch, each distinct routed expert is read once and applied to every token that chose it,
+  // the attention recurrences step each token's own state. Each segment ends with the logits
+  // and state it would have alone (prefill()'s bits). 1..kMaxPrefillChunk tokens in all; the
+  // states must be distinct; the same preconditions per segment as prefill().
+  Status run_batch(std::span<const Segment> segments);
+
   void set_lookahead(int n) { lookahead_ = n; }
   [[nodiscard]] int lookahead() const { return lookahead_; }
   // Stage timings go to `profile` (null = off).
@@ -196,6 +226,11 @@ class Forward {
                         float* h);
   void attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
                  model::RunState& state, float* a, profile::Stopwatch& watch);
+  void attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs, float* a,
+                 profile::Stopwatch& watch);
+  void ensure_batch_scratch(std::size_t block_stride);
+  Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
+                    profile::Stopwatch& watch);
   void after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,
                        const float* blocks, int n_blocks, float* h);
   void after_ffn(const float* f, float* x, float* ps);
@@ -222,6 +257,10 @@ class Forward {
   PrefillMoeScratch pre_moe_;
   std::vector<float> pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_;
   std::vector<unsigned char> pre_live_;
+  // Batches: each token's sequence, and the lm_head output of every segment's last token.
+  std::vector<TokenSeq> batch_seqs_;
+  std::vector<int> batch_tokens_;
+  std::vector<float> batch_logits_;
 };
 
 }  // namespace waste::forward

@@ -40,10 +40,11 @@ void short_conv_silu(float* p, float* ring, const float* taps, int C, int K) {
   }
 }
 
-}  // namespace
-
-void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x, int n_tokens,
-                 model::RunState& state, int layer, KdaScratch& s, float* out) {
+// The projections over every token at once, then per head the tokens in order, each against
+// the state `state_of(t)` returns (one state for a prefill chunk, one per token in a batch).
+template <class StateOf>
+void kda_run(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x, int n_tokens,
+             StateOf state_of, int layer, KdaScratch& s, float* out) {
   const int H = c.kda_heads, D = c.kda_dim, C = c.kda_channels(), K = c.conv_k, n = n_tokens;
   const std::int64_t hid = c.hidden;
 
@@ -70,10 +71,6 @@ void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights
   // Per head, token after token: conv + SiLU, decay gate, beta, L2-normalised q (scaled by
   // D^-1/2) and k, delta-rule step, gated RMSNorm. Channels of head h are h*D..h*D+D-1, so its
   // conv rings, state and gate slices belong to it alone.
-  float* S_all = state.kda_state(layer).data();
-  float* rings[3] = {state.conv_ring(layer, model::ConvRing::q).data(),
-                     state.conv_ring(layer, model::ConvRing::k).data(),
-                     state.conv_ring(layer, model::ConvRing::v).data()};
   const std::int64_t ring_stride = std::int64_t(D) * std::max(K - 1, 0);
   const float q_scale = 1.0f / std::sqrt(float(D));
   const float eps = c.rms_eps;
@@ -83,8 +80,12 @@ void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights
     for (std::int64_t h = h_begin; h < h_end; ++h) {
       const std::int64_t ch0 = h * D;
       const float a = std::exp(w.a_log[std::size_t(h)]);
-      float* S = S_all + h * std::int64_t(D) * D;
       for (int t = 0; t < n; ++t) {
+        model::RunState& state = *state_of(t);
+        float* S = state.kda_state(layer).data() + h * std::int64_t(D) * D;
+        float* rings[3] = {state.conv_ring(layer, model::ConvRing::q).data(),
+                           state.conv_ring(layer, model::ConvRing::k).data(),
+                           state.conv_ring(layer, model::ConvRing::v).data()};
         const std::int64_t row = std::int64_t(t) * C + ch0;
         float* q = s.q.data() + row;
         float* k = s.k.data() + row;
@@ -124,6 +125,18 @@ void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights
   });
 
   matvec_tokens(exec, w.o_proj, s.o.data(), C, n, out, hid);
+}
+
+}  // namespace
+
+void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x, int n_tokens,
+                 model::RunState& state, int layer, KdaScratch& s, float* out) {
+  kda_run(exec, c, w, x, n_tokens, [&](int) { return &state; }, layer, s, out);
+}
+
+void kda_forward(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w, const float* x,
+                 std::span<const TokenSeq> seqs, int layer, KdaScratch& s, float* out) {
+  kda_run(exec, c, w, x, int(seqs.size()), [&](int t) { return seqs[std::size_t(t)].state; }, layer, s, out);
 }
 
 }  // namespace waste::forward

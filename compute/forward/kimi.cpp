@@ -185,51 +185,64 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits)
   return ok();
 }
 
-Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits) {
-  const int T = int(tokens.size());
-  if (T < 1 || T > kMaxPrefillChunk) {
-    return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
-                                          std::to_string(kMaxPrefillChunk));
-  }
-  if (T == 1) return step(tokens[0], state, logits);
-  profile::Stopwatch watch(profile_);
-  watch.start();
-  const int hid = c_.hidden;
-  const std::size_t H = std::size_t(hid);
-  const std::size_t block_stride = std::size_t(state.max_blocks()) * H;
-  if (pre_moe_.tokens < kMaxPrefillChunk) {
-    // First prefill: the chunk working set (the LUTs dominate), kept for later chunks.
-    const std::size_t n = std::size_t(kMaxPrefillChunk);
-    pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
-    if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
-    if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
-    pre_x_.assign(n * H, 0.0f);
-    pre_ps_.assign(n * H, 0.0f);
-    pre_h_.assign(n * H, 0.0f);
-    pre_a_.assign(n * H, 0.0f);
-    pre_f_.assign(n * H, 0.0f);
-    pre_blocks_.assign(n * block_stride, 0.0f);
-    pre_live_.assign(n, 0);
-  }
-  const int pos0 = state.position();
+// The chunk working set (the LUTs dominate), allocated on the first prefill or batch and kept.
+void Forward::ensure_batch_scratch(std::size_t block_stride) {
+  if (pre_moe_.tokens >= kMaxPrefillChunk) return;
+  const std::size_t n = std::size_t(kMaxPrefillChunk), H = std::size_t(c_.hidden);
+  pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
+  if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
+  if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
+  pre_x_.assign(n * H, 0.0f);
+  pre_ps_.assign(n * H, 0.0f);
+  pre_h_.assign(n * H, 0.0f);
+  pre_a_.assign(n * H, 0.0f);
+  pre_f_.assign(n * H, 0.0f);
+  pre_blocks_.assign(n * block_stride, 0.0f);
+  pre_live_.assign(n, 0);
+}
 
+void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
+                        float* a, profile::Stopwatch& watch) {
+  watch.add(profile::Stage::other);
+  if (lw.kda) {
+    kda_forward(exec_, c_, lw.kda_w, h, seqs, layer, kda_, a);
+    watch.lap(profile::Stage::attn_kda);
+  } else {
+    mla_forward(exec_, c_, lw.mla_w, h, seqs, layer, mla_, a);
+    watch.lap(profile::Stage::attn_mla);
+  }
+}
+
+// Every layer over T tokens (a prefill chunk, or a batch of sequences): embeddings, AttnRes and
+// norms per token; attention with projections batched and the recurrences per token against
+// its own sequence (one state for a chunk: `seqs` then holds a single entry at pos0); MoE with
+// each distinct expert read once. Leaves the residual stream of token t in pre_x_ row t and its
+// block history in pre_blocks_ row t.
+Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
+                           profile::Stopwatch& watch) {
+  const int T = int(tokens.size());
+  const std::size_t H = std::size_t(c_.hidden);
+  const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;
   for (int t = 0; t < T; ++t) {
     WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * H, H)));
     watch.lap(profile::Stage::embed);
   }
 
-  int n_blocks = 0;
+  n_blocks = 0;
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
-    // AttnRes and norms per token; attention over the chunk (projections batched, the KDA
-    // recurrence and MLA's cache token by token inside); then the residuals per token.
+    // Every token starts a layer with the same number of blocks (they depend on the layer only).
     int nb = n_blocks;
     for (int t = 0; t < T; ++t) {
       nb = n_blocks;
       pre_live_[std::size_t(t)] = before_attention(lw, L, pre_x_.data() + t * H, pre_ps_.data() + t * H,
                                                    pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
     }
-    attention(lw, L, pre_h_.data(), T, pos0, state, pre_a_.data(), watch);
+    if (seqs.size() == 1) {
+      attention(lw, L, pre_h_.data(), T, seqs[0].pos, *seqs[0].state, pre_a_.data(), watch);
+    } else {
+      attention(lw, L, pre_h_.data(), seqs, pre_a_.data(), watch);
+    }
     for (int t = 0; t < T; ++t) {
       after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * H,
                       pre_ps_.data() + t * H, pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
@@ -246,6 +259,25 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
     }
     for (int t = 0; t < T; ++t) after_ffn(pre_f_.data() + t * H, pre_x_.data() + t * H, pre_ps_.data() + t * H);
   }
+  return ok();
+}
+
+Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits) {
+  const int T = int(tokens.size());
+  if (T < 1 || T > kMaxPrefillChunk) {
+    return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
+                                          std::to_string(kMaxPrefillChunk));
+  }
+  if (T == 1) return step(tokens[0], state, logits);
+  profile::Stopwatch watch(profile_);
+  watch.start();
+  const std::size_t H = std::size_t(c_.hidden);
+  const std::size_t block_stride = std::size_t(state.max_blocks()) * H;
+  ensure_batch_scratch(block_stride);
+  const int pos0 = state.position();
+  const TokenSeq chunk[1] = {TokenSeq{&state, pos0}};
+  int n_blocks = 0;
+  WASTE_TRY(run_tokens(tokens, chunk, n_blocks, watch));
 
   // Only the last token goes through the head; its block history becomes the state's.
   const std::size_t last = std::size_t(T - 1);
@@ -255,6 +287,88 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   }
   finish(pre_x_.data() + last * H, blocks, n_blocks, state, logits, watch);
   state.set_position(pos0 + T);
+  return ok();
+}
+
+Status Forward::run_batch(std::span<const Segment> segments) {
+  if (segments.empty()) return make_error(Errc::argument, "batch of no sequences");
+  std::size_t total = 0;
+  for (const Segment& seg : segments) {
+    if (!seg.state || seg.tokens.empty()) return make_error(Errc::argument, "batch segment without a state or tokens");
+    if (seg.logits.size() < std::size_t(c_.vocab)) {
+      return make_error(Errc::argument, "batch segment logits hold " + std::to_string(seg.logits.size()) +
+                                            " floats, the vocabulary has " + std::to_string(c_.vocab));
+    }
+    if (seg.state->position() + int(seg.tokens.size()) > ctx_tokens_) {
+      return make_error(Errc::argument, "batch segment at position " + std::to_string(seg.state->position()) +
+                                            " with " + std::to_string(seg.tokens.size()) +
+                                            " tokens passes the context of " + std::to_string(ctx_tokens_));
+    }
+    total += seg.tokens.size();
+  }
+  if (total > std::size_t(kMaxPrefillChunk)) {
+    return make_error(Errc::argument, "batch of " + std::to_string(total) + " tokens: must be 1.." +
+                                          std::to_string(kMaxPrefillChunk));
+  }
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (segments[i].state == segments[j].state) {
+        return make_error(Errc::argument, "batch segments " + std::to_string(j) + " and " + std::to_string(i) +
+                                              " share one sequence state");
+      }
+    }
+  }
+  if (segments.size() == 1) return prefill(segments[0].tokens, *segments[0].state, segments[0].logits);
+
+  profile::Stopwatch watch(profile_);
+  watch.start();
+  const std::size_t H = std::size_t(c_.hidden), V = std::size_t(c_.vocab);
+  const std::size_t block_stride = std::size_t(segments[0].state->max_blocks()) * H;
+  ensure_batch_scratch(block_stride);
+  batch_tokens_.clear();
+  batch_seqs_.clear();
+  for (const Segment& seg : segments) {
+    const int pos0 = seg.state->position();
+    for (std::size_t t = 0; t < seg.tokens.size(); ++t) {
+      batch_tokens_.push_back(seg.tokens[t]);
+      batch_seqs_.push_back(TokenSeq{seg.state, pos0 + int(t)});
+    }
+  }
+  int n_blocks = 0;
+  WASTE_TRY(run_tokens(batch_tokens_, batch_seqs_, n_blocks, watch));
+
+  // Per segment, its last token as finish() takes it (final AttnRes, state, norm), with the
+  // normed rows gathered so that one lm_head pass serves the whole batch. Row k of pre_h_ is
+  // free by then: it belonged to token k <= the last token of segment k.
+  const std::size_t K = segments.size();
+  std::size_t end = 0;
+  for (std::size_t k = 0; k < K; ++k) {
+    const Segment& seg = segments[k];
+    end += seg.tokens.size();
+    const std::size_t last = end - 1;
+    model::RunState& state = *seg.state;
+    float* x = pre_x_.data() + last * H;
+    float* blocks = state.blocks().data();
+    if (n_blocks > 0) {
+      std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
+    }
+    if (c_.attn_res_block > 0 && n_blocks > 0) {
+      attn_res(blocks, n_blocks, x, w_.out_res_norm.data(), w_.out_res_proj.data(), c_.hidden, c_.rms_eps,
+               res_scores_.data(), x);
+    }
+    std::memcpy(state.hidden().data(), x, H * sizeof(float));
+    state.set_n_blocks(n_blocks);
+    rms_norm(x, w_.final_norm.data(), c_.hidden, c_.rms_eps, pre_h_.data() + k * H);
+    state.set_position(state.position() + int(seg.tokens.size()));
+  }
+  watch.add(profile::Stage::other);
+  // logits = lm_head(norm(x)) for every segment at once: each row the same bits as matvec.
+  if (batch_logits_.size() < K * V) batch_logits_.resize(K * V);
+  matvec_tokens(exec_, w_.lm_head, pre_h_.data(), std::int64_t(H), int(K), batch_logits_.data(), std::int64_t(V));
+  for (std::size_t k = 0; k < K; ++k) {
+    std::memcpy(segments[k].logits.data(), batch_logits_.data() + k * V, V * sizeof(float));
+  }
+  watch.lap(profile::Stage::lm_head);
   return ok();
 }
 

@@ -27,8 +27,18 @@ void MlaScratch::resize(const ModelConfig& c, int ctx, int n_tokens) {
   gate.assign(T * nh * std::size_t(c.v_head), 0.0f);
 }
 
-void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
-                 int pos0, float* latent_cache, MlaScratch& s, float* out) {
+namespace {
+
+// Token t's latent cache and position come from `slot_of(t)` (one cache at pos0 + t for a
+// prefill chunk; each token's own sequence in a batch).
+struct TokenCache {
+  float* cache;
+  int pos;
+};
+
+template <class SlotOf>
+void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
+             SlotOf slot_of, MlaScratch& s, float* out) {
   const int nh = c.n_heads, nope = c.qk_nope, rope = c.qk_rope, qd = nope + rope;
   const int lora = c.kv_lora, vd = c.v_head, width = lora + rope, n = n_tokens;
   const std::int64_t hid = c.hidden, q_width = std::int64_t(nh) * qd, o_width = std::int64_t(nh) * vd;
@@ -45,12 +55,13 @@ void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights
     matvec_tokens(exec, w.q_proj, x, hid, n, s.q.data(), q_width);
   }
 
-  // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into cache slot pos0 + t; token t reads only
-  // slots <= pos0 + t, so the whole chunk can be written first.
+  // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into the token's cache slot; a token reads only
+  // its own sequence's slots up to its position, so every token's slot can be written first.
   matvec_tokens(exec, w.kv_a, x, hid, n, s.ckv.data(), width);
   for (int t = 0; t < n; ++t) {
     const float* ckv = s.ckv.data() + std::int64_t(t) * width;
-    float* slot = latent_cache + std::int64_t(pos0 + t) * width;
+    const TokenCache tc = slot_of(t);
+    float* slot = tc.cache + std::int64_t(tc.pos) * width;
     rms_norm(ckv, w.kv_a_norm.data(), lora, c.rms_eps, slot);
     std::memcpy(slot + lora, ckv + lora, std::size_t(rope) * sizeof(float));
   }
@@ -81,9 +92,11 @@ void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights
       for (int t = 0; t < n; ++t) {
         const float* q_tilde = q_tilde_h + std::int64_t(t) * lora;
         const float* q_rope = s.q.data() + std::int64_t(t) * q_width + h * qd + nope;
-        const int n_kv = pos0 + t + 1;
+        const TokenCache tc = slot_of(t);
+        const float* latent_cache = tc.cache;
+        const int n_kv = tc.pos + 1;
 
-        // s_u = (q~ . c_u + q_rope . k_r,u) / sqrt(qd), softmax over u = 0..pos0+t. The two
+        // s_u = (q~ . c_u + q_rope . k_r,u) / sqrt(qd), softmax over u = 0..pos. The two
         // dots over the cached positions are f32 matvecs of the cache (rows of `width` floats):
         // a scalar dot is one dependent add chain per position, which made MLA grow ~linearly
         // with the context at ~4 ms per layer by position 190.
@@ -125,6 +138,24 @@ void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights
     for (std::size_t i = 0; i < total; ++i) s.o[i] *= sigmoid(s.gate[i]);
   }
   matvec_tokens(exec, w.o_proj, s.o.data(), o_width, n, out, hid);
+}
+
+}  // namespace
+
+void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
+                 int pos0, float* latent_cache, MlaScratch& s, float* out) {
+  mla_run(exec, c, w, x, n_tokens, [&](int t) { return TokenCache{latent_cache, pos0 + t}; }, s, out);
+}
+
+void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x,
+                 std::span<const TokenSeq> seqs, int layer, MlaScratch& s, float* out) {
+  mla_run(
+      exec, c, w, x, int(seqs.size()),
+      [&](int t) {
+        const TokenSeq& q = seqs[std::size_t(t)];
+        return TokenCache{q.state->latent_cache(layer).data(), q.pos};
+      },
+      s, out);
 }
 
 }  // namespace waste::forward
