@@ -113,14 +113,8 @@ void Scheduler::loop() {
       counters_.queued.store(int(queue_.size()), std::memory_order_relaxed);
     }
     step(active);
-    const auto finished = std::remove_if(active.begin(), active.end(), [](const auto& s) { return s->done; });
-    const int removed = int(active.end() - finished);
-    active.erase(finished, active.end());
+    std::erase_if(active, [](const auto& s) { return s->done; });
     counters_.active.store(int(active.size()), std::memory_order_relaxed);
-    if (removed > 0) {
-      std::lock_guard lock(mutex_);
-      in_flight_ -= removed;
-    }
   }
   // Stopping: whatever is left ends as cancelled.
   std::deque<std::unique_ptr<Slot>> left;
@@ -137,17 +131,14 @@ void Scheduler::loop() {
 
 void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   for (auto& slot : active) {
-    const int prompt_tokens = int(slot->job.prompt.size());
     if (slot->stream->cancelled()) {
-      slot->stream->finish(Finish::cancelled, prompt_tokens, slot->generated);
-      slot->done = true;
+      end(*slot, Finish::cancelled);
       continue;
     }
     if (!slot->sequence) {
       auto sequence = engine_.new_sequence();
       if (!sequence) {
-        slot->stream->finish(Finish::error, prompt_tokens, 0, sequence.error().message);
-        slot->done = true;
+        end(*slot, Finish::error, sequence.error().message);
         continue;
       }
       slot->sequence = std::move(*sequence);
@@ -193,10 +184,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   counters_.bytes_read.store(stats.bytes_read, std::memory_order_relaxed);
   if (!status) {
     // The sequences of a failed pass are in an unknown state: each request ends with the error.
-    for (Slot* slot : fed) {
-      slot->stream->finish(Finish::error, int(slot->job.prompt.size()), slot->generated, status.error().message);
-      slot->done = true;
-    }
+    for (Slot* slot : fed) end(*slot, Finish::error, status.error().message);
     return;
   }
   counters_.prompt_tokens.fetch_add(prefill_tokens, std::memory_order_relaxed);
@@ -212,21 +200,26 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   counters_.sample_ns.fetch_add(ns_since(sample_start), std::memory_order_relaxed);
 }
 
+void Scheduler::end(Slot& slot, Finish reason, std::string error) {
+  slot.next_token = -1;
+  slot.done = true;
+  {
+    // Before the stream says so, so a reader that saw the finish sees in_flight() without it.
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+  }
+  slot.stream->finish(reason, int(slot.job.prompt.size()), slot.generated, std::move(error));
+}
+
 void Scheduler::sample(Slot& slot) {
   const std::span<const float> logits = slot.sequence->logits();
   const int token = slot.sampler.sample(logits);
   ++slot.generated;
   counters_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
-  const int prompt_tokens = int(slot.job.prompt.size());
-  auto end = [&](Finish reason) {
-    slot.next_token = -1;
-    slot.done = true;
-    slot.stream->finish(reason, prompt_tokens, slot.generated);
-  };
   if (std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) != slot.job.stop_ids.end()) {
     const std::string tail = slot.text.finish();
     if (!tail.empty()) slot.stream->push(Delta{tail, std::nullopt});
-    return end(Finish::stop);
+    return end(slot, Finish::stop);
   }
   Delta delta;
   if (slot.job.top_logprobs >= 0) {
@@ -236,11 +229,11 @@ void Scheduler::sample(Slot& slot) {
   }
   delta.text = slot.text.push(tokenizer_.decode_token(token));
   slot.stream->push(std::move(delta));
-  if (slot.text.stopped()) return end(Finish::stop);
+  if (slot.text.stopped()) return end(slot, Finish::stop);
   if (slot.generated >= slot.job.max_tokens || slot.sequence->position() >= ctx_tokens_) {
     const std::string tail = slot.text.finish();
     if (!tail.empty()) slot.stream->push(Delta{tail, std::nullopt});
-    return end(Finish::length);
+    return end(slot, Finish::length);
   }
   slot.next_token = token;
 }

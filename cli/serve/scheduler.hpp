@@ -79,6 +79,7 @@ class Scheduler {
   void loop();
   void step(std::vector<std::unique_ptr<Slot>>& active);
   void sample(Slot& slot);
+  void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
 
   Engine& engine_;
   const Tokenizer& tokenizer_;

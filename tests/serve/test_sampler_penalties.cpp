@@ -11,7 +11,7 @@ namespace waste {
 namespace {
 
 std::vector<float> logits_at(int step, int vocab) {
-  std::vector<float> l(std::size_t(vocab));
+  std::vector<float> l(static_cast<std::size_t>(vocab));
   for (int i = 0; i < vocab; ++i) l[std::size_t(i)] = float(((i * 37 + step * 11) % 23)) * 0.125f - 1.0f;
   return l;
 }
