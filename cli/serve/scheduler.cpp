@@ -67,7 +67,8 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
     if (draining_ || stopping_) {
       return std::unexpected(ApiError{503, "the server is shutting down", "service_unavailable_error", "", ""});
     }
-    if (int(queue_.size()) >= options_.max_queue) {
+    // Active plus waiting: a request that would find a free slot is never refused.
+    if (in_flight_ >= options_.parallel + options_.max_queue) {
       return std::unexpected(ApiError{429, "too many requests waiting (" + std::to_string(options_.max_queue) +
                                                "); retry later",
                                       "rate_limit_error", "", "rate_limit_exceeded"});

@@ -38,7 +38,7 @@ struct GenerationJob {
 
 struct SchedulerOptions {
   int parallel = 4;        // sequences decoding at once
-  int max_queue = 64;      // requests waiting for a slot beyond which submit() answers 429
+  int max_queue = 64;      // requests that may wait for a slot; past that submit() answers 429
   int prefill_chunk = 64;  // tokens per pass in all (decode tokens + one prefill chunk)
 };
 

@@ -28,7 +28,7 @@ export function withTimeout(promise, ms, what) {
 
 // Starts `waste serve MODEL --port 0 ...`; resolves once it prints "ready" with {url, port, proc, stop()}.
 export async function startServer(model, extra = []) {
-  const args = ['serve', model, '--port', '0', '--threads', '1', '--ctx', '512', ...extra];
+  const args = ['serve', model, '--port', '0', '--threads', '1', ...(extra.includes('--ctx') ? [] : ['--ctx', '512']), ...extra];
   const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));

@@ -10,7 +10,7 @@ import path from 'node:path';
 import OpenAI from 'openai';
 import { makeContainer, startServer, metric, withTimeout } from './helpers.mjs';
 
-let container, servers = [], nginx, nginxDir, nginxPort;
+let containers = [], servers = [], nginx, nginxDir, nginxPort;
 
 function freePort() {
   return new Promise((resolve) => {
@@ -19,8 +19,9 @@ function freePort() {
 }
 
 before(async () => {
-  container = makeContainer();
-  servers = [await startServer(container.model, ['--parallel', '2']), await startServer(container.model, ['--parallel', '2'])];
+  // Two hosts: two containers (each server with its own daemon and cache).
+  containers = [makeContainer(), makeContainer()];
+  for (const c of containers) servers.push(await startServer(c.model, ['--parallel', '2']));
   nginxPort = await freePort();
   nginxDir = mkdtempSync(path.join(os.tmpdir(), 'waste-nginx-'));
   for (const d of ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(path.join(nginxDir, d));
@@ -64,7 +65,7 @@ after(async () => {
   if (nginx) { nginx.kill('SIGTERM'); await new Promise((r) => nginx.exitCode !== null ? r() : nginx.on('exit', r)); }
   for (const s of servers) await s.stop();
   if (nginxDir) rmSync(nginxDir, { recursive: true, force: true });
-  if (container) container.cleanup();
+  for (const c of containers) c.cleanup();
 });
 
 test('streams through nginx arrive as events and both servers serve', async () => {
