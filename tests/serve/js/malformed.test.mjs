@@ -86,12 +86,15 @@ test('1,000 malformed requests get 4xx error objects; the server stays up with b
   const rand = mulberry32(20261201);
   const rssBefore = rssKiB(server.proc.pid);
   const statuses = new Map();
-  const requests = Array.from({ length: 1000 }, (_, i) => makeRequest(rand, i));
+  const all = Array.from({ length: 1000 }, (_, i) => ({ i, raw: makeRequest(rand, i) }));
+  // The oversize ones are answered when the read of their missing body times out (1 s): they go
+  // in batches of their own so they wait together.
+  const requests = [...all.filter((r) => r.i % 8 !== 5), ...all.filter((r) => r.i % 8 === 5)];
   for (let start = 0; start < requests.length; start += 16) {
     const batch = requests.slice(start, start + 16);
-    const answers = await Promise.all(batch.map((raw) => rawRequest(server.port, raw)));
+    const answers = await Promise.all(batch.map((r) => rawRequest(server.port, r.raw)));
     answers.forEach((a, j) => {
-      const i = start + j;
+      const i = batch[j].i;
       assert.ok(a.status >= 400 && a.status < 500, `request ${i} got ${a.status}: ${a.body.slice(0, 200)}`);
       const error = JSON.parse(a.body).error;
       assert.equal(typeof error.message, 'string', `request ${i}`);
@@ -99,7 +102,8 @@ test('1,000 malformed requests get 4xx error objects; the server stays up with b
       statuses.set(a.status, (statuses.get(a.status) ?? 0) + 1);
     });
   }
-  assert.ok(statuses.get(400) > 500 && statuses.get(413) >= 100 && statuses.get(404) > 0, JSON.stringify([...statuses]));
+  assert.ok(statuses.get(400) > 500 && statuses.get(413) === 125 && statuses.get(404) > 0, JSON.stringify([...statuses]));
+  console.log(`statuses: ${JSON.stringify([...statuses])}`);
 
   // Headers that promise a body which never comes: answered 400 at the read timeout, none hangs.
   const stalled = await Promise.all(Array.from({ length: 8 }, () => rawRequest(server.port,
