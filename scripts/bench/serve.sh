@@ -38,7 +38,7 @@ async function stream(i) {
     let at;
     while ((at = buffer.indexOf('\n\n')) >= 0) {
       const event = buffer.slice(0, at); buffer = buffer.slice(at + 2);
-      if (event.startsWith('data: {') && !event.includes('"finish_reason":"')) times.push(performance.now());
+      if (event.includes('"token_logprobs"')) times.push(performance.now());  // one per sampled token
     }
   }
   return { start, times };

@@ -89,9 +89,13 @@ test('1,000 malformed requests get 4xx error objects; the server stays up with b
   const all = Array.from({ length: 1000 }, (_, i) => ({ i, raw: makeRequest(rand, i) }));
   // The oversize ones are answered when the read of their missing body times out (1 s): they go
   // in batches of their own so they wait together.
-  const requests = [...all.filter((r) => r.i % 8 !== 5), ...all.filter((r) => r.i % 8 === 5)];
-  for (let start = 0; start < requests.length; start += 16) {
-    const batch = requests.slice(start, start + 16);
+  // Normal ones 4 at a time: cpp-httplib 0.11 listens with a backlog of 5, and a burst of more new
+  // connections waits for SYN retransmits (1 s), which would only slow the test down.
+  const normal = all.filter((r) => r.i % 8 !== 5), oversize = all.filter((r) => r.i % 8 === 5);
+  const batches = [];
+  for (let k = 0; k < normal.length; k += 4) batches.push(normal.slice(k, k + 4));
+  for (let k = 0; k < oversize.length; k += 16) batches.push(oversize.slice(k, k + 16));
+  for (const batch of batches) {
     const answers = await Promise.all(batch.map((r) => rawRequest(server.port, r.raw)));
     answers.forEach((a, j) => {
       const i = batch[j].i;
