@@ -243,7 +243,11 @@ void HttpServer::install_routes() {
       job.max_tokens = parsed->max_tokens.value_or(model_.scheduler->ctx_tokens());
       job.top_logprobs = parsed->logprobs ? parsed->top_logprobs : -1;
       auto submitted = model_.scheduler->submit(std::move(job));
-      if (!submitted) return send_error(res, submitted.error());
+      if (!submitted) {
+        ApiError error = submitted.error();
+        if (endpoint == Endpoint::completion && error.param == "messages") error.param = "prompt";
+        return send_error(res, error);
+      }
 
       ResponseIds ids{response_id(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"), std::int64_t(std::time(nullptr)),
                       config_.model_id};
