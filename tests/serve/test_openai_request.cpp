@@ -162,7 +162,7 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   CHECK(e.param == "logit_bias");
 }
 
-TEST_CASE("Completion prompts: text, token ids, one-element arrays; refused options", "[serve][request]") {
+TEST_CASE("Completion prompts: text, token ids, one-element arrays, refused options", "[serve][request]") {
   auto r = parse_request(Endpoint::completion, R"({"model": "m", "prompt": "Once"})");
   REQUIRE(r);
   CHECK(r->prompt_text == "Once");

@@ -13,7 +13,7 @@ TEST_CASE("Error objects carry all four keys, null when empty", "[serve][respons
         R"({"error":{"code":"rate_limit_exceeded","message":"busy","param":null,"type":"rate_limit_error"}})");
 }
 
-TEST_CASE("SSE events are one data line and a blank line; [DONE] ends the stream", "[serve][response][sse]") {
+TEST_CASE("SSE events are one data line and a blank line, DONE ends the stream", "[serve][response][sse]") {
   const ResponseIds ids{"chatcmpl-1", 1700000000, "tiny"};
   CHECK(sse_event(chat_chunk_json(ids, {{"role", "assistant"}, {"content", ""}}, nullptr, false)) ==
         "data: {\"choices\":[{\"delta\":{\"content\":\"\",\"role\":\"assistant\"},\"finish_reason\":null,\"index\":0,"

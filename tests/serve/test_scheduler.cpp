@@ -140,7 +140,7 @@ TEST_CASE("Batched requests get the tokens each gets alone, bit for bit", "[serv
   }
 }
 
-TEST_CASE("Stop ids end a request without their text; stop texts are cut", "[serve][scheduler]") {
+TEST_CASE("Stop ids end a request without their text, stop texts are cut", "[serve][scheduler]") {
   auto reference = open_tiny();
   const Tokenizer tokenizer = tiny_tokenizer();
   Case k{tokenizer.encode("The quick brown fox"), SamplingParams{}, 12};
@@ -185,7 +185,7 @@ TEST_CASE("Stop ids end a request without their text; stop texts are cut", "[ser
   CHECK((*z)->finish_reason() == Finish::length);
 }
 
-TEST_CASE("Cancelling frees the slot; the queue bound gives 429, draining 503", "[serve][scheduler]") {
+TEST_CASE("Cancelling frees the slot, the queue bound gives 429, draining 503", "[serve][scheduler]") {
   auto engine = open_tiny();
   const Tokenizer tokenizer = tiny_tokenizer();
   Scheduler scheduler(*engine, tokenizer, {1, 1, 64});
