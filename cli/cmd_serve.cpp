@@ -34,7 +34,9 @@ struct ServeArgs {
 int serve_main(ServeArgs a) {
   a.http.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.engine.model).stem().string();
   a.http.max_body_bytes = std::size_t(a.max_body_mib * 1024 * 1024);
-  a.http.http_threads = std::max(a.http.http_threads, a.scheduler.parallel + 4);
+  // Every active and every waiting request holds an HTTP thread, and a few more answer /health,
+  // /metrics and the 429s: fewer threads would leave requests unread instead of refused.
+  a.http.http_threads = std::max(a.http.http_threads, a.scheduler.parallel + a.scheduler.max_queue + 4);
   if (a.scheduler.parallel >= a.scheduler.prefill_chunk) {
     return report_error("serve", "--parallel must be below " + std::to_string(a.scheduler.prefill_chunk) +
                                      " (the tokens of one pass)");
@@ -100,7 +102,7 @@ const CommandRegistration kRegistration{Command{
           ->check(CLI::PositiveNumber);
       sub.add_option("--read-timeout", args->http.read_timeout_seconds, "Seconds a stalled request may wait")
           ->check(CLI::Range(1, 3600));
-      sub.add_option("--http-threads", args->http.http_threads, "Connections served at once")->check(CLI::Range(1, 1024));
+      sub.add_option("--http-threads", args->http.http_threads, "Connections served at once (at least parallel + queue + 4)")->check(CLI::Range(1, 1024));
       sub.add_option("--drain-seconds", args->drain_seconds, "On SIGTERM: seconds in-flight requests may take")
           ->check(CLI::NonNegativeNumber);
       return [args] { return serve_main(*args); };
