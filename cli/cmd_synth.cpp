@@ -1,6 +1,9 @@
 // waste synth: write a valid v0 container full of deterministic random weights.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+
+#include "compute/tokenizer/chat_format.hpp"
 
 #include "cli/command.hpp"
 #include "shared/synth/synth.hpp"
@@ -12,6 +15,7 @@ struct SynthArgs {
   synth::SynthRequest request;
   std::string experts, trunk, out;
   std::string config_file;
+  std::string chat_format;  // copied to the container's chat.json (checked first)
 };
 
 int run_synth(const SynthArgs& args) {
@@ -23,6 +27,12 @@ int run_synth(const SynthArgs& args) {
     std::fprintf(stderr, "waste synth: give exactly one of --preset or --config\n");
     return 2;
   }
+  if (!args.chat_format.empty()) {
+    if (auto format = ChatFormat::load(args.chat_format); !format) {
+      std::fprintf(stderr, "waste synth: %s\n", format.error().message.c_str());
+      return 2;
+    }
+  }
   const auto start = std::chrono::steady_clock::now();
   auto spec = synth::make_spec(request);
   if (!spec) {
@@ -33,6 +43,16 @@ int run_synth(const SynthArgs& args) {
   if (!stats) {
     std::fprintf(stderr, "waste synth: %s\n", stats.error().message.c_str());
     return 1;
+  }
+  if (!args.chat_format.empty()) {
+    std::error_code ec;
+    std::filesystem::copy_file(args.chat_format, std::filesystem::path(args.out) / "chat.json",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) {
+      std::fprintf(stderr, "waste synth: %s: cannot copy to the container: %s\n", args.chat_format.c_str(),
+                   ec.message().c_str());
+      return 1;
+    }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s: %d layers, %d trunk tensors (%.1f MB), %d expert banks (%.1f MB), %.1f s\n",
@@ -54,6 +74,7 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--experts", args->experts, "expert format")->check(CLI::IsMember({"vq3r", "vq2r", "vq4p"}));
       sub.add_option("--trunk", args->trunk, "trunk matrix format")->check(CLI::IsMember({"q4g", "q8g", "q3g"}));
       sub.add_flag("--tokenizer", args->request.tokenizer, "also write tokenizer.model and specials.json");
+      sub.add_option("--chat-format", args->chat_format, "also write this chat.json (e.g. configs/chat/kimi-k3.json)");
       return [args] { return run_synth(*args); };
     }}};
 

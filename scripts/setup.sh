@@ -7,6 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git ccache
   libboost-dev libzmq3-dev cppzmq-dev libcli11-dev catch2 libspdlog-dev nlohmann-json3-dev
   zlib1g-dev libicu-dev liburing-dev
+  # waste serve: HTTP (cpp-httplib); test-time only: nginx in front of two servers (tests/serve)
+  libcpp-httplib-dev nginx
   # test-time only: the PyTorch oracle (with a fast BLAS), the libFuzzer runtime, plots
   python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev gnuplot-nox
   # test-time only: the NEON kernels, cross-compiled and run under qemu (tests/cross/)
@@ -21,3 +23,5 @@ fi
 if ! command -v npm >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
 fi
+# tests/serve drives `waste serve` with the official openai npm client (versions pinned by its package-lock.json).
+(cd "$(dirname "$0")/../tests/serve/js" && npm ci --no-audit --no-fund --silent)

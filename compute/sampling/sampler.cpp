@@ -16,6 +16,20 @@ float Sampler::next_uniform(std::uint64_t& state) {
 }
 
 int Sampler::sample(std::span<const float> logits) {
+  if (!params_.penalized()) return sample_plain(logits);
+  // A copy, so the caller's logits (the engine's) stay as the model produced them.
+  counts_.resize(logits.size(), 0);
+  penalized_.assign(logits.begin(), logits.end());
+  for (std::size_t t = 0; t < logits.size(); ++t) {
+    if (counts_[t] == 0) continue;
+    penalized_[t] -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(counts_[t]);
+  }
+  const int chosen = sample_plain(penalized_);
+  ++counts_[static_cast<std::size_t>(chosen)];
+  return chosen;
+}
+
+int Sampler::sample_plain(std::span<const float> logits) {
   const int vocab = static_cast<int>(logits.size());
   if (params_.temperature <= 0.0f) {
     // max_element returns the first maximum: ties go to the lowest id.

@@ -2,7 +2,10 @@
 // tokens as the C engine: 64-bit LCG, the uniform draw rounded to float32, float32 sums.
 //   temperature <= 0: greedy argmax, ties -> lowest id, no draw.
 //   otherwise: top-k (0 or >= vocab = off) then top-p (>= 1 = off) over exp((l - max) / T).
-// A Sampler's RNG state persists across the tokens of one generation. Not thread-safe.
+// Presence / frequency penalties (OpenAI's, an extension of §6.2; both 0 = the reference's bits):
+// before either rule, l[t] -= presence * (c[t] > 0) + frequency * c[t], c[t] = how often this
+// Sampler has already returned t (the generated tokens, not the prompt).
+// A Sampler's RNG state and counts persist across the tokens of one generation. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,9 @@ struct SamplingParams {
   float top_p = 1;
   int top_k = 0;
   std::uint64_t seed = 0;  // 0 => kDefaultSeed
+  float presence_penalty = 0;   // OpenAI range -2..2; 0 = off
+  float frequency_penalty = 0;  // OpenAI range -2..2; 0 = off
+  [[nodiscard]] bool penalized() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f; }
 };
 
 class Sampler {
@@ -36,12 +42,15 @@ class Sampler {
   static float next_uniform(std::uint64_t& state);
 
  private:
+  int sample_plain(std::span<const float> logits);
   int sample_truncated(std::span<const float> logits, int k, float max_logit, float u);
 
   SamplingParams params_;
   std::uint64_t state_;
   std::vector<int> order_;     // candidate ids, sorted by logit descending then id
   std::vector<float> weight_;  // exp((l - max) / T) of the first k candidates
+  std::vector<int> counts_;    // penalties only: times each id was returned
+  std::vector<float> penalized_;  // penalties only: the logits after the penalties
 };
 
 }  // namespace waste

@@ -1,0 +1,112 @@
+// waste serve MODEL: an OpenAI-compatible HTTP server (cli/serve/). The engine is opened with
+// open_engine() exactly like `waste run`, so it attaches to the container's waste-ioserver and
+// shares its cache; concurrent requests decode as one batch (serve::Scheduler).
+// SIGTERM/SIGINT: stop admitting (503), let in-flight requests finish within --drain-seconds,
+// cancel what is left, exit 0.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "cli/cli_common.hpp"
+#include "cli/command.hpp"
+#include "cli/serve/http_server.hpp"
+#include "cli/serve/metrics.hpp"
+#include "cli/serve/scheduler.hpp"
+
+namespace waste::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int signal) { g_stop_signal = signal; }
+
+struct ServeArgs {
+  EngineArgs engine;
+  serve::ServeConfig http;
+  serve::SchedulerOptions scheduler;
+  std::string alias;
+  std::string chat_format;
+  double max_body_mib = 4;
+  double drain_seconds = 30;
+};
+
+int serve_main(ServeArgs a) {
+  a.http.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.engine.model).stem().string();
+  a.http.max_body_bytes = std::size_t(a.max_body_mib * 1024 * 1024);
+  // Every active and every waiting request holds an HTTP thread, and a few more answer /health,
+  // /metrics and the 429s: fewer threads would leave requests unread instead of refused.
+  a.http.http_threads = std::max(a.http.http_threads, a.scheduler.parallel + a.scheduler.max_queue + 4);
+  if (a.scheduler.parallel >= a.scheduler.prefill_chunk) {
+    return report_error("serve", "--parallel must be below " + std::to_string(a.scheduler.prefill_chunk) +
+                                     " (the tokens of one pass)");
+  }
+  // Handlers set a flag the main thread polls; a daemon child started by open_engine() gets
+  // default dispositions again at exec.
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that left shows up as a failed write, not a signal
+
+  serve::Metrics metrics;
+  serve::HttpServer server(a.http, metrics);
+  if (Status started = server.start(); !started) return report_error("serve", started.error());
+  std::fprintf(stderr, "waste serve: listening on http://%s:%d (model '%s')\n", a.http.host.c_str(), server.port(),
+               a.http.model_id.c_str());
+
+  auto engine = open_engine(a.engine);  // meanwhile /health answers 503 "loading model"
+  if (!engine) return report_error("serve", engine.error());
+  auto tokenizer = load_tokenizer(a.engine.model);
+  if (!tokenizer) return report_error("serve", tokenizer.error());
+  auto format = load_chat_format(a.engine.model, a.chat_format);
+  if (!format) return report_error("serve", format.error());
+  a.scheduler.prefill_chunk = std::min(a.scheduler.prefill_chunk, (*engine)->info().prefill_chunk);
+  {
+    serve::Scheduler scheduler(**engine, *tokenizer, a.scheduler);
+    server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr});
+    std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s)\n", a.scheduler.parallel,
+                 scheduler.ctx_tokens(), *format ? ", chat template" : ", no chat template");
+    while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+    std::fprintf(stderr, "waste serve: draining (%d in flight)\n", scheduler.in_flight());
+    server.draining();
+    scheduler.drain();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.drain_seconds);
+    while (scheduler.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const int left = scheduler.in_flight();
+    scheduler.stop();  // cancels what the deadline left
+    server.stop();     // the HTTP threads write their last bytes, then join
+    std::fprintf(stderr, "waste serve: stopped (%d cancelled at the deadline)\n", left);
+  }
+  return 0;
+}
+
+const CommandRegistration kRegistration{Command{
+    "serve", "OpenAI-compatible HTTP server; concurrent requests decode as one batch",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto args = std::make_shared<ServeArgs>();
+      add_engine_options(sub, args->engine);
+      sub.add_option("--host", args->http.host, "Address to bind (default loopback)");
+      sub.add_option("--port", args->http.port, "Port (0 = any free port, printed on stderr)")->check(CLI::Range(0, 65535));
+      sub.add_option("--parallel", args->scheduler.parallel, "Sequences decoded together")->check(CLI::Range(1, 63));
+      sub.add_option("--queue", args->scheduler.max_queue, "Requests waiting beyond which new ones get 429")
+          ->check(CLI::NonNegativeNumber);
+      sub.add_option("--api-key", args->http.api_key, "Require Authorization: Bearer KEY on /v1/*");
+      sub.add_option("--alias", args->alias, "Model id in /v1/models (default: the container's name)");
+      sub.add_option("--chat-format", args->chat_format, "chat.json to use instead of the container's");
+      sub.add_option("--max-body-mib", args->max_body_mib, "Request body cap in MiB (413 beyond)")
+          ->check(CLI::PositiveNumber);
+      sub.add_option("--read-timeout", args->http.read_timeout_seconds, "Seconds a stalled request may wait")
+          ->check(CLI::Range(1, 3600));
+      sub.add_option("--http-threads", args->http.http_threads, "Connections served at once (at least parallel + queue + 4)")->check(CLI::Range(1, 1024));
+      sub.add_option("--drain-seconds", args->drain_seconds, "On SIGTERM: seconds in-flight requests may take")
+          ->check(CLI::NonNegativeNumber);
+      return [args] { return serve_main(*args); };
+    }}};
+
+}  // namespace
+}  // namespace waste::cli

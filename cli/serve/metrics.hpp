@@ -1,0 +1,29 @@
+// GET /metrics in Prometheus text format (version 0.0.4): requests by route and status, tokens
+// in and out, queue depth, active sequences, expert cache hits/misses and hit rate, bytes read,
+// and the engine thread's time per stage (batched forward passes, sampling).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "cli/serve/scheduler.hpp"
+
+namespace waste::serve {
+
+class Metrics {
+ public:
+  // HTTP threads, once per answered request (one short lock; not on the engine's path).
+  void count_request(const std::string& route, int status);
+  [[nodiscard]] std::uint64_t requests(const std::string& route, int status) const;
+  // The whole exposition; `scheduler` may be null while loading.
+  [[nodiscard]] std::string render(const Scheduler* scheduler) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, std::uint64_t> requests_;
+};
+
+}  // namespace waste::serve

@@ -1,0 +1,294 @@
+#include "cli/serve/openai_request.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+namespace waste::serve {
+namespace {
+
+using nlohmann::json;
+using Parsed = std::expected<ParsedRequest, ApiError>;
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;  // null = absent (openai-api.md §1)
+  return &*it;
+}
+
+std::unexpected<ApiError> fail(std::string param, std::string message) {
+  return std::unexpected(bad_param(std::move(param), std::move(message)));
+}
+
+std::expected<bool, ApiError> get_bool(const json& body, const char* name, bool fallback) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_boolean()) return fail(name, std::string("'") + name + "' must be a boolean");
+  return v->get<bool>();
+}
+
+std::expected<double, ApiError> get_number(const json& body, const char* name, double fallback, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return fallback;
+  if (!v->is_number()) return fail(name, std::string("'") + name + "' must be a number");
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    return fail(name, std::string("'") + name + "' must be between " + json(lo).dump() + " and " + json(hi).dump());
+  }
+  return x;
+}
+
+// An integer in [lo, hi]; 2.0 is not an integer here (the spec's types are integers).
+std::expected<std::optional<std::int64_t>, ApiError> get_int(const json& body, const char* name, std::int64_t lo,
+                                                             std::int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::optional<std::int64_t>();
+  if (!v->is_number_integer()) return fail(name, std::string("'") + name + "' must be an integer");
+  if (v->is_number_unsigned() && v->get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max())) {
+    return fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  const std::int64_t x = v->get<std::int64_t>();
+  if (x < lo || x > hi) {
+    return fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  }
+  return std::optional<std::int64_t>(x);
+}
+
+// Content: a string or an array of {type: "text", text} parts (joined without separator).
+std::expected<std::string, ApiError> content_text(const json& content, const std::string& param) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return fail(param, "'" + param + "' must be a string or an array of text parts");
+  std::string text;
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) return fail(p, "'" + p + "' must be an object");
+    auto type = part.find("type");
+    if (type == part.end() || !type->is_string()) return fail(p + ".type", "'" + p + ".type' must be a string");
+    if (*type != "text") {
+      return fail(p + ".type", "'" + p + ".type' " + type->dump() + " is not supported (text parts only)");
+    }
+    auto t = part.find("text");
+    if (t == part.end() || !t->is_string()) return fail(p + ".text", "'" + p + ".text' must be a string");
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& body) {
+  const json* messages = field(body, "messages");
+  if (!messages) return fail("messages", "'messages' is required");
+  if (!messages->is_array()) return fail("messages", "'messages' must be an array");
+  if (messages->empty()) return fail("messages", "'messages' must hold at least one message");
+  std::vector<ChatMessage> out;
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return fail(p, "'" + p + "' must be an object");
+    auto role_it = m.find("role");
+    if (role_it == m.end() || !role_it->is_string()) return fail(p + ".role", "'" + p + ".role' must be a string");
+    const std::string role = role_it->get<std::string>();
+    ChatMessage message;
+    if (role == "system" || role == "developer") {
+      message.role = ChatRole::system;
+    } else if (role == "user") {
+      message.role = ChatRole::user;
+    } else if (role == "assistant") {
+      message.role = ChatRole::assistant;
+      if (const json* calls = field(m, "tool_calls"); calls) {
+        return fail(p + ".tool_calls", "'" + p + ".tool_calls': tool calls are not supported yet");
+      }
+    } else if (role == "tool") {
+      // chat.json has no tool affixes yet (issue 12): a tool result is framed as a user turn.
+      message.role = ChatRole::user;
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) return fail(p + ".tool_call_id", "'" + p + ".tool_call_id' must be a string");
+    } else {
+      return fail(p + ".role", "'" + p + ".role' " + role_it->dump() +
+                                   " is not one of system, developer, user, assistant, tool");
+    }
+    const json* content = field(m, "content");
+    if (!content) {
+      if (message.role != ChatRole::assistant) return fail(p + ".content", "'" + p + ".content' is required");
+    } else {
+      auto text = content_text(*content, p + ".content");
+      if (!text) return std::unexpected(text.error());
+      message.content = std::move(*text);
+    }
+    out.push_back(std::move(message));
+  }
+  return out;
+}
+
+std::expected<std::vector<std::string>, ApiError> parse_stop(const json& body) {
+  const json* stop = field(body, "stop");
+  std::vector<std::string> out;
+  if (!stop) return out;
+  if (stop->is_string()) {
+    out.push_back(stop->get<std::string>());
+  } else if (stop->is_array()) {
+    if (stop->size() > std::size_t(kMaxStops)) {
+      return fail("stop", "'stop' holds at most " + std::to_string(kMaxStops) + " sequences");
+    }
+    for (const json& s : *stop) {
+      if (!s.is_string()) return fail("stop", "'stop' must be a string or an array of strings");
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    return fail("stop", "'stop' must be a string or an array of strings");
+  }
+  for (const auto& s : out) {
+    if (s.empty()) return fail("stop", "'stop' sequences must not be empty");
+  }
+  return out;
+}
+
+// The fields both endpoints share: sampling, length, stop, stream.
+std::expected<void, ApiError> parse_common(const json& body, ParsedRequest& r) {
+  const json* model = field(body, "model");
+  if (!model) return fail("model", "'model' is required");
+  if (!model->is_string()) return fail("model", "'model' must be a string");
+  r.model = model->get<std::string>();
+
+  if (auto n = get_int(body, "n", 1, 128); !n) {
+    return std::unexpected(n.error());
+  } else if (n->value_or(1) != 1) {
+    return fail("n", "'n' must be 1 (one choice per request)");
+  }
+  auto temperature = get_number(body, "temperature", 1.0, 0.0, 2.0);
+  if (!temperature) return std::unexpected(temperature.error());
+  auto top_p = get_number(body, "top_p", 1.0, 0.0, 1.0);
+  if (!top_p) return std::unexpected(top_p.error());
+  auto top_k = get_int(body, "top_k", 0, std::numeric_limits<int>::max());
+  if (!top_k) return std::unexpected(top_k.error());
+  auto seed = get_int(body, "seed", std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max());
+  if (!seed) return std::unexpected(seed.error());
+  auto presence = get_number(body, "presence_penalty", 0.0, -2.0, 2.0);
+  if (!presence) return std::unexpected(presence.error());
+  auto frequency = get_number(body, "frequency_penalty", 0.0, -2.0, 2.0);
+  if (!frequency) return std::unexpected(frequency.error());
+  r.sampling.temperature = float(*temperature);
+  r.sampling.top_p = float(*top_p);
+  r.sampling.top_k = int(top_k->value_or(0));
+  r.sampling.seed = std::uint64_t(seed->value_or(0));
+  r.sampling.presence_penalty = float(*presence);
+  r.sampling.frequency_penalty = float(*frequency);
+
+  // max_completion_tokens wins over the deprecated max_tokens (openai-api.md pitfall 11).
+  auto max_tokens = get_int(body, "max_tokens", 0, std::numeric_limits<int>::max());
+  if (!max_tokens) return std::unexpected(max_tokens.error());
+  auto max_completion = get_int(body, "max_completion_tokens", 0, std::numeric_limits<int>::max());
+  if (!max_completion) return std::unexpected(max_completion.error());
+  if (*max_completion) {
+    r.max_tokens = int(**max_completion);
+  } else if (*max_tokens) {
+    r.max_tokens = int(**max_tokens);
+  }
+
+  auto stop = parse_stop(body);
+  if (!stop) return std::unexpected(stop.error());
+  r.stop = std::move(*stop);
+
+  auto stream = get_bool(body, "stream", false);
+  if (!stream) return std::unexpected(stream.error());
+  r.stream = *stream;
+  if (const json* options = field(body, "stream_options"); options) {
+    if (!options->is_object()) return fail("stream_options", "'stream_options' must be an object");
+    if (!r.stream) return fail("stream_options", "'stream_options' is only allowed with 'stream': true");
+    auto usage = get_bool(*options, "include_usage", false);
+    if (!usage) return fail("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
+    r.include_usage = *usage;
+  }
+  if (const json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty())) {
+    return fail("logit_bias", "'logit_bias' is not supported");
+  }
+  return {};
+}
+
+std::expected<void, ApiError> parse_chat(const json& body, ParsedRequest& r) {
+  if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
+    return fail("tools", "'tools' is not supported yet");
+  }
+  if (const json* functions = field(body, "functions"); functions) {
+    return fail("functions", "'functions' is not supported yet");
+  }
+  if (const json* format = field(body, "response_format"); format) {
+    const bool text = format->is_object() && format->contains("type") && (*format)["type"] == "text";
+    if (!text) return fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported yet");
+  }
+  if (const json* audio = field(body, "audio"); audio) return fail("audio", "'audio' is not supported");
+  auto messages = parse_messages(body);
+  if (!messages) return std::unexpected(messages.error());
+  r.messages = std::move(*messages);
+  auto logprobs = get_bool(body, "logprobs", false);
+  if (!logprobs) return std::unexpected(logprobs.error());
+  r.logprobs = *logprobs;
+  auto top = get_int(body, "top_logprobs", 0, kMaxTopLogprobs);
+  if (!top) return std::unexpected(top.error());
+  if (*top && !r.logprobs) return fail("top_logprobs", "'top_logprobs' requires 'logprobs': true");
+  r.top_logprobs = int(top->value_or(0));
+  return {};
+}
+
+std::expected<void, ApiError> parse_completion(const json& body, ParsedRequest& r) {
+  for (const char* refused : {"suffix", "best_of"}) {
+    if (field(body, refused)) return fail(refused, std::string("'") + refused + "' is not supported");
+  }
+  auto echo = get_bool(body, "echo", false);
+  if (!echo) return std::unexpected(echo.error());
+  if (*echo) return fail("echo", "'echo' is not supported");
+  const json* prompt = field(body, "prompt");
+  if (!prompt) return fail("prompt", "'prompt' is required");
+  const json* p = prompt;
+  // One prompt per request (n = 1): ["text"] and [[ids]] are unwrapped, more than one refused.
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+  } else if (p->is_array() && !p->empty() && std::all_of(p->begin(), p->end(), [](const json& x) {
+               return x.is_number_integer();
+             })) {
+    r.prompt_is_ids = true;
+    for (const json& id : *p) {
+      if (id.is_number_unsigned() ? id.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<int>::max())
+                                  : (id.get<std::int64_t>() < 0 || id.get<std::int64_t>() > std::numeric_limits<int>::max())) {
+        return fail("prompt", "'prompt' token id " + id.dump() + " is out of range");
+      }
+      r.prompt_ids.push_back(int(id.get<std::int64_t>()));
+    }
+  } else {
+    return fail("prompt", "'prompt' must be a string, an array of one string, or an array of token ids");
+  }
+  auto logprobs = get_int(body, "logprobs", 0, kMaxCompletionLogprobs);
+  if (!logprobs) return std::unexpected(logprobs.error());
+  if (*logprobs) {
+    r.logprobs = true;
+    r.top_logprobs = int(**logprobs);
+  }
+  if (!r.max_tokens) r.max_tokens = 16;  // the spec's default for this endpoint
+  return {};
+}
+
+}  // namespace
+
+std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body_text) {
+  json body;
+  try {
+    body = json::parse(body_text.begin(), body_text.end());
+  } catch (const json::parse_error& e) {
+    return std::unexpected(ApiError{400, std::string("request body is not valid JSON: ") + e.what(),
+                                    "invalid_request_error", "", ""});
+  }
+  if (!body.is_object()) {
+    return std::unexpected(ApiError{400, "request body must be a JSON object", "invalid_request_error", "", ""});
+  }
+  ParsedRequest r;
+  r.endpoint = endpoint;
+  if (auto common = parse_common(body, r); !common) return std::unexpected(common.error());
+  auto specific = endpoint == Endpoint::chat ? parse_chat(body, r) : parse_completion(body, r);
+  if (!specific) return std::unexpected(specific.error());
+  return r;
+}
+
+}  // namespace waste::serve

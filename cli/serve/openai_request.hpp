@@ -1,0 +1,50 @@
+// OpenAI request bodies (POST /v1/chat/completions, /v1/completions) parsed and validated into a
+// typed request. Every failure is an ApiError (400) that names the parameter; nothing here
+// touches the engine or a file, so a body can only ever choose among the values it validates.
+// Unsupported features are refused, never ignored: n != 1, tools, response_format other than
+// text, image/audio parts, echo/suffix/best_of.
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "cli/serve/api_error.hpp"
+#include "compute/sampling/sampler.hpp"
+#include "compute/tokenizer/chat_format.hpp"
+
+namespace waste::serve {
+
+enum class Endpoint : std::uint8_t { chat, completion };
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::chat;
+  std::string model;
+  std::vector<ChatMessage> messages;  // chat: in order (developer = system, tool = user turn)
+  bool prompt_is_ids = false;         // completion: the prompt was token ids
+  std::string prompt_text;            // completion, text prompt
+  std::vector<int> prompt_ids;        // completion, id prompt
+  SamplingParams sampling;            // OpenAI defaults: temperature 1, top_p 1
+  std::optional<int> max_tokens;      // none => until the context is full (chat) / 16 (completion)
+  std::vector<std::string> stop;      // at most 4, each non-empty
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;               // 0..20 (chat), 0..5 (completion's integer logprobs)
+};
+
+// `body` is the raw request body. Invalid JSON (or invalid UTF-8 in it), a non-object, a wrong
+// type or a value out of range gives a 400 naming the parameter, e.g. "messages[2].role".
+std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body);
+
+// Limits the parser enforces (the OpenAI spec's, plus a sanity bound on max_tokens).
+inline constexpr int kMaxStops = 4;
+inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kMaxCompletionLogprobs = 5;
+
+}  // namespace waste::serve

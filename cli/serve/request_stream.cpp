@@ -1,0 +1,62 @@
+#include "cli/serve/request_stream.hpp"
+
+namespace waste::serve {
+
+const char* finish_name(Finish finish) noexcept {
+  switch (finish) {
+    case Finish::none: return "none";
+    case Finish::stop: return "stop";
+    case Finish::length: return "length";
+    case Finish::cancelled: return "cancelled";
+    case Finish::error: return "error";
+  }
+  return "?";
+}
+
+void RequestStream::push(Delta delta) {
+  {
+    std::lock_guard lock(mutex_);
+    deltas_.push_back(std::move(delta));
+  }
+  ready_.notify_one();
+}
+
+void RequestStream::finish(Finish reason, int prompt_tokens, int completion_tokens, std::string error) {
+  {
+    std::lock_guard lock(mutex_);
+    finish_ = reason;
+    prompt_tokens_ = prompt_tokens;
+    completion_tokens_ = completion_tokens;
+    error_ = std::move(error);
+  }
+  ready_.notify_one();
+}
+
+bool RequestStream::take(std::vector<Delta>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  ready_.wait_for(lock, timeout, [&] { return !deltas_.empty() || finish_ != Finish::none; });
+  while (!deltas_.empty()) {
+    out.push_back(std::move(deltas_.front()));
+    deltas_.pop_front();
+  }
+  return finish_ != Finish::none;
+}
+
+Finish RequestStream::finish_reason() const {
+  std::lock_guard lock(mutex_);
+  return finish_;
+}
+int RequestStream::prompt_tokens() const {
+  std::lock_guard lock(mutex_);
+  return prompt_tokens_;
+}
+int RequestStream::completion_tokens() const {
+  std::lock_guard lock(mutex_);
+  return completion_tokens_;
+}
+std::string RequestStream::error() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+}  // namespace waste::serve

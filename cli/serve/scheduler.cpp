@@ -1,0 +1,263 @@
+#include "cli/serve/scheduler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "cli/cli_common.hpp"
+
+namespace waste::serve {
+namespace {
+
+std::uint64_t ns_since(std::chrono::steady_clock::time_point start) {
+  return std::uint64_t(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+}
+
+}  // namespace
+
+struct Scheduler::Slot {
+  Slot(GenerationJob j, std::shared_ptr<RequestStream> s)
+      : job(std::move(j)), stream(std::move(s)), sampler(job.sampling), text(job.stop_texts) {}
+  GenerationJob job;
+  std::shared_ptr<RequestStream> stream;
+  std::unique_ptr<EngineSequence> sequence;  // made on the engine thread at admission
+  Sampler sampler;
+  cli::StopTextStream text;
+  int prompt_fed = 0;   // prompt tokens fed so far
+  int next_token = -1;  // >= 0: sampled, to be fed in the next pass (decoding)
+  int generated = 0;
+  bool done = false;
+};
+
+Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options)
+    : engine_(engine),
+      tokenizer_(tokenizer),
+      options_(options),
+      ctx_tokens_(engine.info().ctx_tokens),
+      vocab_(engine.config().vocab) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(GenerationJob job) {
+  if (job.prompt.empty()) return std::unexpected(bad_param("prompt", "the prompt is empty"));
+  for (int id : job.prompt) {
+    if (id < 0 || id >= vocab_) {
+      return std::unexpected(bad_param("prompt", "prompt token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                                     std::to_string(vocab_)));
+    }
+  }
+  if (int(job.prompt.size()) >= ctx_tokens_) {
+    return std::unexpected(ApiError{400,
+                                    "the prompt has " + std::to_string(job.prompt.size()) +
+                                        " tokens; the context holds " + std::to_string(ctx_tokens_) +
+                                        " (prompt plus at least one generated token)",
+                                    "invalid_request_error", "messages", "context_length_exceeded"});
+  }
+  auto stream = std::make_shared<RequestStream>();
+  if (job.max_tokens <= 0) {  // nothing to generate: the answer is known without a pass
+    stream->finish(Finish::length, int(job.prompt.size()), 0);
+    return stream;
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (draining_ || stopping_) {
+      return std::unexpected(ApiError{503, "the server is shutting down", "service_unavailable_error", "", ""});
+    }
+    // Active plus waiting: a request that would find a free slot is never refused.
+    if (in_flight_ >= options_.parallel + options_.max_queue) {
+      return std::unexpected(ApiError{429, "too many requests waiting (" + std::to_string(options_.max_queue) +
+                                               "); retry later",
+                                      "rate_limit_error", "", "rate_limit_exceeded"});
+    }
+    queue_.push_back(std::make_unique<Slot>(std::move(job), stream));
+    ++in_flight_;
+    counters_.queued.store(int(queue_.size()), std::memory_order_relaxed);
+  }
+  wake_.notify_one();
+  return stream;
+}
+
+void Scheduler::drain() {
+  std::lock_guard lock(mutex_);
+  draining_ = true;
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+int Scheduler::in_flight() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
+}
+
+void Scheduler::loop() {
+  std::vector<std::unique_ptr<Slot>> active;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active.empty(); });
+      if (stopping_) break;
+      while (int(active.size()) < options_.parallel && !queue_.empty()) {
+        active.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      counters_.queued.store(int(queue_.size()), std::memory_order_relaxed);
+    }
+    step(active);
+    std::erase_if(active, [](const auto& s) { return s->done; });
+    counters_.active.store(int(active.size()), std::memory_order_relaxed);
+  }
+  // Stopping: whatever is left ends as cancelled.
+  std::deque<std::unique_ptr<Slot>> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(queue_);
+    in_flight_ = 0;
+  }
+  for (auto& slot : active) slot->stream->finish(Finish::cancelled, int(slot->job.prompt.size()), slot->generated);
+  for (auto& slot : left) slot->stream->finish(Finish::cancelled, int(slot->job.prompt.size()), 0);
+  counters_.active.store(0, std::memory_order_relaxed);
+  counters_.queued.store(0, std::memory_order_relaxed);
+}
+
+void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
+  for (auto& slot : active) {
+    if (slot->stream->cancelled()) {
+      end(*slot, Finish::cancelled);
+      continue;
+    }
+    if (!slot->sequence) {
+      auto sequence = engine_.new_sequence();
+      if (!sequence) {
+        end(*slot, Finish::error, sequence.error().message);
+        continue;
+      }
+      slot->sequence = std::move(*sequence);
+    }
+  }
+  // Decode tokens first (one each), then prompt chunks in arrival order with what is left of the
+  // pass: feed_batch runs one pass for at most prefill_chunk tokens.
+  std::vector<SequenceFeed> feeds;
+  std::vector<Slot*> fed;
+  std::vector<int> prefill_counts;
+  int budget = options_.prefill_chunk;
+  for (auto& slot : active) {
+    if (slot->done || slot->next_token < 0) continue;
+    feeds.push_back({slot->sequence.get(), std::span<const int>(&slot->next_token, 1)});
+    fed.push_back(slot.get());
+    prefill_counts.push_back(0);
+    --budget;
+  }
+  const std::uint64_t decode_tokens = feeds.size();
+  std::uint64_t prefill_tokens = 0;
+  for (auto& slot : active) {
+    if (budget <= 0) break;
+    if (slot->done || slot->next_token >= 0) continue;
+    const int left = int(slot->job.prompt.size()) - slot->prompt_fed;
+    const int n = std::min(budget, left);
+    feeds.push_back({slot->sequence.get(), std::span<const int>(slot->job.prompt.data() + slot->prompt_fed, n)});
+    fed.push_back(slot.get());
+    prefill_counts.push_back(n);
+    budget -= n;
+    prefill_tokens += std::uint64_t(n);
+  }
+  if (feeds.empty()) return;
+
+  const auto start = std::chrono::steady_clock::now();
+  const Status status = engine_.feed_batch(feeds);
+  counters_.feed_ns.fetch_add(ns_since(start), std::memory_order_relaxed);
+  counters_.steps.fetch_add(1, std::memory_order_relaxed);
+  counters_.decode_tokens_in_passes.fetch_add(decode_tokens, std::memory_order_relaxed);
+  counters_.prefill_tokens_in_passes.fetch_add(prefill_tokens, std::memory_order_relaxed);
+  const ExpertSourceStats stats = engine_.stats();
+  counters_.experts_hit.store(stats.hits, std::memory_order_relaxed);
+  counters_.experts_missed.store(stats.misses, std::memory_order_relaxed);
+  counters_.bytes_read.store(stats.bytes_read, std::memory_order_relaxed);
+  if (!status) {
+    // The sequences of a failed pass are in an unknown state: each request ends with the error.
+    for (Slot* slot : fed) end(*slot, Finish::error, status.error().message);
+    return;
+  }
+  counters_.prompt_tokens.fetch_add(prefill_tokens, std::memory_order_relaxed);
+  const auto sample_start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < fed.size(); ++i) {
+    Slot& slot = *fed[i];
+    if (prefill_counts[i] > 0) {
+      slot.prompt_fed += prefill_counts[i];
+      if (slot.prompt_fed < int(slot.job.prompt.size())) continue;  // more chunks to come
+    }
+    sample(slot);
+  }
+  counters_.sample_ns.fetch_add(ns_since(sample_start), std::memory_order_relaxed);
+}
+
+void Scheduler::end(Slot& slot, Finish reason, std::string error) {
+  slot.next_token = -1;
+  slot.done = true;
+  {
+    // Before the stream says so, so a reader that saw the finish sees in_flight() without it.
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+  }
+  slot.stream->finish(reason, int(slot.job.prompt.size()), slot.generated, std::move(error));
+}
+
+void Scheduler::sample(Slot& slot) {
+  const std::span<const float> logits = slot.sequence->logits();
+  const int token = slot.sampler.sample(logits);
+  ++slot.generated;
+  counters_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
+  if (std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) != slot.job.stop_ids.end()) {
+    const std::string tail = slot.text.finish();
+    if (!tail.empty()) slot.stream->push(Delta{tail, std::nullopt});
+    return end(slot, Finish::stop);
+  }
+  Delta delta;
+  if (slot.job.top_logprobs >= 0) {
+    delta.logprob = token_logprob(logits, token, slot.job.top_logprobs);
+    delta.logprob->text = tokenizer_.decode_token(token);
+    for (const TopLogprob& t : delta.logprob->top) delta.logprob->top_text.push_back(tokenizer_.decode_token(t.token));
+  }
+  delta.text = slot.text.push(tokenizer_.decode_token(token));
+  slot.stream->push(std::move(delta));
+  if (slot.text.stopped()) return end(slot, Finish::stop);
+  if (slot.generated >= slot.job.max_tokens || slot.sequence->position() >= ctx_tokens_) {
+    const std::string tail = slot.text.finish();
+    if (!tail.empty()) slot.stream->push(Delta{tail, std::nullopt});
+    return end(slot, Finish::length);
+  }
+  slot.next_token = token;
+}
+
+TokenLogprob token_logprob(std::span<const float> logits, int token, int top) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double total = 0;
+  for (float l : logits) total += std::exp(double(l) - max_logit);
+  const double log_total = std::log(total);
+  auto logprob = [&](int id) { return float(double(logits[std::size_t(id)]) - max_logit - log_total); };
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = logprob(token);
+  const int k = std::min<int>(top, int(logits.size()));
+  if (k > 0) {
+    std::vector<int> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+      return logits[std::size_t(a)] > logits[std::size_t(b)] || (logits[std::size_t(a)] == logits[std::size_t(b)] && a < b);
+    });
+    for (int i = 0; i < k; ++i) out.top.push_back({order[std::size_t(i)], logprob(order[std::size_t(i)])});
+  }
+  return out;
+}
+
+}  // namespace waste::serve

@@ -1,0 +1,103 @@
+// Continuous batching for `waste serve`: one engine thread owns the Engine and every
+// EngineSequence. Each step feeds, in one Engine::feed_batch, the pending token of every
+// decoding sequence plus prompt tokens of waiting prompts up to prefill_chunk tokens in all
+// (so one pass, and a long prompt never stalls decode for more than one chunk); then samples
+// every sequence whose logits are new with its own Sampler and seed. A sequence's tokens are
+// therefore the tokens Engine::generate gives the same request alone (the engine guarantees
+// the logits bit for bit; sampling reads nothing but the sequence's own logits).
+// New requests join at the next step; a cancelled one is dropped before the next pass.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <expected>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/serve/api_error.hpp"
+#include "cli/serve/request_stream.hpp"
+#include "compute/api/engine.hpp"
+#include "compute/sampling/sampler.hpp"
+#include "compute/tokenizer/tokenizer.hpp"
+
+namespace waste::serve {
+
+struct GenerationJob {
+  std::vector<int> prompt;            // non-empty, shorter than the context
+  SamplingParams sampling;
+  int max_tokens = 16;                // sampled tokens at most (a stop token counts)
+  std::vector<int> stop_ids;          // end at once, their text not emitted (eos, the chat suffix's special)
+  std::vector<std::string> stop_texts;  // end when the output text contains one (excluded)
+  int top_logprobs = -1;              // -1 = no logprobs, else 0..20 alternatives per token
+};
+
+struct SchedulerOptions {
+  int parallel = 4;        // sequences decoding at once
+  int max_queue = 64;      // requests that may wait for a slot; past that submit() answers 429
+  int prefill_chunk = 64;  // tokens per pass in all (decode tokens + one prefill chunk)
+};
+
+// Counters for /metrics. Writer: the engine thread (relaxed stores; each value is read alone).
+struct SchedulerCounters {
+  std::atomic<std::uint64_t> steps{0};
+  std::atomic<std::uint64_t> prompt_tokens{0};     // prompt tokens fed
+  std::atomic<std::uint64_t> generated_tokens{0};  // tokens sampled
+  std::atomic<std::uint64_t> experts_hit{0}, experts_missed{0}, bytes_read{0};
+  std::atomic<std::uint64_t> feed_ns{0}, sample_ns{0}, prefill_tokens_in_passes{0}, decode_tokens_in_passes{0};
+  std::atomic<int> active{0};
+  std::atomic<int> queued{0};
+};
+
+class Scheduler {
+ public:
+  // `engine` and `tokenizer` must outlive the scheduler; from now on only its thread uses the engine.
+  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options);
+  ~Scheduler();  // stop(): cancels what is left, joins the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // 429 when max_queue requests already wait, 503 once draining; 400 for a prompt that does
+  // not fit the context or holds an id outside the vocabulary.
+  std::expected<std::shared_ptr<RequestStream>, ApiError> submit(GenerationJob job);
+  // Refuse new requests (503); what is queued or active runs to its end.
+  void drain();
+  // Cancel everything (finish: cancelled) and join the engine thread.
+  void stop();
+  // Requests queued or active.
+  [[nodiscard]] int in_flight() const;
+  [[nodiscard]] const SchedulerCounters& counters() const { return counters_; }
+  [[nodiscard]] const SchedulerOptions& options() const { return options_; }
+  [[nodiscard]] int ctx_tokens() const { return ctx_tokens_; }
+
+ private:
+  struct Slot;
+  void loop();
+  void step(std::vector<std::unique_ptr<Slot>>& active);
+  void sample(Slot& slot);
+  void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
+
+  Engine& engine_;
+  const Tokenizer& tokenizer_;
+  const SchedulerOptions options_;
+  const int ctx_tokens_;
+  const int vocab_;
+  SchedulerCounters counters_;
+
+  mutable std::mutex mutex_;  // guards queue_, draining_, stopping_, in_flight_
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Slot>> queue_;
+  bool draining_ = false;
+  bool stopping_ = false;
+  int in_flight_ = 0;
+  std::thread thread_;
+};
+
+// log-softmax of `logits` at `token` and the `top` most likely ids (ties: lower id first).
+TokenLogprob token_logprob(std::span<const float> logits, int token, int top);
+
+}  // namespace waste::serve

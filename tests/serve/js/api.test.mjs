@@ -1,0 +1,191 @@
+// The official `openai` client against `waste serve` on a tiny synthetic container: models,
+// chat (blocking and streaming), completions, error objects, 4 concurrent seeded streams equal
+// to the same 4 one after another, a disconnect freeing the slot, and SIGTERM draining.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { makeContainer, startServer, rawRequest, post, metric, withTimeout } from './helpers.mjs';
+
+let container, server, client;
+
+before(async () => {
+  container = makeContainer();
+  server = await startServer(container.model, ['--parallel', '4', '--api-key', 'sk-test', '--ctx', '2048']);
+  client = new OpenAI({ apiKey: 'sk-test', baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 60000 });
+});
+
+after(async () => {
+  if (server) await server.stop();
+  if (container) container.cleanup();
+});
+
+const messages = [
+  { role: 'system', content: 'You are terse.' },
+  { role: 'user', content: [{ type: 'text', text: 'Tell me about ' }, { type: 'text', text: 'the fox.' }] },
+];
+
+async function collect(stream) {
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk);
+  return chunks;
+}
+
+test('GET /health, /v1/models and /metrics', async () => {
+  assert.deepEqual(await (await fetch(`${server.url}/health`)).json(), { status: 'ok' });
+  const models = await client.models.list();
+  assert.deepEqual(models.data.map((m) => [m.id, m.object, m.owned_by]), [['tiny', 'model', 'waste']]);
+  const one = await client.models.retrieve('tiny');
+  assert.equal(one.id, 'tiny');
+  const text = await (await fetch(`${server.url}/metrics`)).text();
+  assert.match(text, /^# TYPE waste_requests_total counter$/m);
+  assert.match(text, /^waste_requests_total\{route="\/v1\/models",status="200"\} 1$/m);
+  assert.match(text, /^waste_active_sequences 0$/m);
+  assert.match(text, /^waste_stage_seconds_total\{stage="forward"\} /m);
+});
+
+test('chat: blocking answer, then the same request streamed gives the same text', async () => {
+  const params = { model: 'tiny', messages, max_tokens: 12, temperature: 0.9, seed: 7 };
+  const blocking = await client.chat.completions.create(params);
+  assert.equal(blocking.object, 'chat.completion');
+  assert.match(blocking.id, /^chatcmpl-/);
+  const choice = blocking.choices[0];
+  assert.equal(choice.message.role, 'assistant');
+  assert.ok(['stop', 'length'].includes(choice.finish_reason));
+  assert.equal(choice.logprobs, null);
+  assert.ok(blocking.usage.prompt_tokens > 10);
+  assert.ok(blocking.usage.completion_tokens >= 1 && blocking.usage.completion_tokens <= 12);
+  assert.equal(blocking.usage.total_tokens, blocking.usage.prompt_tokens + blocking.usage.completion_tokens);
+
+  const chunks = await collect(await client.chat.completions.create({
+    ...params, stream: true, stream_options: { include_usage: true } }));
+  assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+  const last = chunks.at(-1);
+  assert.deepEqual(last.choices, []);
+  assert.deepEqual(last.usage, blocking.usage);
+  const finish = chunks.at(-2);
+  assert.equal(finish.choices[0].finish_reason, choice.finish_reason);
+  assert.ok(chunks.slice(0, -1).every((c) => c.usage === null && c.id === chunks[0].id));
+  const text = chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+  assert.equal(text, choice.message.content);
+
+  // The helper that checks a stream's shape end to end (role, finish_reason on every choice).
+  const runner = client.chat.completions.stream(params);
+  const final = await runner.finalChatCompletion();
+  assert.equal(final.choices[0].message.content, choice.message.content);
+});
+
+test('chat: logprobs with top_logprobs', async () => {
+  const r = await client.chat.completions.create({
+    model: 'tiny', messages, max_tokens: 4, temperature: 0, logprobs: true, top_logprobs: 3 });
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, r.usage.completion_tokens - (r.choices[0].finish_reason === 'stop' ? 1 : 0));
+  for (const t of content) {
+    assert.equal(t.top_logprobs.length, 3);
+    assert.ok(t.logprob <= 0);
+    // Greedy: the chosen token is the most likely one.
+    assert.equal(t.logprob, t.top_logprobs[0].logprob);
+  }
+});
+
+test('completions: blocking and streamed text agree; token-id prompts work', async () => {
+  const params = { model: 'tiny', prompt: 'The quick brown fox', max_tokens: 10, temperature: 0 };
+  const blocking = await client.completions.create(params);
+  assert.equal(blocking.object, 'text_completion');
+  assert.equal(blocking.choices[0].finish_reason, 'length');
+  assert.equal(blocking.usage.completion_tokens, 10);
+  const chunks = await collect(await client.completions.create({ ...params, stream: true }));
+  assert.equal(chunks.map((c) => c.choices[0].text).join(''), blocking.choices[0].text);
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
+  const ids = await client.completions.create({ model: 'tiny', prompt: [1, 2, 3], max_tokens: 2, temperature: 0 });
+  assert.equal(ids.usage.prompt_tokens, 3);
+});
+
+test('errors are OpenAI error objects with the right status', async () => {
+  await assert.rejects(client.chat.completions.create({ model: 'tiny', messages, n: 2 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'n');
+    assert.equal(e.type, 'invalid_request_error');
+    assert.equal(e.error.message, "'n' must be 1 (one choice per request)");
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create({ model: 'tiny', messages,
+    tools: [{ type: 'function', function: { name: 'f' } }] }), (e) => e.status === 400 && e.param === 'tools');
+  await assert.rejects(client.chat.completions.create({ model: 'nope', messages }),
+    (e) => e.status === 404 && e.code === 'model_not_found' && e.param === 'model');
+  const wrongKey = new OpenAI({ apiKey: 'sk-wrong', baseURL: `${server.url}/v1`, maxRetries: 0 });
+  await assert.rejects(wrongKey.models.list(), (e) => e.status === 401 && e.code === 'invalid_api_key');
+
+  const route = await fetch(`${server.url}/v1/nothing`, { headers: { Authorization: 'Bearer sk-test' } });
+  assert.equal(route.status, 404);
+  assert.equal((await route.json()).error.type, 'not_found_error');
+  const big = await rawRequest(server.port, post('/v1/completions', 'x'.repeat(5 << 20), { Authorization: 'Bearer sk-test' }));
+  assert.equal(big.status, 413);
+  assert.equal(JSON.parse(big.body).error.code, 'payload_too_large');
+  const overflow = await rawRequest(server.port, post('/v1/completions',
+    JSON.stringify({ model: 'tiny', prompt: Array(2100).fill(1) }), { Authorization: 'Bearer sk-test' }));
+  assert.equal(overflow.status, 400);
+  assert.equal(JSON.parse(overflow.body).error.code, 'context_length_exceeded');
+});
+
+test('4 concurrent seeded streams give exactly the tokens of the same 4 one after another', async () => {
+  const requests = [0, 1, 2, 3].map((i) => ({
+    model: 'tiny', max_tokens: 16 + i, temperature: 0.7 + 0.1 * i, seed: 100 + i, top_p: 0.95,
+    messages: [{ role: 'user', content: `Question ${i}: ${'why '.repeat(10 * i + 1)}` }],
+  }));
+  const streamText = async (r) => (await collect(await client.chat.completions.create({ ...r, stream: true })))
+    .map((c) => c.choices[0]?.delta?.content ?? '').join('');
+  const sequential = [];
+  for (const r of requests) sequential.push(await streamText(r));
+  const concurrent = await Promise.all(requests.map(streamText));
+  assert.deepEqual(concurrent, sequential);
+  assert.ok(sequential.every((t) => t.length > 0));
+});
+
+test('a client that disconnects mid-stream frees its slot', async () => {
+  const before = await metric(server.url, 'waste_generated_tokens_total');
+  const controller = new AbortController();
+  const stream = await client.chat.completions.create(
+    { model: 'tiny', messages, max_tokens: 100000, temperature: 0, stream: true }, { signal: controller.signal });
+  let seen = 0;
+  try {
+    for await (const chunk of stream) {
+      if (++seen === 3) controller.abort();
+    }
+  } catch (e) {
+    assert.equal(e.name, 'APIUserAbortError');
+  }
+  assert.ok(seen >= 3);
+  // The sequence goes within a step or two: active sequences fall back to 0.
+  await withTimeout((async () => {
+    while ((await metric(server.url, 'waste_active_sequences')) !== 0) await new Promise((r) => setTimeout(r, 50));
+  })(), 30000, 'slot freed');
+  // Left alone it would have run to the context (2048 - prompt tokens); it stopped long before.
+  const after = await metric(server.url, 'waste_generated_tokens_total');
+  assert.ok(after - before < 1500, `generated ${after - before} tokens after the disconnect`);
+});
+
+test('429 past the queue, then SIGTERM drains the stream in flight and exits 0', async () => {
+  // A container of its own: a second client of the first server's daemon would share its budget.
+  const own = makeContainer();
+  const small = await startServer(own.model, ['--parallel', '1', '--queue', '0', '--drain-seconds', '30']);
+  try {
+    const c = new OpenAI({ apiKey: 'x', baseURL: `${small.url}/v1`, maxRetries: 0 });
+    const stream = await c.chat.completions.create({ model: 'tiny', messages, max_tokens: 40, temperature: 0, stream: true });
+    const iterator = stream[Symbol.asyncIterator]();
+    await iterator.next();  // the role chunk: the one slot is now taken
+    const busy = await rawRequest(small.port, post('/v1/completions', JSON.stringify({ model: 'tiny', prompt: 'x' })));
+    assert.equal(busy.status, 429);
+    assert.match(busy.headers, /^Retry-After: 1$/mi);
+    assert.equal(JSON.parse(busy.body).error.type, 'rate_limit_error');
+    small.proc.kill('SIGTERM');
+    const rest = [];
+    for (let r = await iterator.next(); !r.done; r = await iterator.next()) rest.push(r.value);
+    assert.ok(['stop', 'length'].includes(rest.at(-1).choices[0].finish_reason));  // finished, not cut
+    const { code } = await withTimeout(small.exited, 30000, 'exit after drain');
+    assert.equal(code, 0);
+    assert.match(small.stderr(), /waste serve: stopped \(0 cancelled at the deadline\)/);
+  } finally {
+    await small.stop();
+    own.cleanup();
+  }
+});
