@@ -112,6 +112,7 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   ConvertOptions o = opt_in;
   o.rvq.stages = o.stages;
   o.rvq.entries = o.entries;
+  o.rvq.simd = o.simd;
   ConvertSummary summary;
   const auto t_start = Clock::now();
 

@@ -69,6 +69,8 @@ void encode_matrix(const RvqBooks& books, std::span<const float> w, const Expert
   const std::int64_t n_blocks = (rows + kIndexBlockRows - 1) / kIndexBlockRows;
   pool.parallel_for(n_blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
     std::vector<float> x(static_cast<std::size_t>(cols));
+    std::vector<std::uint8_t> row_ids(std::size_t(nvr) * std::size_t(books.stages));
+    std::vector<float> scratch;
     for (std::int64_t b = b0; b < b1; ++b) {
       for (int r = int(b) * kIndexBlockRows; r < std::min<int>(rows, int(b + 1) * kIndexBlockRows); ++r) {
         const float* wr = &w[std::size_t(r) * cols];
@@ -80,9 +82,9 @@ void encode_matrix(const RvqBooks& books, std::span<const float> w, const Expert
         std::memcpy(scale_base + 2 * std::size_t(r), &s16, 2);
         const float s_dec = fp16_to_f32(s16);
         ErrorSums es;
+        encode_vectors(books, x.data(), nvr, row_ids.data(), simd, scratch);
         for (int v = 0; v < nvr; ++v) {
-          std::uint8_t ids[8] = {};
-          encode_vector(books, &x[std::size_t(v) * kVecDim], ids, simd);
+          const std::uint8_t* ids = &row_ids[std::size_t(v) * books.stages];
           std::uint8_t* run = idx_base + (std::uint64_t(r / kIndexBlockRows) * nvr + v) * kIndexBlockRows * bpr +
                               std::uint64_t(r % kIndexBlockRows) * bpr;
           if (g.packed6) {

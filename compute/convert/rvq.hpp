@@ -15,13 +15,19 @@ namespace waste::convert {
 
 inline constexpr int kVecDim = 8;
 
-// Nearest centroid to x[0..8) by squared L2, summed over d ascending with no fused multiply-add;
-// the first minimum wins. `book_t` is the codebook transposed: [d][entries]; entries % 8 == 0
-// for the SIMD path (it falls back to the scalar one otherwise). Both paths return identical
-// results (tested): each lane computes the scalar expression for its centroid.
-int nearest_scalar(const float* x, const float* book_t, int entries) noexcept;
-int nearest_simd(const float* x, const float* book_t, int entries) noexcept;  // AVX2 when present
+// Nearest centroid by d(c) = |c|^2 - 2 x.c (the |x|^2 term is the same for every c), with the
+// dot product as one mul then fused multiply-adds over d ascending and d = fma(-2, dot, |c|^2);
+// the first minimum wins. `book` is [entries][8] row-major, `norms` its |c|^2. The scalar
+// reference (std::fma) and the AVX2+FMA path (8 points per register, one centroid at a time,
+// a strict compare per lane) compute the same correctly rounded operations in the same order,
+// so they return identical indices (tested).
+int nearest_scalar(const float* x, const float* book, const float* norms, int entries) noexcept;
+// Nearest for n points (n x 8 floats) into out[0..n).
+void nearest_many(const float* xs, std::int64_t n, const float* book, const float* norms, int entries,
+                  std::int32_t* out, bool simd) noexcept;
 bool simd_available() noexcept;
+// |c|^2 of each centroid, summed as the dot product is (mul, then fma over d).
+void centroid_norms(const float* book, int entries, float* norms) noexcept;
 
 // splitmix64-based generator (stable across platforms and library versions, unlike <random>'s
 // distributions).
@@ -43,6 +49,7 @@ struct RvqParams {
   int iterations = 10;              // Lloyd iterations per stage
   int train_vectors = 300000;       // cap on the training set
   int sample_experts = 12;          // experts sampled per (layer, kind)
+  bool simd = true;                 // false: the scalar reference search (tests)
 };
 
 // Books of one (layer, kind): stages x entries x 8 fp16 values, and their f32 decode with the
@@ -51,14 +58,16 @@ struct RvqBooks {
   int stages = 0, entries = 0;
   std::vector<std::uint16_t> fp16;  // [stage][entry][d]
   std::vector<float> value;         // same layout, decoded
-  std::vector<float> transposed;    // [stage][d][entry], for the nearest search
+  std::vector<float> norms;         // [stage][entry] |c|^2 of the decoded centroids
   void set_stage(int stage, std::span<const float> centroids);  // rounds to fp16
 };
 
 // Residual k-means on `vectors` (n x 8, consumed: left holding the final residuals).
 RvqBooks train_rvq(std::vector<float>& vectors, const RvqParams& params, ThreadPool& pool);
 
-// Greedy residual encode of one row-normalised 8-vector; writes `stages` indices.
-void encode_vector(const RvqBooks& books, const float* x, std::uint8_t* indices_out, bool simd) noexcept;
+// Greedy residual encode of n row-normalised 8-vectors: out[i * stages + s] = stage s of vector i.
+// `scratch` is resized to hold the residuals and indices.
+void encode_vectors(const RvqBooks& books, const float* xs, std::int64_t n, std::uint8_t* out, bool simd,
+                    std::vector<float>& scratch);
 
 }  // namespace waste::convert
