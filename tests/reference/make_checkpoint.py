@@ -4,7 +4,8 @@
 
 * kimi-linear: bf16, two shards + model.safetensors.index.json, KimiLinearForCausalLM names.
   --size bench is the issue's checkpoint: 4 layers (0 dense, 3 MoE of 64 experts, top-2, one
-  shared), hidden 512, expert width 256, KDA 4 heads x 32, MLA at layer 3, vocabulary 600.
+  shared), hidden 512, expert width 256, KDA 4 heads x 32, MLA at layer 3, vocabulary 600;
+  bench2x is the same with 128 experts per layer.
 * k3: nested text_config, tensors under language_model., latent MoE, Attention Residuals,
   full-rank KDA gate, MLA output gate; routed experts as MXFP4 pairs (weight_packed U8, E2M1
   nibbles low first + weight_scale U8 E8M0 per 32 inputs), trunk bf16.
@@ -37,12 +38,13 @@ K3_SPECIALS = ["[BOS]", "[EOS]", "<|end_of_msg|>", "<|open|>", "<|close|>", "<|s
 
 
 def config_for(arch: str, size: str) -> dict:
-    if arch == "kimi-linear" and size == "bench":
+    if arch == "kimi-linear" and size in ("bench", "bench2x"):
         return {
             "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear",
             "num_hidden_layers": 4, "hidden_size": 512, "vocab_size": 600,
             "first_k_dense_replace": 1, "intermediate_size": 1024, "moe_intermediate_size": 256,
-            "num_experts": 64, "num_experts_per_token": 2, "num_shared_experts": 1,
+            "num_experts": 64 if size == "bench" else 128, "num_experts_per_token": 2,
+            "num_shared_experts": 1,
             "moe_renormalize": True, "routed_scaling_factor": 2.0, "num_attention_heads": 4,
             "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "kv_lora_rank": 64,
             "q_lora_rank": None, "mla_use_nope": True, "rms_norm_eps": 1e-5, "hidden_act": "silu",
@@ -239,7 +241,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", required=True, choices=["kimi-linear", "k3", "deepseek-v3"])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--size", default="small", choices=["small", "bench"])
+    ap.add_argument("--size", default="small", choices=["small", "bench", "bench2x"])
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
