@@ -63,12 +63,13 @@ Result<SourceConfig> normalize_config(const json& raw) {
   }
   if (qc && qc->contains("weight_block_size")) {
     const json& b = (*qc)["weight_block_size"];
-    if (!b.is_array() || b.size() != 2 || !b[0].is_number_unsigned() || !b[1].is_number_unsigned() ||
-        b[0].get<std::uint64_t>() < 1 || b[1].get<std::uint64_t>() < 1 || b[0].get<std::uint64_t>() > 65536 ||
-        b[1].get<std::uint64_t>() > 65536) {
+    auto in_range = [](const json& v) {
+      return v.is_number_integer() && v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= 65536;
+    };
+    if (!b.is_array() || b.size() != 2 || !in_range(b[0]) || !in_range(b[1])) {
       return make_error(Errc::format, "config.json: quantization_config.weight_block_size must be two integers in 1..65536");
     }
-    s.fp8_block = {int(b[0].get<std::uint64_t>()), int(b[1].get<std::uint64_t>())};
+    s.fp8_block = {int(b[0].get<std::int64_t>()), int(b[1].get<std::int64_t>())};
   }
   auto model = ModelConfig::from_json(config);
   if (!model) return std::unexpected(model.error().with_context("config.json"));
