@@ -237,6 +237,33 @@ Status ContainerWriter::end_bank() {
   return {};
 }
 
+Status ContainerWriter::adopt_bank(int layer, int codebook_base, const std::filesystem::path& finished_file) {
+  Impl& s = *impl_;
+  if (s.bank) return make_error(Errc::argument, "adopt_bank: a bank is still open");
+  auto geometry = ExpertGeometry::from(s.manifest.config, s.manifest.quant);
+  if (!geometry) return std::unexpected(geometry.error());
+  ExpertBankInfo info;
+  info.layer = layer;
+  info.file = "experts-L" + std::to_string(layer) + ".bin";
+  info.experts = s.manifest.config.n_experts;
+  info.codebook_base = codebook_base;
+  info.bytes = geometry->record_bytes * std::uint64_t(info.experts);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(finished_file, ec);
+  if (ec) return make_error(Errc::io, finished_file.string() + ": " + ec.message());
+  if (size != info.bytes) {
+    return make_error(Errc::format, finished_file.string() + ": " + std::to_string(size) + " bytes, layer " +
+                                        std::to_string(layer) + " needs " + std::to_string(info.bytes));
+  }
+  const auto dest = s.dir / info.file;
+  if (!std::filesystem::equivalent(finished_file, dest, ec)) {
+    std::filesystem::rename(finished_file, dest, ec);
+    if (ec) return make_error(Errc::io, finished_file.string() + " -> " + dest.string() + ": " + ec.message());
+  }
+  s.manifest.banks[layer] = info;
+  return {};
+}
+
 Result<Manifest> ContainerWriter::finish() {
   Impl& s = *impl_;
   if (s.tensor || s.bank) return make_error(Errc::argument, "finish: a tensor or bank is still open");

@@ -39,6 +39,10 @@ class ContainerWriter {
   Status begin_bank(int layer, int codebook_base);
   Status append_record(std::span<const std::byte> record);
   Status end_bank();
+  // A bank written elsewhere (the converter's per-layer temporary file, already complete and
+  // fsync'd): renamed into place as experts-L{layer}.bin after its size is checked against
+  // n_experts x record bytes. Renaming a file that is already in place is a no-op.
+  Status adopt_bank(int layer, int codebook_base, const std::filesystem::path& finished_file);
 
   // Flush, fsync, then write manifest.json atomically. Returns the manifest written.
   Result<Manifest> finish();

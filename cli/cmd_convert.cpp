@@ -1,0 +1,112 @@
+// waste convert SRC_DIR --out NAME.waste: a Hugging Face checkpoint (safetensors, bf16/fp16/f32,
+// fp8 with block scales, MXFP4 experts) to a v0 container. Resumable: rerun the same command
+// after a crash and finished layers are kept (docs/design/convert.md).
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/command.hpp"
+#include "compute/convert/converter.hpp"
+#include "shared/container/file_io.hpp"
+
+namespace waste::cli {
+namespace {
+
+struct ConvertArgs {
+  convert::ConvertOptions options;
+  std::string src, out, layers, report;
+  bool quiet = false;
+};
+
+// "1,3,5-7" -> {1,3,5,6,7}
+std::optional<std::vector<int>> parse_layer_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto dash = item.find('-');
+    try {
+      std::size_t used = 0;
+      if (dash == std::string::npos) {
+        out.push_back(std::stoi(item, &used));
+        if (used != item.size()) return std::nullopt;
+      } else {
+        const int a = std::stoi(item.substr(0, dash), &used);
+        if (used != dash) return std::nullopt;
+        const std::string rest = item.substr(dash + 1);
+        const int b = std::stoi(rest, &used);
+        if (used != rest.size() || b < a || b - a > 100000) return std::nullopt;
+        for (int i = a; i <= b; ++i) out.push_back(i);
+      }
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
+int run_convert(ConvertArgs& args) {
+  auto& o = args.options;
+  o.src = args.src;
+  o.out = args.out;
+  o.progress = convert::detect_progress_mode(args.quiet);
+  if (!args.layers.empty()) {
+    auto list = parse_layer_list(args.layers);
+    if (!list) {
+      std::fprintf(stderr, "waste convert: --layers %s: expected a list like 1,3,5-7\n", args.layers.c_str());
+      return 2;
+    }
+    o.layers = std::move(*list);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto summary = convert::convert_checkpoint(o);
+  if (!summary) {
+    std::fprintf(stderr, "waste convert: %s\n", summary.error().message.c_str());
+    return summary.error().code == Errc::argument ? 2 : 1;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!args.report.empty()) {
+    if (auto s = write_file_atomic(args.report, convert::format_report(*summary, o)); !s) {
+      std::fprintf(stderr, "waste convert: %s\n", s.error().message.c_str());
+      return 1;
+    }
+  }
+  if (!summary->note.empty() && !args.quiet) std::fprintf(stderr, "waste convert: %s\n", summary->note.c_str());
+  if (!summary->complete) {
+    std::string rest;
+    for (int l : summary->remaining) rest += (rest.empty() ? "" : ",") + std::to_string(l);
+    if (!args.quiet) std::printf("%s: not complete yet; MoE layers still to encode: %s\n", args.out.c_str(), rest.c_str());
+    return 0;
+  }
+  if (!args.quiet) {
+    std::printf("wrote %s: %zu MoE layers, %.1f MB in, %.1f MB out, %.1f s (read %.1f, k-means %.1f, encode %.1f, write %.1f, trunk %.1f)\n",
+                args.out.c_str(), summary->layers.size(), summary->bytes_in / 1e6, summary->bytes_out / 1e6, secs,
+                summary->seconds_read, summary->seconds_kmeans, summary->seconds_encode, summary->seconds_write,
+                summary->seconds_trunk);
+  }
+  return 0;
+}
+
+const CommandRegistration kRegistration{Command{
+    "convert", "Convert a Hugging Face checkpoint directory to a v0 container (resumable)",
+    [](CLI::App& sub) -> std::function<int()> {
+      auto args = std::make_shared<ConvertArgs>();
+      sub.add_option("SRC_DIR", args->src, "checkpoint directory (config.json, *.safetensors)")->required();
+      sub.add_option("--out", args->out, "output container directory (NAME.waste)")->required();
+      sub.add_option("--stages", args->options.stages, "RVQ stages")->check(CLI::IsMember({2, 3, 4}));
+      sub.add_option("--entries", args->options.entries, "codebook entries per stage")->check(CLI::Range(8, 256));
+      sub.add_option("--index-bits", args->options.index_bits, "8, or 6 with --stages 4 --entries 64 (VQ4P)")
+          ->check(CLI::IsMember({6, 8}));
+      sub.add_option("--trunk-bits", args->options.trunk_bits, "trunk matrices: 4 (Q4G) or 8 (Q8G)")
+          ->check(CLI::IsMember({4, 8}));
+      sub.add_option("--jobs", args->options.jobs, "threads (0 = all; the bytes do not depend on it)")
+          ->check(CLI::Range(0, 64));
+      sub.add_option("--layers", args->layers, "encode only these MoE layers in this run, e.g. 1,3,5-7");
+      sub.add_option("--report", args->report, "write the relative weight error per layer and kind (JSON)");
+      sub.add_flag("--quiet", args->quiet, "no progress and no summary");
+      return [args] { return run_convert(*args); };
+    }}};
+
+}  // namespace
+}  // namespace waste::cli

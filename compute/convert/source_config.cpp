@@ -1,0 +1,112 @@
+#include "compute/convert/source_config.hpp"
+
+#include <charconv>
+
+#include "shared/container/file_io.hpp"
+
+namespace waste::convert {
+namespace {
+
+using json = nlohmann::json;
+
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+
+// "model.layers.<L>." -> L, or -1.
+int layer_of(std::string_view name, std::string_view prefix) {
+  std::string_view head = "model.layers.";
+  if (!name.starts_with(prefix)) return -1;
+  name.remove_prefix(prefix.size());
+  if (!name.starts_with(head)) return -1;
+  name.remove_prefix(head.size());
+  int layer = -1;
+  auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), layer);
+  if (ec != std::errc() || p == name.data() + name.size() || *p != '.') return -1;
+  return layer;
+}
+
+void rename_key(json& c, const char* from, const char* to) {
+  if (c.contains(from) && !c.contains(to)) c[to] = c[from];
+}
+
+}  // namespace
+
+Result<SourceConfig> normalize_config(const json& raw) {
+  if (!raw.is_object()) return make_error(Errc::format, "config.json: not a JSON object");
+  SourceConfig s;
+  const bool nested = raw.contains("text_config") && raw["text_config"].is_object();
+  json config = nested ? raw["text_config"] : raw;
+  if (nested) {
+    json outer = raw;
+    outer.erase("text_config");
+    config["_outer"] = outer;
+    s.prefix = "language_model.";
+  }
+  const std::string model_type = config.value("model_type", std::string());
+  std::string arch0;
+  if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0].is_string()) {
+    arch0 = config["architectures"][0].get<std::string>();
+  }
+  if (contains(arch0, "Deepseek") || model_type == "deepseek_v3" || model_type == "kimi_k2") {
+    s.family = SourceFamily::deepseek;
+    rename_key(config, "n_routed_experts", "num_experts");
+    rename_key(config, "num_experts_per_tok", "num_experts_per_token");
+    rename_key(config, "n_shared_experts", "num_shared_experts");
+    // The engine presence-tests moe_renormalize; only a true norm_topk_prob may create it.
+    if (config.value("norm_topk_prob", false) && !config.contains("moe_renormalize")) config["moe_renormalize"] = true;
+  }
+  const json* qc = nullptr;
+  if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
+    qc = &config["quantization_config"];
+  } else if (nested && raw.contains("quantization_config") && raw["quantization_config"].is_object()) {
+    qc = &raw["quantization_config"];
+  }
+  if (qc && qc->contains("weight_block_size")) {
+    const json& b = (*qc)["weight_block_size"];
+    auto in_range = [](const json& v) {
+      return v.is_number_integer() && v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= 65536;
+    };
+    if (!b.is_array() || b.size() != 2 || !in_range(b[0]) || !in_range(b[1])) {
+      return make_error(Errc::format, "config.json: quantization_config.weight_block_size must be two integers in 1..65536");
+    }
+    s.fp8_block = {int(b[0].get<std::int64_t>()), int(b[1].get<std::int64_t>())};
+  }
+  auto model = ModelConfig::from_json(config);
+  if (!model) return std::unexpected(model.error().with_context("config.json"));
+  s.model = std::move(*model);
+  s.config = std::move(config);
+  return s;
+}
+
+Result<SourceConfig> load_source_config(const std::filesystem::path& config_json) {
+  auto text = read_text_file(config_json, 16u << 20);
+  if (!text) return std::unexpected(text.error());
+  json raw = json::parse(*text, nullptr, false);
+  if (raw.is_discarded()) return make_error(Errc::format, config_json.string() + ": not valid JSON");
+  auto s = normalize_config(raw);
+  if (!s) return std::unexpected(s.error());
+  return s;
+}
+
+std::optional<std::string> container_name(const SourceConfig& source, const std::string& hf_name) {
+  if (hf_name.ends_with("_scale_inv") || hf_name.ends_with("_packed") || hf_name.ends_with("_scale")) return std::nullopt;
+  const int layer = layer_of(hf_name, source.prefix);
+  if (layer >= source.model.n_layers) return std::nullopt;  // MTP layers (DeepSeek-V3 layer 61)
+  if (source.family != SourceFamily::deepseek || layer < 0 || !source.model.is_moe(layer)) return hf_name;
+  const std::string layer_head = source.prefix + "model.layers." + std::to_string(layer) + ".";
+  std::string rest = hf_name.substr(layer_head.size());
+  if (rest.starts_with("mlp.")) rest = "block_sparse_moe." + rest.substr(4);
+  return layer_head + rest;
+}
+
+std::string expert_weight_name(const SourceConfig& source, int layer, int expert, int kind) {
+  const std::string head = source.prefix + "model.layers." + std::to_string(layer) + ".";
+  if (source.family == SourceFamily::deepseek) {
+    static constexpr const char* kDs[3] = {"gate_proj", "up_proj", "down_proj"};
+    return head + "mlp.experts." + std::to_string(expert) + "." + kDs[kind] + ".weight";
+  }
+  static constexpr const char* kKimi[3] = {"w1", "w3", "w2"};
+  return head + "block_sparse_moe.experts." + std::to_string(expert) + "." + kKimi[kind] + ".weight";
+}
+
+}  // namespace waste::convert

@@ -1,0 +1,41 @@
+// The checkpoint's config.json, normalised into what a v0 manifest stores (reference §1.2, §8):
+// K3's nested text_config flattened with the other outer keys under `_outer` and tensor prefix
+// `language_model.`; DeepSeek-V3 / Kimi-K2 key names mapped to the Kimi ones the engine reads
+// (n_routed_experts -> num_experts, num_experts_per_tok -> num_experts_per_token,
+// n_shared_experts -> num_shared_experts, norm_topk_prob -> moe_renormalize), and their MoE
+// tensor names (mlp.gate / mlp.experts.E.{gate,up,down}_proj / mlp.shared_experts) mapped to
+// block_sparse_moe.gate / experts.E.{w1,w3,w2} / shared_experts.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "compute/convert/dtype_decode.hpp"
+#include "shared/container/model_config.hpp"
+#include "shared/result.hpp"
+
+namespace waste::convert {
+
+enum class SourceFamily : std::uint8_t { kimi, deepseek };
+
+struct SourceConfig {
+  nlohmann::json config;        // as stored in the manifest
+  ModelConfig model;
+  std::string prefix;           // "" or "language_model."
+  SourceFamily family = SourceFamily::kimi;
+  BlockSize fp8_block;          // quantization_config.weight_block_size, if any
+};
+
+Result<SourceConfig> normalize_config(const nlohmann::json& raw);
+Result<SourceConfig> load_source_config(const std::filesystem::path& config_json);
+
+// The container name of a checkpoint tensor (DeepSeek MoE names mapped), or nullopt for a tensor
+// the container does not keep: MTP layers (index >= num_hidden_layers), fp8/MXFP4 companions.
+std::optional<std::string> container_name(const SourceConfig& source, const std::string& hf_name);
+// The checkpoint name of routed expert `e`'s matrix (kind 0 gate, 1 up, 2 down) in `layer`.
+std::string expert_weight_name(const SourceConfig& source, int layer, int expert, int kind);
+
+}  // namespace waste::convert

@@ -1,0 +1,126 @@
+// `waste convert` as a command: flags, --quiet, --report, --layers parsing, and the progress
+// line format.
+#include <catch2/catch.hpp>
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fcntl.h>
+
+#include "compute/convert/progress.hpp"
+#include "tests/convert/checkpoint_fixture.hpp"
+#include "tests/shared/temp_dir.hpp"
+
+extern char** environ;
+
+using namespace waste;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Ran {
+  int rc = -1;
+  std::string out, err;
+};
+
+Ran run_waste(const std::vector<std::string>& args, const fs::path& scratch) {
+  const char* bin_dir = std::getenv("WASTE_BIN_DIR");
+  std::vector<std::string> all{(fs::path(bin_dir ? bin_dir : WASTE_BINARY_DIR "/cli") / "waste").string()};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string out = (scratch / "stdout").string(), err = (scratch / "stderr").string();
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  Ran r;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) == 0) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  r.out = test::read_file(out);
+  r.err = test::read_file(err);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("waste convert --quiet prints nothing and --report gives the error per layer and kind", "[convert][cli]") {
+  test::TempDir dir("conv-cli");
+  test::write_kimi_checkpoint(dir.path() / "src", "tiny");
+  auto r = run_waste({"convert", (dir.path() / "src").string(), "--out", (dir.path() / "m.waste").string(), "--quiet",
+                      "--report", (dir.path() / "report.json").string(), "--jobs", "2"},
+                     dir.path());
+  CHECK(r.rc == 0);
+  CHECK(r.out.empty());
+  CHECK(r.err.empty());
+  auto report = nlohmann::json::parse(test::read_file(dir.path() / "report.json"));
+  REQUIRE(report["layers"].size() == 3);
+  CHECK(report["layers"][0]["layer"] == 1);
+  for (const char* kind : {"gate", "up", "down"}) {
+    const double e = report["layers"][2]["relative_error"][kind].get<double>();
+    CHECK(e > 0.01);
+    CHECK(e < 0.5);
+  }
+  CHECK(report["complete"] == true);
+  CHECK(fs::exists(dir.path() / "m.waste" / "manifest.json"));
+}
+
+TEST_CASE("waste convert without a terminal prints plain progress lines and a summary", "[convert][cli]") {
+  test::TempDir dir("conv-cli-plain");
+  test::write_kimi_checkpoint(dir.path() / "src", "tiny");
+  auto r = run_waste({"convert", (dir.path() / "src").string(), "--out", (dir.path() / "m.waste").string()}, dir.path());
+  CHECK(r.rc == 0);
+  CHECK(r.out.starts_with("wrote " + (dir.path() / "m.waste").string() + ": 3 MoE layers"));
+  CHECK(r.err.find("layers 3/3") != std::string::npos);
+  CHECK(r.err.find("experts of layer 2 8/8") != std::string::npos);
+  CHECK(r.err.find("trunk tensors") != std::string::npos);
+  CHECK(r.err.find('\r') == std::string::npos);  // no bar redraws when stderr is a file
+}
+
+TEST_CASE("waste convert refuses bad flags with exit code 2", "[convert][cli]") {
+  test::TempDir dir("conv-cli-bad");
+  test::write_kimi_checkpoint(dir.path() / "src", "tiny");
+  const std::string src = (dir.path() / "src").string(), out = (dir.path() / "m.waste").string();
+  auto layers = run_waste({"convert", src, "--out", out, "--layers", "1,x"}, dir.path());
+  CHECK(layers.rc == 2);
+  CHECK(layers.err == "waste convert: --layers 1,x: expected a list like 1,3,5-7\n");
+  auto dense = run_waste({"convert", src, "--out", out, "--layers", "0"}, dir.path());
+  CHECK(dense.rc == 2);
+  CHECK(dense.err == "waste convert: --layers: layer 0 is not a MoE layer\n");
+  auto vq4p = run_waste({"convert", src, "--out", out, "--index-bits", "6"}, dir.path());
+  CHECK(vq4p.rc == 2);
+  CHECK(vq4p.err == "waste convert: --index-bits 6 needs --stages 4 --entries 64 (VQ4P)\n");
+  CHECK_FALSE(fs::exists(dir.path() / "m.waste" / "manifest.json"));
+  auto missing = run_waste({"convert", (dir.path() / "nope").string(), "--out", out}, dir.path());
+  CHECK(missing.rc == 1);
+  CHECK(missing.err.starts_with("waste convert: "));
+}
+
+TEST_CASE("VQ4P conversion (4 stages x 64 entries, 6-bit indices) writes fmt 8 records", "[convert][cli]") {
+  test::TempDir dir("conv-cli-vq4p");
+  test::write_kimi_checkpoint(dir.path() / "src", "tiny");
+  auto r = run_waste({"convert", (dir.path() / "src").string(), "--out", (dir.path() / "m.waste").string(), "--quiet",
+                      "--stages", "4", "--entries", "64", "--index-bits", "6"},
+                     dir.path());
+  REQUIRE(r.rc == 0);
+  auto v = run_waste({"verify", (dir.path() / "m.waste").string()}, dir.path());
+  CHECK(v.rc == 0);
+  auto m = nlohmann::json::parse(test::read_file(dir.path() / "m.waste" / "manifest.json"));
+  CHECK(m["expert_quant"]["index_bits"] == 6);
+  CHECK(m["expert_quant"]["fmt"] == "VQ4P");
+  const std::string bank = test::read_file(dir.path() / "m.waste" / "experts-L1.bin");
+  REQUIRE(bank.size() > 48);
+  CHECK(int(std::uint8_t(bank[8])) == 8);
+}
+
+TEST_CASE("progress lines carry phase, count, rate and ETA", "[convert][cli]") {
+  CHECK(convert::Progress::format("layers", 1, 4, 2.0, false) == "layers 1/4  0.5/s  ETA 6s");
+  CHECK(convert::Progress::format("experts", 8, 8, 4.0, true) == "[########################] experts 8/8  2.0/s  ETA 0s");
+  CHECK(convert::Progress::format("trunk", 0, 10, 0.0, true) == "[                        ] trunk 0/10  0.0/s  ETA 0s");
+}
