@@ -19,6 +19,7 @@
 #include "shared/container/codebooks.hpp"
 #include "shared/container/expert_record.hpp"
 #include "shared/container/trunk.hpp"
+#include "shared/memory/client_sizing.hpp"
 
 namespace waste::forward {
 
@@ -84,6 +85,9 @@ struct MoeScratch {
 
 inline constexpr int kMaxLookahead = 64;
 inline constexpr int kMaxPrefillChunk = 64;
+// The buffers are sized by shared/memory/client_sizing (what the memory plan sums).
+static_assert(kMaxLookahead == sizing::kMaxLookahead && kMaxPrefillChunk == sizing::kPrefillChunk);
+static_assert(kernels::kLutQuantBlock == sizing::kLutQuantBlock);
 
 // Selection (§3.6 steps 1-3) on its own, for tests: ids in selection order, final weights.
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s);
@@ -185,6 +189,10 @@ class Forward {
   // logits of the last token. Same preconditions per token, and position() + tokens.size() <=
   // ctx_tokens.
   Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits);
+
+  // Bytes of every scratch buffer this Forward holds (vector capacities), for the check that
+  // the memory plan's scratch_bytes covers it.
+  [[nodiscard]] std::uint64_t scratch_bytes() const;
 
   void set_lookahead(int n) { lookahead_ = n; }
   [[nodiscard]] int lookahead() const { return lookahead_; }
