@@ -25,3 +25,8 @@ if [[ "${WASTE_SKIP_SANITIZERS:-0}" != 1 ]]; then
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
     ctest --test-dir "$root/build-tsan" --output-on-failure -j1 --timeout 900 -L ioserver -LE 'slow'
 fi
+
+if [[ "${WASTE_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "== libFuzzer harnesses"
+  bash "$root/scripts/fuzz.sh" 30
+fi

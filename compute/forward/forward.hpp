@@ -19,6 +19,7 @@
 #include "shared/container/codebooks.hpp"
 #include "shared/container/expert_record.hpp"
 #include "shared/container/trunk.hpp"
+#include "shared/memory/client_sizing.hpp"
 
 namespace waste::forward {
 
@@ -99,6 +100,9 @@ struct MoeScratch {
 
 inline constexpr int kMaxLookahead = 64;
 inline constexpr int kMaxPrefillChunk = 64;
+// The buffers are sized by shared/memory/client_sizing (what the memory plan sums).
+static_assert(kMaxLookahead == sizing::kMaxLookahead && kMaxPrefillChunk == sizing::kPrefillChunk);
+static_assert(kernels::kLutQuantBlock == sizing::kLutQuantBlock);
 
 // Selection (§3.6 steps 1-3) on its own, for tests: ids in selection order, final weights.
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s);
@@ -216,6 +220,10 @@ class Forward {
   // states must be distinct; the same preconditions per segment as prefill().
   Status run_batch(std::span<const Segment> segments);
 
+  // Bytes of every scratch buffer this Forward holds (vector capacities), for the check that
+  // the memory plan's scratch_bytes covers it.
+  [[nodiscard]] std::uint64_t scratch_bytes() const;
+
   void set_lookahead(int n) { lookahead_ = n; }
   [[nodiscard]] int lookahead() const { return lookahead_; }
   // Stage timings go to `profile` (null = off).
@@ -228,7 +236,7 @@ class Forward {
                  model::RunState& state, float* a, profile::Stopwatch& watch);
   void attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs, float* a,
                  profile::Stopwatch& watch);
-  void ensure_batch_scratch(std::size_t block_stride);
+  void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
                     profile::Stopwatch& watch);
   void after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,

@@ -11,15 +11,15 @@ namespace waste::forward {
 
 void KdaScratch::resize(const ModelConfig& c, int n_tokens) {
   tokens = n_tokens;
-  const std::size_t T = std::size_t(n_tokens), C = std::size_t(c.kda_channels());
-  q.assign(T * C, 0.0f);
-  k.assign(T * C, 0.0f);
-  v.assign(T * C, 0.0f);
-  low.assign(T * std::size_t(c.kda_dim), 0.0f);
-  g.assign(T * C, 0.0f);
-  gate.assign(T * C, 0.0f);
-  beta.assign(T * std::size_t(c.kda_heads), 0.0f);
-  o.assign(T * C, 0.0f);
+  const sizing::KdaSizes z = sizing::kda_sizes(c, n_tokens);
+  q.assign(z.channels, 0.0f);
+  k.assign(z.channels, 0.0f);
+  v.assign(z.channels, 0.0f);
+  low.assign(z.low, 0.0f);
+  g.assign(z.channels, 0.0f);
+  gate.assign(z.channels, 0.0f);
+  beta.assign(z.beta, 0.0f);
+  o.assign(z.channels, 0.0f);
 }
 
 namespace {

@@ -51,18 +51,43 @@ Forward::Forward(const Inputs& in)
   // cache, so one window's pins do not push the rest of the window into private buffers.
   const std::uint64_t cap = in.source.cache_capacity_records();
   prefill_window_ = cap == 0 || cap >= 128 ? 64 : std::max<int>(std::max(c_.top_k, 1), int(cap / 2));
-  const std::size_t hid = std::size_t(c_.hidden);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, in.ctx_tokens);
   if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
   moe_.resize(c_, in.geometry);
-  x_.assign(hid, 0.0f);
-  ps_.assign(hid, 0.0f);
-  h_.assign(hid, 0.0f);
-  a_.assign(hid, 0.0f);
-  f_.assign(hid, 0.0f);
-  ffn_a_.assign(std::size_t(std::max(c_.dense_inter, 1)), 0.0f);
-  ffn_b_.assign(std::size_t(std::max(c_.dense_inter, 1)), 0.0f);
-  res_scores_.assign(std::size_t(c_.attn_res_block > 0 ? c_.n_layers / c_.attn_res_block + 3 : 1), 0.0f);
+  const sizing::ForwardSizes z = sizing::forward_sizes(c_, 1);
+  x_.assign(z.hidden, 0.0f);
+  ps_.assign(z.hidden, 0.0f);
+  h_.assign(z.hidden, 0.0f);
+  a_.assign(z.hidden, 0.0f);
+  f_.assign(z.hidden, 0.0f);
+  ffn_a_.assign(z.ffn, 0.0f);
+  ffn_b_.assign(z.ffn, 0.0f);
+  res_scores_.assign(z.res_scores, 0.0f);
+}
+
+namespace {
+template <typename... V>
+std::uint64_t capacity_bytes(const V&... v) {
+  return (std::uint64_t(v.capacity() * sizeof(typename V::value_type)) + ...);
+}
+}  // namespace
+
+std::uint64_t Forward::scratch_bytes() const {
+  return capacity_bytes(mla_.q, mla_.q_a, mla_.ckv, mla_.q_tilde, mla_.row, mla_.ctx_sum, mla_.scores, mla_.dot_r,
+                        mla_.o, mla_.gate) +
+         capacity_bytes(kda_.q, kda_.k, kda_.v, kda_.low, kda_.g, kda_.gate, kda_.beta, kda_.o) +
+         capacity_bytes(moe_.router, moe_.probs, moe_.scored, moe_.taken, moe_.ids, moe_.weights, moe_.xin,
+                        moe_.lut_gate, moe_.lut_up, moe_.lut_down, moe_.lutq_gate, moe_.lutq_up, moe_.lutq_down,
+                        moe_.lutq_scale_gate, moe_.lutq_scale_up, moe_.lutq_scale_down, moe_.a, moe_.b, moe_.ys,
+                        moe_.y, moe_.ysum, moe_.routed, moe_.la_router, moe_.la_scored, moe_.la_taken, moe_.la_ids) +
+         capacity_bytes(pre_moe_.ids, pre_moe_.weights, pre_moe_.xin, pre_moe_.lut_gate, pre_moe_.lut_up,
+                        pre_moe_.lutq_gate, pre_moe_.lutq_up, pre_moe_.lutq_scale_gate, pre_moe_.lutq_scale_up,
+                        pre_moe_.ys, pre_moe_.distinct, pre_moe_.user_begin, pre_moe_.users, pre_moe_.fill,
+                        pre_moe_.router, pre_moe_.ysum, pre_moe_.routed, pre_moe_.fa, pre_moe_.fb) +
+         capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, res_scores_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_,
+                        pre_blocks_, pre_live_) +
+         // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
+         capacity_bytes(batch_seqs_, batch_tokens_, batch_logits_);
 }
 
 bool Forward::before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks,
@@ -186,19 +211,20 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits)
 }
 
 // The chunk working set (the LUTs dominate), allocated on the first prefill or batch and kept.
-void Forward::ensure_batch_scratch(std::size_t block_stride) {
+void Forward::ensure_batch_scratch() {
   if (pre_moe_.tokens >= kMaxPrefillChunk) return;
-  const std::size_t n = std::size_t(kMaxPrefillChunk), H = std::size_t(c_.hidden);
+  // Sized by the same function as the memory plan (shared/memory/client_sizing).
+  const sizing::ForwardSizes z = sizing::forward_sizes(c_, kMaxPrefillChunk);
   pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
   if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
-  pre_x_.assign(n * H, 0.0f);
-  pre_ps_.assign(n * H, 0.0f);
-  pre_h_.assign(n * H, 0.0f);
-  pre_a_.assign(n * H, 0.0f);
-  pre_f_.assign(n * H, 0.0f);
-  pre_blocks_.assign(n * block_stride, 0.0f);
-  pre_live_.assign(n, 0);
+  pre_x_.assign(z.pre_hidden, 0.0f);
+  pre_ps_.assign(z.pre_hidden, 0.0f);
+  pre_h_.assign(z.pre_hidden, 0.0f);
+  pre_a_.assign(z.pre_hidden, 0.0f);
+  pre_f_.assign(z.pre_hidden, 0.0f);
+  pre_blocks_.assign(z.pre_blocks, 0.0f);
+  pre_live_.assign(z.pre_live, 0);
 }
 
 void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
@@ -273,7 +299,7 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   watch.start();
   const std::size_t H = std::size_t(c_.hidden);
   const std::size_t block_stride = std::size_t(state.max_blocks()) * H;
-  ensure_batch_scratch(block_stride);
+  ensure_batch_scratch();
   const int pos0 = state.position();
   const TokenSeq chunk[1] = {TokenSeq{&state, pos0}};
   int n_blocks = 0;
@@ -324,7 +350,7 @@ Status Forward::run_batch(std::span<const Segment> segments) {
   watch.start();
   const std::size_t H = std::size_t(c_.hidden), V = std::size_t(c_.vocab);
   const std::size_t block_stride = std::size_t(segments[0].state->max_blocks()) * H;
-  ensure_batch_scratch(block_stride);
+  ensure_batch_scratch();
   batch_tokens_.clear();
   batch_seqs_.clear();
   for (const Segment& seg : segments) {

@@ -13,18 +13,17 @@ namespace waste::forward {
 void MlaScratch::resize(const ModelConfig& c, int ctx, int n_tokens) {
   tokens = n_tokens;
   ctx_tokens = ctx;
-  const std::size_t T = std::size_t(n_tokens), nh = std::size_t(c.n_heads);
-  const std::size_t qd = std::size_t(c.qk_nope + c.qk_rope), lora = std::size_t(c.kv_lora);
-  q.assign(T * nh * qd, 0.0f);
-  q_a.assign(T * std::size_t(c.q_lora), 0.0f);
-  ckv.assign(T * (lora + std::size_t(c.qk_rope)), 0.0f);
-  q_tilde.assign(nh * T * lora, 0.0f);
-  row.assign(nh * lora, 0.0f);
-  ctx_sum.assign(nh * lora, 0.0f);
-  scores.assign(nh * std::size_t(ctx), 0.0f);
-  dot_r.assign(nh * std::size_t(ctx), 0.0f);
-  o.assign(T * nh * std::size_t(c.v_head), 0.0f);
-  gate.assign(T * nh * std::size_t(c.v_head), 0.0f);
+  const sizing::MlaSizes z = sizing::mla_sizes(c, std::uint64_t(ctx), n_tokens);
+  q.assign(z.q, 0.0f);
+  q_a.assign(z.q_a, 0.0f);
+  ckv.assign(z.ckv, 0.0f);
+  q_tilde.assign(z.q_tilde, 0.0f);
+  row.assign(z.row, 0.0f);
+  ctx_sum.assign(z.ctx_sum, 0.0f);
+  scores.assign(z.scores, 0.0f);
+  dot_r.assign(z.dot_r, 0.0f);
+  o.assign(z.o, 0.0f);
+  gate.assign(z.gate, 0.0f);
 }
 
 namespace {

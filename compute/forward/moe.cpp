@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "compute/forward/forward.hpp"
+#include "shared/memory/client_sizing.hpp"
 
 namespace waste::forward {
 namespace {
@@ -29,9 +30,9 @@ void build_lut(const Exec& exec, const Codebooks& books, const ExpertGeometry& g
   for (int s = 0; s < g.stages; ++s) stage_books[s] = books.book(first_book + s).data();
   const auto* kt = &exec.kernels;
   exec.pool.parallel_for(n_vectors, kLutMinVectors, [&](std::int64_t v_begin, std::int64_t v_end) {
-    kt->rvq_lut_build(x, stage_books, g.stages, g.entries, g.vec_dim, int(v_begin), int(v_end), lut.f32);
+    kt->rvq_lut_build(x, stage_books, g.stages, g.lut_entries, g.vec_dim, int(v_begin), int(v_end), lut.f32);
   });
-  if (g.packed6) kt->rvq_lut_quantize(lut.f32, n_vectors, g.stages, g.entries, lut.q, lut.q_scales);
+  if (g.packed6) kt->rvq_lut_quantize(lut.f32, n_vectors, g.stages, g.lut_entries, lut.q, lut.q_scales);
 }
 
 kernels::RvqMatrix rvq_matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind) {
@@ -55,7 +56,7 @@ void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view
   const kernels::RvqMatrix m = rvq_matrix(g, view, kind);
   const std::int64_t n_blocks = (m.rows + kIndexBlockRows - 1) / kIndexBlockRows;
   const auto* kt = &exec.kernels;
-  const int entries = g.entries;
+  const int entries = g.lut_entries;
   exec.pool.parallel_for(n_blocks, g.packed6 ? kVq4pMinBlocks : kVq3MinBlocks,
                          [&](std::int64_t b_begin, std::int64_t b_end) {
                            const int r0 = int(b_begin * kIndexBlockRows);
@@ -113,13 +114,13 @@ void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex,
                          [&](std::int64_t b_begin, std::int64_t b_end) {
                            const int r0 = int(b_begin * kIndexBlockRows);
                            const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, inter));
-                           apply_rows(*kt, gate, g.entries, gate_lut, a, r0, r1);
-                           apply_rows(*kt, up, g.entries, up_lut, b, r0, r1);
+                           apply_rows(*kt, gate, g.lut_entries, gate_lut, a, r0, r1);
+                           apply_rows(*kt, up, g.lut_entries, up_lut, b, r0, r1);
                            ffn_activation(c, a + r0, b + r0, r1 - r0, a + r0);
-                           kt->rvq_lut_build(a, down_books, g.stages, g.entries, g.vec_dim, r0 / g.vec_dim,
+                           kt->rvq_lut_build(a, down_books, g.stages, g.lut_entries, g.vec_dim, r0 / g.vec_dim,
                                              std::min(nv_inter, r1 / g.vec_dim), down_lut.f32);
                          });
-  if (g.packed6) kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.entries, down_lut.q, down_lut.q_scales);
+  if (g.packed6) kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.lut_entries, down_lut.q, down_lut.q_scales);
   watch.add(profile::Stage::expert_matmul);
   apply_lut(exec, g, view, MatrixKind::down, down_lut, y);
   watch.lap(profile::Stage::expert_matmul);
@@ -152,74 +153,63 @@ void finish_moe(const Exec& exec, const ModelConfig& c, const model::MoeWeights&
   }
 }
 
-std::size_t lut_floats(const ExpertGeometry& g, int kind) {
-  return std::size_t(g.cols[kind] / g.vec_dim) * std::size_t(g.stages) * std::size_t(g.entries);
-}
 
 }  // namespace
 
 void MoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g) {
-  const std::size_t E = std::size_t(c.n_experts), lat = std::size_t(c.expert_input_dim());
-  router.assign(E, 0.0f);
-  probs.assign(E, 0.0f);
-  scored.assign(E, 0.0f);
-  taken.assign(E, 0);
-  ids.assign(std::size_t(c.top_k), 0);
-  weights.assign(std::size_t(c.top_k), 0.0f);
-  xin.assign(lat, 0.0f);
-  la_router.assign(E, 0.0f);
-  la_scored.assign(E, 0.0f);
-  la_taken.assign(E, 0);
-  la_ids.assign(std::size_t(kMaxLookahead), 0);
-  if (E == 0) return;
-  const int nv_in = g.cols[0] / g.vec_dim, nv_inter = g.cols[2] / g.vec_dim;
-  lut_gate.assign(lut_floats(g, 0), 0.0f);
-  lut_up.assign(lut_floats(g, 0), 0.0f);
-  lut_down.assign(lut_floats(g, 2), 0.0f);
-  if (g.packed6) {
-    lutq_gate.assign(lut_floats(g, 0), 0);
-    lutq_up.assign(lut_floats(g, 0), 0);
-    lutq_down.assign(lut_floats(g, 2), 0);
-    lutq_scale_gate.assign(std::size_t(kernels::lut_quant_blocks(nv_in)), 0.0f);
-    lutq_scale_up.assign(std::size_t(kernels::lut_quant_blocks(nv_in)), 0.0f);
-    lutq_scale_down.assign(std::size_t(kernels::lut_quant_blocks(nv_inter)), 0.0f);
-  }
-  const std::size_t inter = std::size_t(std::max(g.rows[0], c.shared_inter()));
-  a.assign(inter, 0.0f);
-  b.assign(inter, 0.0f);
-  ys.assign(std::size_t(c.top_k) * lat, 0.0f);
-  y.assign(lat, 0.0f);
-  ysum.assign(lat, 0.0f);
-  routed.assign(std::size_t(c.hidden), 0.0f);
+  const sizing::MoeSizes z = sizing::moe_sizes(c, g);
+  router.assign(z.experts, 0.0f);
+  probs.assign(z.experts, 0.0f);
+  scored.assign(z.experts, 0.0f);
+  taken.assign(z.experts, 0);
+  ids.assign(z.top_k, 0);
+  weights.assign(z.top_k, 0.0f);
+  xin.assign(z.lat, 0.0f);
+  la_router.assign(z.experts, 0.0f);
+  la_scored.assign(z.experts, 0.0f);
+  la_taken.assign(z.experts, 0);
+  la_ids.assign(z.la_ids, 0);
+  if (z.experts == 0) return;
+  lut_gate.assign(z.lut_in, 0.0f);
+  lut_up.assign(z.lut_in, 0.0f);
+  lut_down.assign(z.lut_down, 0.0f);
+  lutq_gate.assign(z.lutq_in, 0);
+  lutq_up.assign(z.lutq_in, 0);
+  lutq_down.assign(z.lutq_down, 0);
+  lutq_scale_gate.assign(z.lut_scales_in, 0.0f);
+  lutq_scale_up.assign(z.lut_scales_in, 0.0f);
+  lutq_scale_down.assign(z.lut_scales_down, 0.0f);
+  a.assign(z.inter, 0.0f);
+  b.assign(z.inter, 0.0f);
+  ys.assign(z.ys, 0.0f);
+  y.assign(z.lat, 0.0f);
+  ysum.assign(z.lat, 0.0f);
+  routed.assign(z.routed, 0.0f);
 }
 
 void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, int n_tokens) {
   tokens = n_tokens;
-  const std::size_t T = std::size_t(n_tokens), K = std::size_t(c.top_k), E = std::size_t(c.n_experts);
-  const std::size_t lat = std::size_t(c.expert_input_dim());
-  ids.assign(T * K, 0);
-  weights.assign(T * K, 0.0f);
-  xin.assign(c.latent_dim > 0 ? T * lat : 0, 0.0f);
-  lut_gate.assign(T * lut_floats(g, 0), 0.0f);
-  lut_up.assign(T * lut_floats(g, 0), 0.0f);
-  if (g.packed6) {
-    const std::size_t blocks = std::size_t(kernels::lut_quant_blocks(g.cols[0] / g.vec_dim));
-    lutq_gate.assign(T * lut_floats(g, 0), 0);
-    lutq_up.assign(T * lut_floats(g, 0), 0);
-    lutq_scale_gate.assign(T * blocks, 0.0f);
-    lutq_scale_up.assign(T * blocks, 0.0f);
-  }
-  ys.assign(T * K * lat, 0.0f);
-  distinct.reserve(E);
-  user_begin.assign(E + 1, 0);
-  users.assign(T * K, 0);
-  fill.assign(E, 0);
-  router.assign(T * E, 0.0f);
-  ysum.assign(T * lat, 0.0f);
-  routed.assign(c.latent_dim > 0 ? T * std::size_t(c.hidden) : 0, 0.0f);
-  const std::size_t inter = std::size_t(std::max({c.shared_inter(), c.dense_inter, 1}));
-  fa.assign(T * inter, 0.0f);
-  fb.assign(T * inter, 0.0f);
+  const sizing::PrefillMoeSizes z = sizing::prefill_moe_sizes(c, g, n_tokens);
+  ids.assign(z.routes, 0);
+  weights.assign(z.routes, 0.0f);
+  xin.assign(z.xin, 0.0f);
+  lut_gate.assign(z.lut, 0.0f);
+  lut_up.assign(z.lut, 0.0f);
+  lutq_gate.assign(z.lutq, 0);
+  lutq_up.assign(z.lutq, 0);
+  lutq_scale_gate.assign(z.lut_scales, 0.0f);
+  lutq_scale_up.assign(z.lut_scales, 0.0f);
+  ys.assign(z.ys, 0.0f);
+  distinct.clear();
+  distinct.reserve(z.experts);
+  user_begin.assign(z.user_begin, 0);
+  users.assign(z.routes, 0);
+  fill.assign(z.experts, 0);
+  router.assign(z.router, 0.0f);
+  ysum.assign(z.ysum, 0.0f);
+  routed.assign(z.routed, 0.0f);
+  fa.assign(z.ffn, 0.0f);
+  fb.assign(z.ffn, 0.0f);
 }
 
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s) {
@@ -404,7 +394,7 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   WASTE_TRY(request_window(0));
 
   // Per token: the routed input and its gate/up LUTs (while the first window reads).
-  const std::size_t lut_in = lut_floats(g, 0);
+  const std::size_t lut_in = std::size_t(sizing::lut_floats(g, 0));
   const std::size_t q_blocks = g.packed6 ? std::size_t(kernels::lut_quant_blocks(g.cols[0] / g.vec_dim)) : 0;
   const int nv_in = g.cols[0] / g.vec_dim;
   auto token_luts = [&](int t) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "shared/memory/client_sizing.hpp"
+
 namespace waste::model {
 
 Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
@@ -12,8 +14,10 @@ Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
   RunState s;
   s.ctx_tokens_ = ctx_tokens;
   s.latent_width_ = c.kv_lora + c.qk_rope;
-  s.conv_ring_floats_ = c.kda_channels() * std::max(c.conv_k - 1, 0);
-  const std::size_t mla_floats = std::size_t(ctx_tokens) * std::size_t(s.latent_width_);
+  // Every count from the sizing the memory plan sums (shared/memory/client_sizing).
+  const sizing::StateSizes z = sizing::state_sizes(c, std::uint64_t(ctx_tokens));
+  s.conv_ring_floats_ = int(z.conv_ring);
+  const std::size_t mla_floats = std::size_t(z.latent);
   if (c.n_mla_layers() > 0 &&
       mla_floats > std::size_t(std::numeric_limits<std::int64_t>::max()) / sizeof(float) / c.n_mla_layers()) {
     return make_error(Errc::argument, "ctx_tokens " + std::to_string(ctx_tokens) + " is too large");
@@ -23,18 +27,23 @@ Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
     Layer& layer = s.layers_[L];
     layer.kda = c.is_kda(L);
     if (layer.kda) {
-      layer.kda_s.assign(std::size_t(c.kda_heads) * c.kda_dim * c.kda_dim, 0.0f);
-      layer.conv.assign(3 * std::size_t(s.conv_ring_floats_), 0.0f);
+      layer.kda_s.assign(std::size_t(z.kda_state), 0.0f);
+      layer.conv.assign(3 * std::size_t(z.conv_ring), 0.0f);
     } else {
       layer.latent.assign(mla_floats, 0.0f);
     }
   }
-  if (c.attn_res_block > 0) {
-    s.max_blocks_ = c.n_layers / c.attn_res_block + 2;
-    s.blocks_.assign(std::size_t(s.max_blocks_) * c.hidden, 0.0f);
-  }
-  s.hidden_.assign(std::size_t(c.hidden), 0.0f);
+  s.max_blocks_ = z.max_blocks;
+  s.blocks_.assign(std::size_t(z.blocks), 0.0f);
+  s.hidden_.assign(std::size_t(z.hidden), 0.0f);
   return s;
+}
+
+std::uint64_t RunState::allocated_bytes() const {
+  std::uint64_t n = 0;
+  for (const Layer& layer : layers_) n += layer.kda_s.capacity() + layer.conv.capacity() + layer.latent.capacity();
+  n += blocks_.capacity() + hidden_.capacity();
+  return n * sizeof(float);
 }
 
 void RunState::reset() {

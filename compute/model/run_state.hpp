@@ -26,6 +26,9 @@ class RunState {
 
   void reset();  // zero state, position 0
 
+  // Bytes of every buffer held (vector capacities); the memory plan's state_bytes covers it.
+  [[nodiscard]] std::uint64_t allocated_bytes() const;
+
   [[nodiscard]] int position() const { return position_; }
   void set_position(int position) { position_ = position; }
   [[nodiscard]] int ctx_tokens() const { return ctx_tokens_; }

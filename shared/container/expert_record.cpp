@@ -35,6 +35,7 @@ Result<ExpertGeometry> ExpertGeometry::from(const ModelConfig& config, const Exp
   g.stages = quant.stages;
   g.vec_dim = quant.vec_dim;
   g.entries = quant.entries;
+  g.lut_entries = quant.table_entries();
   g.packed6 = quant.packed6();
   const int lat = config.expert_input_dim();
   g.rows[0] = g.rows[1] = config.moe_inter;

@@ -46,7 +46,8 @@ enum class MatrixKind : std::uint8_t { gate = 0, up = 1, down = 2 };
 struct ExpertGeometry {
   int stages = 3;
   int vec_dim = 8;
-  int entries = 256;
+  int entries = 256;            // centroids per stage in codebooks.bin
+  int lut_entries = 256;        // stage table stride of the books and LUTs (ExpertQuant::table_entries)
   bool packed6 = false;
   int rows[3] = {};             // M per kind (gate, up: moe_inter; down: latent/hidden)
   int cols[3] = {};             // N per kind

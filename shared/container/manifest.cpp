@@ -240,7 +240,7 @@ Result<Manifest> Manifest::parse(std::string_view json_text) {
           return make_error(Errc::format, w + ".file: \"" + *file + "\" is not a plain file name");
         }
         b.file = *file;
-        auto experts = get_integer(*it, "experts", w, 1, 1 << 20, std::nullopt);
+        auto experts = get_integer(*it, "experts", w, 1, kMaxExperts, std::nullopt);
         if (!experts) return std::unexpected(experts.error());
         b.experts = int(*experts);
         if (b.experts != m.config.n_experts) {

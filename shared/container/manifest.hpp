@@ -42,6 +42,10 @@ struct ExpertQuant {
   int index_block = 64;      // written for compatibility; the layout always blocks by 64 rows
   int index_bits = 8;        // 8, or 6 only with stages 4 and entries 64 (VQ4P)
   [[nodiscard]] bool packed6() const { return index_bits == 6; }
+  // Entries per stage table in memory: every value an index can hold (2^index_bits), so an
+  // index byte >= `entries` from a damaged record reads a zero centroid inside the table
+  // instead of past it. Codebooks and the LUT buffers are padded to this; no per-index check.
+  [[nodiscard]] int table_entries() const { return 1 << index_bits; }
   // Header fmt byte this container's records must carry (4 or 5 for 8-bit, 8 for 6-bit).
   [[nodiscard]] bool record_fmt_ok(std::uint8_t fmt_byte) const;
   [[nodiscard]] double bits_per_weight() const { return double(stages) * index_bits / vec_dim; }

@@ -118,7 +118,11 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   WASTE_ASSIGN(c.hidden, r.get_int("hidden_size", 0, 1, k2p20));
   WASTE_ASSIGN(c.vocab, r.get_int("vocab_size", 0, 1, k2p24));
   WASTE_ASSIGN(c.n_heads, r.get_int("num_attention_heads", 0, 1, k2p16));
-  WASTE_ASSIGN(c.n_experts, r.get_int("num_experts", 0, 0, k2p20));
+  WASTE_ASSIGN(c.n_experts, r.get_int("num_experts", 0, 0, std::numeric_limits<std::int32_t>::max()));
+  if (c.n_experts > kMaxExperts) {
+    return make_error(Errc::format, where + ".num_experts " + std::to_string(c.n_experts) + " exceeds the limit " +
+                                        std::to_string(kMaxExperts) + " (expert ids are 16-bit in the cache key)");
+  }
   WASTE_ASSIGN(c.top_k, r.get_int("num_experts_per_token", 0, 0, std::min(c.n_experts, 64)));
   WASTE_ASSIGN(c.moe_inter, r.get_int("moe_intermediate_size", 0, 0, k2p20));
   WASTE_ASSIGN(c.dense_inter, r.get_int("intermediate_size", 0, 0, k2p20));

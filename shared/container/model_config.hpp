@@ -13,6 +13,10 @@
 
 namespace waste {
 
+// Expert ids travel as 16 bits: the record header's expert_id, the daemon's cache key and the
+// ring requests. A config with more experts is refused at parse time rather than truncated.
+inline constexpr int kMaxExperts = 1 << 16;
+
 enum class LayerAttention : std::uint8_t { kda, mla };
 enum class LayerFfn : std::uint8_t { dense, moe };
 
@@ -26,7 +30,7 @@ struct ModelConfig {
   float rms_eps = 1e-5f;       // rms_norm_eps, in (0, 1)
 
   // MoE
-  int n_experts = 0;           // num_experts (0 = dense model)
+  int n_experts = 0;           // num_experts (0 = dense model), <= kMaxExperts
   int top_k = 0;               // num_experts_per_token
   int moe_inter = 0;           // moe_intermediate_size
   int dense_inter = 0;         // intermediate_size (dense layers)

@@ -1,7 +1,9 @@
 // The memory plan of a container, from its manifest alone (waste-v0-reference.md §4.1): what
 // must be resident (trunk, session state, scratch, a minimal expert cache) and what a useful
-// expert cache costs. The numbers match the reference planner byte for byte, including its
-// quirks: it reads the top-level `config` keys only, with its own fallbacks.
+// expert cache costs. Computed from the validated Manifest (Manifest::parse: a manifest the
+// engine would refuse gets no plan), the trunk image size from TrunkLayout, and state/scratch
+// from shared/memory/client_sizing, the function the engine's allocators use. Differences from
+// the reference planner's figures are listed in docs/design/daemon.md ("Memory plan").
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,13 @@ inline constexpr std::uint32_t kDefaultCtxTokens = 4096;
 inline constexpr int kPrefillChunkTokens = 64;   // chunked prefill width the scratch is sized for
 
 struct MemoryPlan {
-  std::uint64_t trunk_bytes = 0;      // resident trunk tensors under the prefix, minus quantised embed_tokens
+  std::uint64_t trunk_bytes = 0;      // the trunk image (TrunkLayout): tensors under the prefix, minus quantised embed_tokens
   std::uint64_t vision_bytes = 0;     // tensors outside the prefix (vision weights only; not in the floor)
-  std::uint64_t state_bytes = 0;      // KDA recurrent state + conv rings + MLA latent cache for ctx_tokens
-  std::uint64_t scratch_bytes = 0;    // decode, LUT and chunked-prefill buffers
-  std::uint64_t record_bytes = 0;     // bytes/experts of the first bank in the manifest
+  std::uint64_t state_bytes = 0;      // RunState: KDA state + conv rings + MLA latent cache for ctx_tokens + AttnRes + hidden
+  std::uint64_t scratch_bytes = 0;    // Forward's decode, LUT and chunked-prefill buffers + the logits
+  std::uint64_t record_bytes = 0;     // bytes/experts of the lowest-layer bank (every bank has one geometry)
   std::uint64_t max_record_bytes = 0; // largest record over all banks (sizes arena slots)
-  int top_k = 0;                      // as the planner reads it (fallback 8)
+  int top_k = 0;                      // config num_experts_per_token
   int n_layers = 0;
   std::uint64_t min_expert_cache_bytes = 0;  // 2 * top_k * record: one layer's experts, double-buffered
   std::uint64_t floor_bytes = 0;             // trunk + state + scratch + min_expert_cache
@@ -33,7 +35,7 @@ struct MemoryPlan {
   [[nodiscard]] std::uint64_t client_bytes() const { return state_bytes + scratch_bytes; }
 };
 
-// Plan from manifest.json text. Errors: Errc::format with the offending key.
+// Plan from manifest.json text. Errors: Manifest::parse's (Errc::format, naming the key).
 Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens = kDefaultCtxTokens);
 // Plan for a container directory (reads DIR/manifest.json). Errors name the path.
 Result<MemoryPlan> plan_memory(const std::filesystem::path& container,

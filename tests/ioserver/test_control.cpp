@@ -69,10 +69,14 @@ class FakePlane final : public DataPlane {
   std::shared_ptr<FakeLog> log_;
 };
 
-const char* kManifest = R"({"tensor_prefix": "",
-  "config": {"num_hidden_layers": 2, "hidden_size": 8, "num_experts_per_token": 1, "vocab_size": 16},
-  "layers": {"1": {"experts": 4, "bytes": 16384}},
-  "trunk": [{"name": "model.norm.weight", "fmt": 0, "bytes": 4096}]})";
+// A valid manifest (the plan is computed from Manifest::parse): 4 KiB of trunk, 4 KiB records.
+const char* kManifest = R"({"format_version": 0, "tensor_prefix": "",
+  "config": {"num_hidden_layers": 2, "hidden_size": 8, "num_experts": 4, "num_experts_per_token": 1,
+             "vocab_size": 16, "first_k_dense_replace": 1, "intermediate_size": 8, "moe_intermediate_size": 8,
+             "num_attention_heads": 1, "kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 0,
+             "v_head_dim": 8},
+  "layers": {"1": {"file": "experts-L1.bin", "experts": 4, "bytes": 16384, "codebook_base": 0}},
+  "trunk": [{"name": "model.norm.weight", "fmt": 0, "off": 0, "shape": [1024], "bytes": 4096}]})";
 
 // A daemon with a fake data plane, served from a thread.
 struct InProcessDaemon {

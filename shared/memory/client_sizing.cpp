@@ -1,0 +1,157 @@
+#include "shared/memory/client_sizing.hpp"
+
+#include <algorithm>
+
+namespace waste::sizing {
+namespace {
+
+constexpr std::uint64_t kF = sizeof(float);
+constexpr std::uint64_t kI = sizeof(int);
+using U = std::uint64_t;
+
+U u(int v) { return v > 0 ? U(v) : 0; }
+
+}  // namespace
+
+std::uint64_t StateSizes::bytes() const {
+  return (U(n_kda_layers) * (kda_state + 3 * conv_ring) + U(n_mla_layers) * latent + blocks + hidden) * kF;
+}
+
+std::uint64_t MlaSizes::bytes() const {
+  return (q + q_a + ckv + q_tilde + row + ctx_sum + scores + dot_r + o + gate) * kF;
+}
+
+std::uint64_t KdaSizes::bytes() const { return (6 * channels + low + beta) * kF; }
+
+std::uint64_t MoeSizes::bytes() const {
+  return experts * (5 * kF + 2) + top_k * (kI + kF) + lat * 3 * kF + la_ids * kI + (2 * lut_in + lut_down) * kF +
+         (2 * lutq_in + lutq_down) + (2 * lut_scales_in + lut_scales_down) * kF + inter * 2 * kF + ys * kF +
+         routed * kF;
+}
+
+std::uint64_t PrefillMoeSizes::bytes() const {
+  return routes * (2 * kI + kF) + xin * kF + 2 * lut * kF + 2 * lutq + 2 * lut_scales * kF + ys * kF +
+         experts * 2 * kI + user_begin * kI + router * kF + ysum * kF + routed * kF + 2 * ffn * kF;
+}
+
+std::uint64_t ForwardSizes::bytes() const {
+  return (5 * hidden + 2 * ffn + res_scores + 5 * pre_hidden + pre_blocks) * kF + pre_live;
+}
+
+std::uint64_t ClientSizes::scratch_bytes() const {
+  return mla.bytes() + kda.bytes() + moe.bytes() + prefill_moe.bytes() + forward.bytes() + logits * kF;
+}
+
+StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens) {
+  StateSizes s;
+  s.n_kda_layers = c.n_kda_layers();
+  s.n_mla_layers = c.n_mla_layers();
+  s.kda_state = u(c.kda_heads) * u(c.kda_dim) * u(c.kda_dim);
+  s.conv_ring = u(c.kda_channels()) * u(c.conv_k - 1);
+  s.latent = ctx_tokens * (u(c.kv_lora) + u(c.qk_rope));
+  if (c.attn_res_block > 0) s.max_blocks = c.n_layers / c.attn_res_block + 2;
+  s.blocks = u(s.max_blocks) * u(c.hidden);
+  s.hidden = u(c.hidden);
+  return s;
+}
+
+MlaSizes mla_sizes(const ModelConfig& c, std::uint64_t ctx_tokens, int tokens) {
+  MlaSizes s;
+  if (c.n_mla_layers() == 0) return s;
+  const U T = u(tokens), nh = u(c.n_heads), qd = u(c.qk_nope) + u(c.qk_rope), lora = u(c.kv_lora);
+  s.q = T * nh * qd;
+  s.q_a = T * u(c.q_lora);
+  s.ckv = T * (lora + u(c.qk_rope));
+  s.q_tilde = nh * T * lora;
+  s.row = nh * lora;
+  s.ctx_sum = nh * lora;
+  s.scores = nh * ctx_tokens;
+  s.dot_r = nh * ctx_tokens;
+  s.o = T * nh * u(c.v_head);
+  s.gate = T * nh * u(c.v_head);
+  return s;
+}
+
+KdaSizes kda_sizes(const ModelConfig& c, int tokens) {
+  KdaSizes s;
+  if (c.n_kda_layers() == 0) return s;
+  const U T = u(tokens);
+  s.channels = T * u(c.kda_channels());
+  s.low = T * u(c.kda_dim);
+  s.beta = T * u(c.kda_heads);
+  return s;
+}
+
+std::uint64_t lut_floats(const ExpertGeometry& g, int kind) {
+  return u(g.cols[kind] / g.vec_dim) * u(g.stages) * u(g.lut_entries);
+}
+
+MoeSizes moe_sizes(const ModelConfig& c, const ExpertGeometry& g) {
+  MoeSizes s;
+  const U E = u(c.n_experts), lat = u(c.expert_input_dim());
+  s.experts = E;
+  s.top_k = u(c.top_k);
+  s.lat = lat;
+  s.la_ids = kMaxLookahead;
+  if (E == 0) return s;
+  s.lut_in = lut_floats(g, 0);
+  s.lut_down = lut_floats(g, 2);
+  if (g.packed6) {
+    s.lutq_in = s.lut_in;
+    s.lutq_down = s.lut_down;
+    s.lut_scales_in = lut_quant_blocks(u(g.cols[0] / g.vec_dim));
+    s.lut_scales_down = lut_quant_blocks(u(g.cols[2] / g.vec_dim));
+  }
+  s.inter = u(std::max(g.rows[0], c.shared_inter()));
+  s.ys = u(c.top_k) * lat;
+  s.routed = u(c.hidden);
+  return s;
+}
+
+PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g, int tokens) {
+  PrefillMoeSizes s;
+  const U T = u(tokens), K = u(c.top_k), E = u(c.n_experts), lat = u(c.expert_input_dim());
+  s.routes = T * K;
+  s.xin = c.latent_dim > 0 ? T * lat : 0;
+  if (E > 0) {
+    s.lut = T * lut_floats(g, 0);
+    if (g.packed6) {
+      s.lutq = s.lut;
+      s.lut_scales = T * lut_quant_blocks(u(g.cols[0] / g.vec_dim));
+    }
+  }
+  s.ys = T * K * lat;
+  s.experts = E;
+  s.user_begin = E + 1;
+  s.router = T * E;
+  s.ysum = T * lat;
+  s.routed = c.latent_dim > 0 ? T * u(c.hidden) : 0;
+  s.ffn = T * u(std::max({c.shared_inter(), c.dense_inter, 1}));
+  return s;
+}
+
+ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
+  ForwardSizes s;
+  const U T = u(tokens), H = u(c.hidden);
+  s.hidden = H;
+  s.ffn = u(std::max(c.dense_inter, 1));
+  s.res_scores = c.attn_res_block > 0 ? u(c.n_layers / c.attn_res_block + 3) : 1;
+  s.pre_hidden = T * H;
+  s.pre_blocks = T * u(state_sizes(c, 1).max_blocks) * H;
+  s.pre_live = T;
+  return s;
+}
+
+ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uint64_t ctx_tokens) {
+  ClientSizes s;
+  s.state = state_sizes(c, ctx_tokens);
+  s.mla = mla_sizes(c, ctx_tokens, kPrefillChunk);
+  s.kda = kda_sizes(c, kPrefillChunk);
+  s.moe = moe_sizes(c, g);
+  s.prefill_moe = prefill_moe_sizes(c, g, kPrefillChunk);
+  s.forward = forward_sizes(c, kPrefillChunk);
+  s.logits = u(c.vocab);
+  return s;
+}
+
+}  // namespace waste::sizing

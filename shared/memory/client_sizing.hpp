@@ -1,0 +1,119 @@
+// The size of every buffer one compute client allocates for a model: its RunState (the
+// sequence state) and the forward pass's scratch (decode, LUT and chunked-prefill buffers,
+// the logits). One function, from the validated ModelConfig and ExpertGeometry: the allocators
+// (compute/model/run_state.cpp, compute/forward/*) take their element counts from it and the
+// memory plan sums it, so the plan cannot drift from what an engine really holds.
+// Counts are elements of the buffer's own type (float, int, int8, byte), not bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "shared/container/expert_record.hpp"
+#include "shared/container/model_config.hpp"
+
+namespace waste::sizing {
+
+inline constexpr int kPrefillChunk = 64;   // tokens per chunked-prefill call (forward::kMaxPrefillChunk)
+inline constexpr int kMaxLookahead = 64;   // lookahead ids per MoE layer (forward::kMaxLookahead)
+inline constexpr int kLutQuantBlock = 32;  // VQ4P int8 LUT block (kernels::kLutQuantBlock)
+
+constexpr std::uint64_t lut_quant_blocks(std::uint64_t n_vectors) {
+  return (n_vectors + kLutQuantBlock - 1) / kLutQuantBlock;
+}
+
+// model::RunState (floats).
+struct StateSizes {
+  int n_kda_layers = 0, n_mla_layers = 0;
+  std::uint64_t kda_state = 0;   // per KDA layer: H x D x D
+  std::uint64_t conv_ring = 0;   // per ring (3 per KDA layer): C x (K-1)
+  std::uint64_t latent = 0;      // per MLA layer: ctx x (kv_lora + rope)
+  int max_blocks = 0;            // AttnRes history depth (0 = no AttnRes)
+  std::uint64_t blocks = 0;      // max_blocks x hidden
+  std::uint64_t hidden = 0;
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+// forward::MlaScratch for `tokens` tokens (floats); all zero without MLA layers.
+struct MlaSizes {
+  std::uint64_t q = 0, q_a = 0, ckv = 0, q_tilde = 0, row = 0, ctx_sum = 0, scores = 0, dot_r = 0, o = 0, gate = 0;
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+// forward::KdaScratch for `tokens` tokens (floats); all zero without KDA layers.
+struct KdaSizes {
+  std::uint64_t channels = 0;    // q, k, v, g, gate, o each: T x C
+  std::uint64_t low = 0;         // T x D
+  std::uint64_t beta = 0;        // T x H
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+// forward::MoeScratch (decode).
+struct MoeSizes {
+  std::uint64_t experts = 0;     // router, probs, scored, la_router, la_scored (float); taken, la_taken (byte)
+  std::uint64_t top_k = 0;       // ids (int), weights (float)
+  std::uint64_t lat = 0;         // xin, y, ysum (float)
+  std::uint64_t la_ids = 0;      // int
+  std::uint64_t lut_in = 0;      // lut_gate, lut_up (float); lutq_gate, lutq_up (int8) when VQ4P
+  std::uint64_t lut_down = 0;    // lut_down (float); lutq_down (int8) when VQ4P
+  std::uint64_t lutq_in = 0, lutq_down = 0;            // 0 unless VQ4P
+  std::uint64_t lut_scales_in = 0, lut_scales_down = 0; // VQ4P block scales (float)
+  std::uint64_t inter = 0;       // a, b (float)
+  std::uint64_t ys = 0;          // top_k x lat (float)
+  std::uint64_t routed = 0;      // hidden (float)
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+// forward::PrefillMoeScratch for `tokens` tokens.
+struct PrefillMoeSizes {
+  std::uint64_t routes = 0;      // ids (int), weights (float), users (int): T x top_k
+  std::uint64_t xin = 0;         // T x lat (K3 latent only)
+  std::uint64_t lut = 0;         // lut_gate, lut_up (float): T x lut floats
+  std::uint64_t lutq = 0;        // lutq_gate, lutq_up (int8), VQ4P only
+  std::uint64_t lut_scales = 0;  // lutq_scale_gate, lutq_scale_up (float), VQ4P only
+  std::uint64_t ys = 0;          // T x top_k x lat
+  std::uint64_t experts = 0;     // distinct (int, reserved), fill (int)
+  std::uint64_t user_begin = 0;  // E + 1 (int)
+  std::uint64_t router = 0;      // T x E
+  std::uint64_t ysum = 0;        // T x lat
+  std::uint64_t routed = 0;      // T x hidden (K3 latent only)
+  std::uint64_t ffn = 0;         // fa, fb: T x max(shared, dense inter, 1)
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+// forward::Forward's own vectors.
+struct ForwardSizes {
+  std::uint64_t hidden = 0;      // x, ps, h, a, f (float)
+  std::uint64_t ffn = 0;         // ffn_a, ffn_b (float)
+  std::uint64_t res_scores = 0;  // float
+  std::uint64_t pre_hidden = 0;  // pre_x, pre_ps, pre_h, pre_a, pre_f: T x hidden (float)
+  std::uint64_t pre_blocks = 0;  // T x max_blocks x hidden (float)
+  std::uint64_t pre_live = 0;    // T (byte)
+  [[nodiscard]] std::uint64_t bytes() const;
+};
+
+StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens);
+MlaSizes mla_sizes(const ModelConfig& c, std::uint64_t ctx_tokens, int tokens);
+KdaSizes kda_sizes(const ModelConfig& c, int tokens);
+// `g` is only read when the model has routed experts.
+MoeSizes moe_sizes(const ModelConfig& c, const ExpertGeometry& g);
+PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g, int tokens);
+ForwardSizes forward_sizes(const ModelConfig& c, int tokens);
+// LUT floats of one input of matrix kind 0 (gate/up) or 2 (down): positions x stages x table.
+std::uint64_t lut_floats(const ExpertGeometry& g, int kind);
+
+// Everything one client holds once it has decoded and prefilled (the prefill buffers are the
+// kPrefillChunk-token ones; MLA/KDA scratch is sized for the chunk, which covers one token).
+struct ClientSizes {
+  StateSizes state;
+  MlaSizes mla;
+  KdaSizes kda;
+  MoeSizes moe;
+  PrefillMoeSizes prefill_moe;
+  ForwardSizes forward;
+  std::uint64_t logits = 0;      // vocab floats (the Engine's)
+  [[nodiscard]] std::uint64_t state_bytes() const { return state.bytes(); }
+  [[nodiscard]] std::uint64_t scratch_bytes() const;
+};
+ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uint64_t ctx_tokens);
+
+}  // namespace waste::sizing

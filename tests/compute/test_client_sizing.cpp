@@ -1,0 +1,126 @@
+// The memory plan's state and scratch figures against what an engine's RunState and Forward
+// really allocate, on synthetic presets: the plan is computed from the validated manifest with
+// the sizing function the allocators use (shared/memory/client_sizing), so it must cover them.
+// The pieces are assembled as Engine::open does, so their byte counts can be read.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/forward/forward.hpp"
+#include "compute/io/local_expert_source.hpp"
+#include "compute/kernels/kernels.hpp"
+#include "compute/model/run_state.hpp"
+#include "compute/model/weights.hpp"
+#include "compute/runtime/thread_pool.hpp"
+#include "shared/container/codebooks.hpp"
+#include "shared/container/container.hpp"
+#include "shared/memory/memory_plan.hpp"
+#include "shared/synth/synth.hpp"
+#include "test_forward_fixtures.hpp"
+
+namespace waste {
+namespace {
+
+struct Allocated {
+  std::uint64_t state = 0, scratch = 0;
+};
+
+// Open `dir` like Engine::open, decode a prompt by chunked prefill (allocates the chunk
+// buffers) and one step, and report the bytes RunState and Forward (+ the logits) hold.
+Allocated run_and_measure(const std::filesystem::path& dir, int ctx) {
+  auto info = ContainerInfo::open(dir);
+  INFO((info ? std::string() : info.error().message));
+  REQUIRE(info);
+  const ModelConfig& c = info->manifest.config;
+  auto trunk = Trunk::load(dir, info->manifest);
+  REQUIRE(trunk);
+  auto books = Codebooks::load(info->files.codebooks(), info->manifest.quant);
+  REQUIRE(books);
+  auto weights = model::ModelWeights::bind(c, *trunk);
+  REQUIRE(weights);
+  auto source = LocalExpertSource::open(*info, LocalSourceOptions{false, true, 0, 0, false});
+  REQUIRE(source);
+  auto state = model::RunState::create(c, ctx);
+  REQUIRE(state);
+  ThreadPool pool(2);
+  std::vector<int> codebook_base(std::size_t(c.n_layers), -1);
+  for (const auto& [layer, bank] : info->manifest.banks) codebook_base[std::size_t(layer)] = bank.codebook_base;
+  forward::Forward fwd(forward::Forward::Inputs{c, *weights, *trunk, *books, info->geometry, **source, pool,
+                                                kernels::active(), ctx, codebook_base, 0});
+  std::vector<float> logits(std::size_t(c.vocab));
+  const std::vector<int> prompt = {1, 5, 7};
+  auto pre = fwd.prefill(prompt, *state, logits);
+  INFO((pre ? std::string() : pre.error().message));
+  REQUIRE(pre);
+  auto step = fwd.step(3, *state, logits);
+  REQUIRE(step);
+  return {state->allocated_bytes(), fwd.scratch_bytes() + logits.capacity() * sizeof(float)};
+}
+
+void check_plan_covers(const std::filesystem::path& dir, int ctx) {
+  auto plan = plan_memory(dir, std::uint32_t(ctx));
+  INFO((plan ? std::string() : plan.error().message));
+  REQUIRE(plan);
+  const Allocated got = run_and_measure(dir, ctx);
+  INFO("plan state " << plan->state_bytes << " scratch " << plan->scratch_bytes << "; allocated state "
+                     << got.state << " scratch " << got.scratch);
+  REQUIRE(got.state > 0);
+  REQUIRE(got.scratch > 0);
+  CHECK(plan->state_bytes + plan->scratch_bytes >= got.state + got.scratch);
+  CHECK(plan->state_bytes >= got.state);
+  CHECK(plan->scratch_bytes >= got.scratch);
+  // Allocated through the same sizing: nothing is over-counted either.
+  CHECK(plan->state_bytes == got.state);
+  CHECK(plan->scratch_bytes == got.scratch);
+}
+
+}  // namespace
+
+TEST_CASE("memory plan covers the state and scratch an engine allocates (tiny, tiny-k3)", "[compute][memory]") {
+  for (const char* preset : {"tiny", "tiny-k3"}) {
+    INFO("preset " << preset);
+    for (int ctx : {16, 300}) {
+      INFO("ctx " << ctx);
+      check_plan_covers(test::synth_container(preset), ctx);
+    }
+  }
+}
+
+TEST_CASE("memory plan covers the state and scratch an engine allocates (kimi-linear shape, 4 layers)",
+          "[compute][memory]") {
+  // Kimi-Linear's widths (hidden 2304, 32 KDA heads of 128, MLA kv_lora 512, expert inter 1024,
+  // shared expert, dense first layer) with 4 layers (KDA 0-2, MLA 3), a small vocab and 16 experts.
+  auto preset = synth::load_preset("kimi-linear");
+  REQUIRE(preset);
+  (*preset)["vocab_size"] = 512;
+  (*preset)["bos_token_id"] = 1;
+  (*preset)["eos_token_id"] = 2;
+  (*preset)["pad_token_id"] = 3;
+  (*preset)["num_experts"] = 16;
+  synth::SynthRequest request;
+  request.layers = 4;
+  auto spec = synth::make_spec(*preset, request);
+  INFO((spec ? std::string() : spec.error().message));
+  REQUIRE(spec);
+  REQUIRE(spec->skeleton.config.n_kda_layers() == 3);
+  REQUIRE(spec->skeleton.config.n_mla_layers() == 1);
+  const std::string templ = (std::filesystem::temp_directory_path() / "waste-sizing-XXXXXX").string();
+  std::string dir_name = templ;
+  REQUIRE(mkdtemp(dir_name.data()) != nullptr);
+  const std::filesystem::path dir(dir_name);
+  struct Remove {
+    std::filesystem::path p;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  } remove{dir};
+  auto written = synth::write_container(*spec, dir / "model");
+  INFO((written ? std::string() : written.error().message));
+  REQUIRE(written);
+  check_plan_covers(dir / "model", 64);
+}
+
+}  // namespace waste
