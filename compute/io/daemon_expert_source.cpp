@@ -35,7 +35,11 @@ struct DaemonExpertSource::Impl {
   ipc::RingSegmentShm* rings = nullptr;
   ipc::WakeShm* wake = nullptr;
   int client_idx = 0;
+  // Copied from the header at open (after ArenaView::attach checked it): later header bytes are
+  // never trusted for an address, a size or a liveness decision.
   int n_layers = 0, n_experts = 0;
+  int daemon_pid = 0;
+  std::uint64_t daemon_start_ticks = 0;
   std::optional<ipc::RingProducer> requests;
   std::optional<ipc::RingConsumer> completions;
 
@@ -58,7 +62,7 @@ struct DaemonExpertSource::Impl {
   // Liveness: stopped flag, the pid (not a zombie, same start time), the heartbeat, our lease.
   Status check_daemon() {
     if (broken) return std::unexpected(*broken);
-    const int pid = header().daemon_pid;
+    const int pid = daemon_pid;
     auto fail = [&](std::string what) -> Status {
       broken = Error{Errc::ipc, "waste-ioserver (pid " + std::to_string(pid) + ") " + what};
       return std::unexpected(*broken);
@@ -73,7 +77,7 @@ struct DaemonExpertSource::Impl {
     };
     // SYNC POINT: acquire pairs with the daemon's release store in IoServer::stop.
     if (header().shutting_down.load(std::memory_order_acquire) != 0) return fail("stopped");
-    if (!ipc::process_alive(pid, header().daemon_start_ticks)) return gone("is gone");
+    if (!ipc::process_alive(pid, daemon_start_ticks)) return gone("is gone");
     const ipc::ClientShm& me = view.client(client_idx);
     if (me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached) ||
         me.generation.load(std::memory_order_relaxed) != lease.generation) {
@@ -103,10 +107,10 @@ struct DaemonExpertSource::Impl {
       failure[ipc::make_key(c.layer, c.expert)] = read_error_text(view.client(client_idx));
       return;
     }
-    if (c.value >= header().n_slots) {
+    if (c.value >= view.layout().n_slots) {
       state[k] = KeyState::failed;
       failure[ipc::make_key(c.layer, c.expert)] = "waste-ioserver sent slot " + std::to_string(c.value) +
-                                                   " of " + std::to_string(header().n_slots);
+                                                   " of " + std::to_string(view.layout().n_slots);
       return;
     }
     state[k] = KeyState::ready;
@@ -154,7 +158,7 @@ struct DaemonExpertSource::Impl {
     for (;;) {
       drain_completions();
       if (state[k] == KeyState::ready) {
-        return std::span<const std::byte>(view.slot_data(slot_of[k]), header().record_bytes);
+        return std::span<const std::byte>(view.slot_data(slot_of[k]), view.layout().record_bytes);
       }
       if (state[k] == KeyState::failed) {
         const auto it = failure.find(ipc::make_key(layer, expert));
@@ -351,6 +355,8 @@ Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::
   impl->client_idx = lease.client_idx;
   impl->n_layers = int(h.n_layers);
   impl->n_experts = int(h.n_experts);
+  impl->daemon_pid = h.daemon_pid;
+  impl->daemon_start_ticks = h.daemon_start_ticks;
   const ipc::ClientShm& me = impl->view.client(lease.client_idx);
   if (me.generation.load(std::memory_order_relaxed) != lease.generation ||
       me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached)) {
@@ -379,7 +385,7 @@ Result<ReadyExpert> DaemonExpertSource::acquire_next(int layer) {
   return impl_->acquire_next(layer, requested_layer(), requested());
 }
 
-std::uint64_t DaemonExpertSource::cache_capacity_records() const { return impl_->header().n_slots; }
+std::uint64_t DaemonExpertSource::cache_capacity_records() const { return impl_->view.layout().n_slots; }
 
 Result<ExpertView> DaemonExpertSource::acquire(int layer, int expert) {
   auto bytes = impl_->acquire_bytes(layer, expert);
@@ -403,8 +409,8 @@ ExpertSourceStats DaemonExpertSource::stats() const {
 }
 
 bool DaemonExpertSource::direct_io() const { return impl_->view.header().direct_io != 0; }
-std::uint64_t DaemonExpertSource::record_bytes() const { return impl_->view.header().record_bytes; }
-int DaemonExpertSource::daemon_pid() const { return impl_->view.header().daemon_pid; }
+std::uint64_t DaemonExpertSource::record_bytes() const { return impl_->view.layout().record_bytes; }
+int DaemonExpertSource::daemon_pid() const { return impl_->daemon_pid; }
 
 Result<SharedTrunkImage> map_trunk_segment(const ipc::ClientLease& lease) {
   if (lease.mappings && !lease.mappings->trunk.empty()) {
