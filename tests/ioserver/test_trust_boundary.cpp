@@ -395,20 +395,27 @@ TEST_CASE("A shared-memory directory without room is refused before any segment 
     say(refused ? std::string("created") : refused.error().message);
     // Nothing was left behind.
     say(std::to_string(std::distance(std::filesystem::directory_iterator(dir), {})));
-    // An arena that fits goes there, and a client maps it from there.
-    config.arena_slots = 16;
-    config.instance += "-fits";
-    auto server = IoServer::create(config, std::make_unique<test::PatternReader>(1, 4, 4096));
-    if (!server) {
-      say(server.error().message);
-      ::_exit(1);
+    // An arena that fits goes there, and a client maps it from there. (In a scope: the server's
+    // threads end before _exit.)
+    {
+      config.arena_slots = 16;
+      config.instance += "-fits";
+      auto server = IoServer::create(config, std::make_unique<test::PatternReader>(1, 4, 4096));
+      if (!server) {
+        say(server.error().message);
+        ::_exit(1);
+      }
+      auto lease = (*server)->attach(::getpid());
+      if (!lease) ::_exit(1);
+      auto source = DaemonExpertSource::open(*lease, ExpertGeometry{});
+      bool same = false;
+      if (source) {
+        auto bytes = (*source)->acquire_bytes(0, 3);
+        same = bytes && exact(*bytes, 0, 3);
+      }
+      say(lease->shm_dir + " " + (same ? "exact" : "wrong") + " " +
+          (std::filesystem::exists(dir / lease->segment_name) ? "file" : "nofile"));
     }
-    auto lease = (*server)->attach(::getpid());
-    if (!lease) ::_exit(1);
-    auto source = DaemonExpertSource::open(*lease, ExpertGeometry{});
-    auto bytes = source ? (*source)->acquire_bytes(0, 3) : Result<std::span<const std::byte>>(std::unexpected(source.error()));
-    say(lease->shm_dir + " " + (bytes && exact(*bytes, 0, 3) ? "exact" : "wrong") + " " +
-        (std::filesystem::exists(dir / lease->segment_name) ? "file" : "nofile"));
     ::_exit(0);
   }
   auto hear = [&]() {
