@@ -1,10 +1,15 @@
 // IoServer: the data path of waste-ioserver, as a library class (the daemon's main and the
-// tests run it in-process). It owns the arena segment (control block, slot table, client rings,
-// expert slots), the read-only trunk segment, the expert cache, the reader threads and one
-// service thread that drains every client's request ring.
+// tests run it in-process). It owns the arena segment (control block, slot table, client blocks,
+// expert slots; clients map it read-only), one ring segment per lease, the wake segment, the
+// read-only trunk segment, the expert cache, the reader threads and one service thread that
+// drains every client's request ring. Everything a client can write is checked before use; a
+// client that breaks the ring protocol is detached (docs/design/ring.md, "Trust boundary").
 //
 // Threads: the service thread and the reader threads are internal. The public methods may be
 // called from any thread (the control plane's); they take the cache mutex briefly.
+//
+// Sources, by concern: ioserver/data_plane/ (segments.cpp, clients.cpp, request_service.cpp,
+// populator.cpp, stats.cpp, io_server.cpp; io_server_impl.hpp is the private state).
 #pragma once
 
 #include <array>
@@ -13,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +26,7 @@
 #include "ioserver/expert_cache/cache_policy.hpp"
 #include "ioserver/nvme/record_reader.hpp"
 #include "shared/ipc/client_lease.hpp"
+#include "shared/ipc/container_identity.hpp"
 #include "shared/result.hpp"
 
 namespace waste {
@@ -41,6 +48,12 @@ struct IoServerConfig {
   std::chrono::milliseconds arena_wait{10000};
   // Pre-fault the arena's pages in an idle-priority thread, so reads land in mapped memory.
   bool populate_arena = true;
+  // Directory of the segment files: a tmpfs or hugetlbfs mount; empty = /dev/shm. Its free space
+  // is checked (statvfs) before any segment is created.
+  std::filesystem::path shm_dir;
+  // Anonymous MAP_SHARED memory and no names at all: for an IoServer inside its only client's
+  // process (`waste run --in-process`). attach() then returns a lease carrying the mappings.
+  bool private_memory = false;
 };
 
 inline constexpr int kLatencyBuckets = 32;  // bucket i counts reads of [2^i, 2^(i+1)) us (bucket 0: < 2 us)
@@ -65,6 +78,8 @@ struct IoStats {
   std::uint64_t read_errors = 0;
   std::uint64_t evictions = 0;
   std::uint64_t clients_reclaimed = 0;   // dead clients whose pins and rings were freed
+  std::uint64_t breaches = 0;            // clients detached for breaking the ring protocol
+  std::uint32_t usable_slots = 0;        // set_cache_slots' limit (slots_total when never set)
   std::uint64_t arena_waits = 0;         // demands that had to wait for a free slot
   std::uint32_t demands_waiting = 0;     // demands waiting for a free slot now
   std::uint64_t arena_populated_bytes = 0;  // slot bytes pre-faulted so far
@@ -91,13 +106,13 @@ class IoServer {
   static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, std::unique_ptr<RecordReader> reader);
 
   // The general form both of the above use. `trunk_fill` writes the trunk image into the new
-  // segment (trunk_bytes long); identity fields go to the header.
+  // segment (trunk_bytes long); `identity` goes to the arena header (without it, only the path
+  // hash of config.container is recorded and clients cannot check files).
   struct Parts {
     std::unique_ptr<RecordReader> reader;
     std::uint64_t trunk_bytes = 0;
     std::function<Status(std::span<std::byte>)> trunk_fill;
-    std::uint64_t manifest_bytes = 0;
-    std::int64_t manifest_mtime_ns = 0;
+    std::optional<ipc::ContainerIdentity> identity;
   };
   static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, Parts parts);
 
@@ -105,13 +120,27 @@ class IoServer {
   IoServer(const IoServer&) = delete;
   IoServer& operator=(const IoServer&) = delete;
 
-  // Give process `pid` a client block and a ring pair. Errors: no such process, all in use.
+  // Give process `pid` a client block and a fresh ring segment (named with index and generation).
+  // Errors: no such process, all in use, no room for the ring segment.
   Result<ClientLease> attach(int pid);
-  // Orderly goodbye: unpin everything the client holds, free its rings.
-  Status detach(int client_idx);
-  // Free the pins, waits and rings of every client whose process died (kill -9 included).
-  // The service thread calls it every 200 ms; the control plane may call it too.
+  // Orderly goodbye: unpin everything the client holds, remove its ring segment. Ignored
+  // (Errc::argument, no effect) unless pid and generation name the index's current occupant,
+  // so a late or replayed detach can never drop a successor.
+  Status detach(int client_idx, int pid, std::uint64_t generation);
+  struct Occupant {
+    int pid = 0;
+    std::uint64_t generation = 0;
+  };
+  // Who holds `client_idx` now; nullopt when it is free.
+  [[nodiscard]] std::optional<Occupant> occupant(int client_idx) const;
+  // Free the pins, waits and rings of every client whose process is verifiably dead (pidfd, or
+  // pid + start time; kill -9 included). Never for a slow or stopped one. The service thread
+  // calls it every 200 ms; the control plane may call it too.
   void reclaim_dead_clients();
+  // At most `usable_slots` arena slots may hold records (1..slots_total; more is clamped).
+  // Lowering it evicts unpinned records above the limit at once and the others as they are
+  // released; demands beyond it wait and fail like an arena that is full.
+  Status set_cache_slots(std::uint32_t usable_slots);
 
   [[nodiscard]] IoStats stats() const;
   Status set_policy(CachePolicy policy);
@@ -119,8 +148,10 @@ class IoServer {
   // segments stay until destruction.
   void stop();
 
-  [[nodiscard]] const std::string& segment_name() const;
+  [[nodiscard]] const std::string& segment_name() const;        // empty with private memory
   [[nodiscard]] const std::string& trunk_segment_name() const;  // empty without a trunk segment
+  [[nodiscard]] const std::string& wake_segment_name() const;
+  [[nodiscard]] const std::filesystem::path& shm_dir() const;   // where the segment files are
   [[nodiscard]] bool direct_io_engaged() const;
 
   struct Impl;

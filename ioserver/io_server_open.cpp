@@ -1,7 +1,5 @@
 // IoServer::create(config): the container-backed form (banks + trunk image). Kept apart from the
 // core so the core builds and tests with an injected reader alone.
-#include <sys/stat.h>
-
 #include "ioserver/io_server.hpp"
 #include "ioserver/nvme/uring_record_reader.hpp"
 #include "shared/container/container.hpp"
@@ -30,11 +28,9 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config)
   parts.trunk_fill = [layout, manifest, trunk_bin](std::span<std::byte> image) {
     return load_trunk_image(trunk_bin, *manifest, *layout, image);
   };
-  struct stat st {};
-  if (::stat(info->files.manifest().c_str(), &st) == 0) {
-    parts.manifest_bytes = std::uint64_t(st.st_size);
-    parts.manifest_mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-  }
+  auto identity = ipc::container_identity(config.container, parts.reader->n_layers());
+  if (!identity) return std::unexpected(identity.error());
+  parts.identity = std::move(*identity);
   return create(config, std::move(parts));
 }
 

@@ -6,14 +6,13 @@
 #include <thread>
 #include <unordered_map>
 
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
-
+#include "shared/ipc/container_identity.hpp"
 #include "shared/ipc/process_liveness.hpp"
+#include "shared/ipc/segment_names.hpp"
+#include "shared/ipc/shm_segment.hpp"
 
 namespace waste {
 
-namespace bip = boost::interprocess;
 using namespace std::chrono_literals;
 
 namespace {
@@ -29,11 +28,18 @@ enum class KeyState : std::uint8_t { none, pending, ready, failed };
 struct DaemonExpertSource::Impl {
   ipc::ClientLease lease;
   ExpertGeometry geometry;
-  bip::shared_memory_object shm;
-  bip::mapped_region region;
-  ipc::ArenaView view;
+  // The mappings: named segments opened here, or an in-process IoServer's private ones.
+  ipc::ShmSegment arena_seg, ring_seg, wake_seg;
+  std::shared_ptr<const void> private_keep_alive;
+  ipc::ArenaView view;                 // read-only mapping: only ever loaded from
+  ipc::RingSegmentShm* rings = nullptr;
+  ipc::WakeShm* wake = nullptr;
   int client_idx = 0;
+  // Copied from the header at open (after ArenaView::attach checked it): later header bytes are
+  // never trusted for an address, a size or a liveness decision.
   int n_layers = 0, n_experts = 0;
+  int daemon_pid = 0;
+  std::uint64_t daemon_start_ticks = 0;
   std::optional<ipc::RingProducer> requests;
   std::optional<ipc::RingConsumer> completions;
 
@@ -56,7 +62,7 @@ struct DaemonExpertSource::Impl {
   // Liveness: stopped flag, the pid (not a zombie, same start time), the heartbeat, our lease.
   Status check_daemon() {
     if (broken) return std::unexpected(*broken);
-    const int pid = header().daemon_pid;
+    const int pid = daemon_pid;
     auto fail = [&](std::string what) -> Status {
       broken = Error{Errc::ipc, "waste-ioserver (pid " + std::to_string(pid) + ") " + what};
       return std::unexpected(*broken);
@@ -71,10 +77,13 @@ struct DaemonExpertSource::Impl {
     };
     // SYNC POINT: acquire pairs with the daemon's release store in IoServer::stop.
     if (header().shutting_down.load(std::memory_order_acquire) != 0) return fail("stopped");
-    if (!ipc::process_alive(pid, header().daemon_start_ticks)) return gone("is gone");
+    if (!ipc::process_alive(pid, daemon_start_ticks)) return gone("is gone");
     const ipc::ClientShm& me = view.client(client_idx);
     if (me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached) ||
         me.generation.load(std::memory_order_relaxed) != lease.generation) {
+      // A breach leaves its reason in the block; say it.
+      const std::string why = read_error_text(me);
+      if (why.find("broke the ring protocol") != std::string::npos) return fail("dropped this client: " + why);
       return fail("dropped this client (lease " + std::to_string(client_idx) + " reclaimed)");
     }
     const auto now = std::chrono::steady_clock::now();
@@ -98,10 +107,10 @@ struct DaemonExpertSource::Impl {
       failure[ipc::make_key(c.layer, c.expert)] = read_error_text(view.client(client_idx));
       return;
     }
-    if (c.value >= header().n_slots) {
+    if (c.value >= view.layout().n_slots) {
       state[k] = KeyState::failed;
       failure[ipc::make_key(c.layer, c.expert)] = "waste-ioserver sent slot " + std::to_string(c.value) +
-                                                   " of " + std::to_string(header().n_slots);
+                                                   " of " + std::to_string(view.layout().n_slots);
       return;
     }
     state[k] = KeyState::ready;
@@ -116,14 +125,14 @@ struct DaemonExpertSource::Impl {
   // Push one request; waits (bounded by daemon liveness) while the ring is full.
   Status push(std::uint64_t entry) {
     while (!requests->try_push(entry)) {
-      ipc::ring_doorbell(header().work);
+      ipc::ring_doorbell(wake->work);
       WASTE_TRY(check_daemon());
       std::this_thread::sleep_for(50us);
     }
     return ok();
   }
 
-  void ring_daemon() { ipc::ring_doorbell(header().work); }
+  void ring_daemon() { ipc::ring_doorbell(wake->work); }
 
   // Wait for one more completion (or a timeout slice); fails when the daemon is gone.
   Status wait_completion() {
@@ -149,7 +158,7 @@ struct DaemonExpertSource::Impl {
     for (;;) {
       drain_completions();
       if (state[k] == KeyState::ready) {
-        return std::span<const std::byte>(view.slot_data(slot_of[k]), header().record_bytes);
+        return std::span<const std::byte>(view.slot_data(slot_of[k]), view.layout().record_bytes);
       }
       if (state[k] == KeyState::failed) {
         const auto it = failure.find(ipc::make_key(layer, expert));
@@ -250,22 +259,88 @@ struct DaemonExpertSource::Impl {
 DaemonExpertSource::DaemonExpertSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 DaemonExpertSource::~DaemonExpertSource() = default;
 
+namespace {
+
+// The daemon's identity table against the files this client would open.
+Status check_identity(const ipc::ArenaView& view, const std::filesystem::path& container, int daemon_pid) {
+  const ipc::ControlHeaderShm& h = view.header();
+  auto mine = ipc::container_identity(container, int(h.n_layers));
+  if (!mine) return std::unexpected(mine.error());
+  const std::string daemon = "waste-ioserver (pid " + std::to_string(daemon_pid) + ")";
+  if (mine->path_hash != h.container_path_hash) {
+    return make_error(Errc::ipc, daemon + " serves another container than " + mine->canonical.string() +
+                                     " (its canonical path differs)");
+  }
+  if (h.n_identity_files == 0) return ok();  // a daemon with an injected reader: path only
+  for (const auto& f : mine->files) {
+    const ipc::FileIdentityShm* theirs = nullptr;
+    for (std::uint32_t i = 0; i < h.n_identity_files; ++i) {
+      if (view.identity(i).name_hash == f.name_hash) theirs = &view.identity(i);
+    }
+    const std::string file = (mine->canonical / f.name).string();
+    if (theirs == nullptr) {
+      return make_error(Errc::ipc, "container " + mine->canonical.string() + ": " + daemon + " did not open " + f.name);
+    }
+    auto differs = [&](const char* what, auto a, auto b) -> Status {
+      return make_error(Errc::ipc, "container " + mine->canonical.string() + ": " + file + " differs from the file " +
+                                       daemon + " opened (" + what + " " + std::to_string(a) + " here, " +
+                                       std::to_string(b) + " there): restart the daemon or open the same files");
+    };
+    if (theirs->inode != f.inode || theirs->device != f.device) return differs("inode", f.inode, theirs->inode);
+    if (theirs->size != f.size) return differs("size", f.size, theirs->size);
+    if (theirs->mtime_ns != f.mtime_ns) return differs("mtime_ns", f.mtime_ns, theirs->mtime_ns);
+  }
+  return ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::ClientLease& lease,
                                                                      const ExpertGeometry& geometry) {
+  return open(lease, geometry, OpenOptions{});
+}
+
+Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::ClientLease& lease,
+                                                                     const ExpertGeometry& geometry,
+                                                                     const OpenOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->lease = lease;
   impl->geometry = geometry;
-  try {
-    impl->shm = bip::shared_memory_object(bip::open_only, lease.segment_name.c_str(), bip::read_write);
-    impl->region = bip::mapped_region(impl->shm, bip::read_write);
-  } catch (const bip::interprocess_exception& e) {
-    return make_error(Errc::ipc, "cannot map waste-ioserver segment " + lease.segment_name + ": " + e.what());
+  std::span<const std::byte> arena, rings, wake;
+  std::string arena_name = lease.segment_name, ring_name = lease.ring_segment_name, wake_name = lease.wake_segment_name;
+  if (lease.mappings) {
+    arena = lease.mappings->arena;
+    rings = lease.mappings->rings;
+    wake = lease.mappings->wake;
+    impl->private_keep_alive = lease.mappings->keep_alive;
+    arena_name = "(private arena)";
+    ring_name = "(private rings)";
+    wake_name = "(private wake)";
+  } else {
+    const std::filesystem::path dir = lease.shm_dir.empty() ? ipc::kDefaultShmDir : std::filesystem::path(lease.shm_dir);
+    if (ring_name.empty()) ring_name = ipc::ring_segment_name_for_arena(arena_name, lease.client_idx, lease.generation);
+    if (wake_name.empty()) wake_name = ipc::wake_segment_name_for_arena(arena_name);
+    // The arena is read-only here: the daemon never trusts it, and this process cannot scribble it.
+    auto a = ipc::ShmSegment::open(dir, arena_name, /*writable=*/false);
+    if (!a) return make_error(Errc::ipc, "cannot map waste-ioserver segment " + arena_name + ": " + a.error().message);
+    auto r = ipc::ShmSegment::open(dir, ring_name, /*writable=*/true);
+    if (!r) return make_error(Errc::ipc, "cannot map this lease's ring segment " + ring_name + ": " + r.error().message);
+    auto w = ipc::ShmSegment::open(dir, wake_name, /*writable=*/true);
+    if (!w) return make_error(Errc::ipc, "cannot map waste-ioserver segment " + wake_name + ": " + w.error().message);
+    impl->arena_seg = std::move(*a);
+    impl->ring_seg = std::move(*r);
+    impl->wake_seg = std::move(*w);
+    arena = impl->arena_seg.bytes();
+    rings = impl->ring_seg.bytes();
+    wake = impl->wake_seg.bytes();
   }
-  auto view = ipc::ArenaView::attach(
-      std::span<std::byte>(static_cast<std::byte*>(impl->region.get_address()), impl->region.get_size()),
-      lease.segment_name);
+  auto view = ipc::ArenaView::attach(arena, arena_name);
   if (!view) return std::unexpected(view.error());
   impl->view = *view;
+  WASTE_TRY(ipc::check_ring_segment(rings, ring_name, lease.client_idx, lease.generation));
+  WASTE_TRY(ipc::check_wake_segment(wake, wake_name));
+  impl->rings = reinterpret_cast<ipc::RingSegmentShm*>(const_cast<std::byte*>(rings.data()));
+  impl->wake = reinterpret_cast<ipc::WakeShm*>(const_cast<std::byte*>(wake.data()));
   const ipc::ControlHeaderShm& h = impl->view.header();
   if (lease.client_idx < 0 || lease.client_idx >= int(h.max_clients)) {
     return make_error(Errc::ipc, "lease names client " + std::to_string(lease.client_idx) + " of " +
@@ -276,16 +351,19 @@ Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::
                                      "-byte records, this model expects " + std::to_string(geometry.record_bytes) +
                                      " (different container?)");
   }
+  if (!options.container.empty()) WASTE_TRY(check_identity(impl->view, options.container, h.daemon_pid));
   impl->client_idx = lease.client_idx;
   impl->n_layers = int(h.n_layers);
   impl->n_experts = int(h.n_experts);
+  impl->daemon_pid = h.daemon_pid;
+  impl->daemon_start_ticks = h.daemon_start_ticks;
   const ipc::ClientShm& me = impl->view.client(lease.client_idx);
   if (me.generation.load(std::memory_order_relaxed) != lease.generation ||
       me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached)) {
     return make_error(Errc::ipc, "lease for client " + std::to_string(lease.client_idx) + " is no longer valid");
   }
-  impl->requests.emplace(impl->view.request_ring(lease.client_idx));
-  impl->completions.emplace(impl->view.completion_ring(lease.client_idx));
+  impl->requests.emplace(impl->rings->request);
+  impl->completions.emplace(impl->rings->completion);
   const std::size_t n_keys = std::size_t(impl->n_layers) * std::size_t(impl->n_experts);
   impl->state.assign(n_keys, KeyState::none);
   impl->slot_of.assign(n_keys, 0);
@@ -307,7 +385,7 @@ Result<ReadyExpert> DaemonExpertSource::acquire_next(int layer) {
   return impl_->acquire_next(layer, requested_layer(), requested());
 }
 
-std::uint64_t DaemonExpertSource::cache_capacity_records() const { return impl_->header().n_slots; }
+std::uint64_t DaemonExpertSource::cache_capacity_records() const { return impl_->view.layout().n_slots; }
 
 Result<ExpertView> DaemonExpertSource::acquire(int layer, int expert) {
   auto bytes = impl_->acquire_bytes(layer, expert);
@@ -331,24 +409,25 @@ ExpertSourceStats DaemonExpertSource::stats() const {
 }
 
 bool DaemonExpertSource::direct_io() const { return impl_->view.header().direct_io != 0; }
-std::uint64_t DaemonExpertSource::record_bytes() const { return impl_->view.header().record_bytes; }
-int DaemonExpertSource::daemon_pid() const { return impl_->view.header().daemon_pid; }
+std::uint64_t DaemonExpertSource::record_bytes() const { return impl_->view.layout().record_bytes; }
+int DaemonExpertSource::daemon_pid() const { return impl_->daemon_pid; }
 
 Result<SharedTrunkImage> map_trunk_segment(const ipc::ClientLease& lease) {
-  if (lease.trunk_segment_name.empty()) return make_error(Errc::ipc, "waste-ioserver serves no trunk segment");
-  try {
-    bip::shared_memory_object shm(bip::open_only, lease.trunk_segment_name.c_str(), bip::read_only);
-    auto region = std::make_shared<bip::mapped_region>(shm, bip::read_only);
-    if (region->get_size() < lease.trunk_bytes) {
-      return make_error(Errc::ipc, "trunk segment " + lease.trunk_segment_name + " is shorter than announced");
-    }
-    SharedTrunkImage image;
-    image.image = std::span<const std::byte>(static_cast<const std::byte*>(region->get_address()), lease.trunk_bytes);
-    image.keep_alive = region;
-    return image;
-  } catch (const bip::interprocess_exception& e) {
-    return make_error(Errc::ipc, "cannot map trunk segment " + lease.trunk_segment_name + ": " + e.what());
+  if (lease.mappings && !lease.mappings->trunk.empty()) {
+    return SharedTrunkImage{lease.mappings->trunk, lease.mappings->keep_alive};
   }
+  if (lease.trunk_segment_name.empty()) return make_error(Errc::ipc, "waste-ioserver serves no trunk segment");
+  const std::filesystem::path dir = lease.shm_dir.empty() ? ipc::kDefaultShmDir : std::filesystem::path(lease.shm_dir);
+  auto seg = ipc::ShmSegment::open(dir, lease.trunk_segment_name, /*writable=*/false);
+  if (!seg) return make_error(Errc::ipc, "cannot map trunk segment " + lease.trunk_segment_name + ": " + seg.error().message);
+  if (seg->size() < lease.trunk_bytes) {
+    return make_error(Errc::ipc, "trunk segment " + lease.trunk_segment_name + " is shorter than announced");
+  }
+  auto held = std::make_shared<ipc::ShmSegment>(std::move(*seg));
+  SharedTrunkImage image;
+  image.image = std::span<const std::byte>(held->data(), lease.trunk_bytes);
+  image.keep_alive = held;
+  return image;
 }
 
 }  // namespace waste

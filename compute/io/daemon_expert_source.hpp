@@ -1,6 +1,8 @@
 // DaemonExpertSource: the ExpertSource that gets records from a waste-ioserver through shared
-// memory. It maps the daemon's arena segment open_only (never creates or allocates there), sends
-// requests on its own ring and returns views straight into arena slots (no copy).
+// memory. It maps the daemon's arena segment read-only and its lease's own ring segment and the
+// wake doorbell read-write (never creates or allocates there), sends requests on its ring and
+// returns views straight into arena slots (no copy). With a lease from an in-process IoServer
+// on private memory (lease.mappings) it uses those mappings: same protocol, no names.
 //
 // Thread affinity: one compute thread per source, as the ExpertSource contract says.
 // A view stays valid until release_layer(layer): the daemon holds a pin for this client.
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,6 +31,13 @@ class DaemonExpertSource final : public ExpertSource {
   // `geometry` must describe the daemon's container (record_bytes is checked against it when
   // non-zero). Errors: segment missing, wrong layout version, lease not (or no longer) ours.
   static Result<std::unique_ptr<DaemonExpertSource>> open(const ipc::ClientLease& lease, const ExpertGeometry& geometry);
+  struct OpenOptions {
+    // When set, the daemon's container identity (canonical path, and inode/size/mtime of the
+    // manifest, trunk, codebooks and banks) must match these files; the error names the file.
+    std::filesystem::path container;
+  };
+  static Result<std::unique_ptr<DaemonExpertSource>> open(const ipc::ClientLease& lease, const ExpertGeometry& geometry,
+                                                          const OpenOptions& options);
   ~DaemonExpertSource() override;
 
   Status request(int layer, std::span<const int> experts) override;

@@ -21,7 +21,10 @@ struct PlaneLease {
   int client_idx = -1;
   std::string arena_segment;
   std::string trunk_segment;
-  nlohmann::json extra = nlohmann::json::object();   // anything else the client needs to map
+  // Anything else the client needs to map; the control plane forwards it as the attach reply's
+  // `lease` without looking inside. IoServerPlane puts: generation, pid, trunk_bytes, daemon_pid,
+  // ring_segment, wake_segment, shm_dir (see compute/io/daemon_connect.cpp).
+  nlohmann::json extra = nlohmann::json::object();
 };
 
 struct DataPlaneConfig {
@@ -35,13 +38,27 @@ struct DataPlaneConfig {
   bool io_uring = false;
   int max_clients = 16;
   bool populate_arena = true;   // pre-fault slot pages at idle priority
+  std::filesystem::path shm_dir;   // segment directory (tmpfs or hugetlbfs); empty = /dev/shm
 };
 
 class DataPlane {
  public:
   virtual ~DataPlane() = default;
   virtual Result<PlaneLease> attach(int pid) = 0;
+  // Drop whoever holds client_idx (the control plane's own bookkeeping decided so).
   virtual Status detach(int client_idx) = 0;
+  // Drop client_idx only if pid and generation (the lease's) name its current occupant; a stale
+  // detach is refused with Errc::argument and changes nothing.
+  virtual Status detach(int client_idx, int pid, std::uint64_t generation) {
+    (void)pid;
+    (void)generation;
+    return detach(client_idx);  // planes without generations (test doubles)
+  }
+  // The budget side: at most `usable_slots` arena slots may hold records (see IoServer).
+  virtual Status set_cache_slots(std::uint32_t usable_slots) {
+    return make_error(Errc::argument, "this data plane cannot resize its cache (asked for " +
+                                          std::to_string(usable_slots) + " slots)");
+  }
   virtual void reclaim_dead_clients() = 0;
   // {"totals": {hits, misses, bytes_read, queue_depth, direct_io, io_uring, slots_used, latency_us_log2[]},
   //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}

@@ -1,4 +1,4 @@
-// DataPlane over engineer D1's IoServer: a field-for-field adapter, nothing more.
+// DataPlane over IoServer: a field-for-field adapter, nothing more.
 #include <nlohmann/json.hpp>
 
 #include "ioserver/control/data_plane.hpp"
@@ -22,10 +22,21 @@ class IoServerPlane final : public DataPlane {
     out.client_idx = lease->client_idx;
     out.arena_segment = lease->segment_name;
     out.trunk_segment = lease->trunk_segment_name;
-    out.extra = json{{"generation", lease->generation}, {"trunk_bytes", lease->trunk_bytes}, {"daemon_pid", lease->daemon_pid}};
+    out.extra = json{{"generation", lease->generation},         {"pid", lease->pid},
+                     {"trunk_bytes", lease->trunk_bytes},       {"daemon_pid", lease->daemon_pid},
+                     {"ring_segment", lease->ring_segment_name}, {"wake_segment", lease->wake_segment_name},
+                     {"shm_dir", lease->shm_dir}};
     return out;
   }
-  Status detach(int client_idx) override { return server_->detach(client_idx); }
+  Status detach(int client_idx) override {
+    const auto who = server_->occupant(client_idx);
+    if (!who) return make_error(Errc::argument, "detach: client " + std::to_string(client_idx) + " is not attached");
+    return server_->detach(client_idx, who->pid, who->generation);
+  }
+  Status detach(int client_idx, int pid, std::uint64_t generation) override {
+    return server_->detach(client_idx, pid, generation);
+  }
+  Status set_cache_slots(std::uint32_t usable_slots) override { return server_->set_cache_slots(usable_slots); }
   void reclaim_dead_clients() override { server_->reclaim_dead_clients(); }
 
   [[nodiscard]] json stats() const override {
@@ -40,6 +51,8 @@ class IoServerPlane final : public DataPlane {
                    {"read_errors", s.read_errors},
                    {"evictions", s.evictions},
                    {"clients_reclaimed", s.clients_reclaimed},
+                   {"breaches", s.breaches},
+                   {"usable_slots", s.usable_slots},
                    {"arena_waits", s.arena_waits},
                    {"demands_waiting", s.demands_waiting},
                    {"arena_populated_bytes", s.arena_populated_bytes},
@@ -93,6 +106,7 @@ Result<std::unique_ptr<DataPlane>> make_io_server_plane(const DataPlaneConfig& c
   c.io_uring = config.io_uring;
   c.max_clients = config.max_clients;
   c.populate_arena = config.populate_arena;
+  c.shm_dir = config.shm_dir;
   auto server = IoServer::create(c);
   if (!server) return std::unexpected(server.error());
   return std::unique_ptr<DataPlane>(std::make_unique<IoServerPlane>(std::move(*server)));

@@ -1,5 +1,6 @@
 #include "ioserver/expert_cache/expert_cache.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace waste {
@@ -7,7 +8,11 @@ namespace waste {
 using ipc::SlotState;
 
 ExpertCache::ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy)
-    : slots_(slots), policy_(policy), index_(std::uint32_t(slots.size())), waiters_(slots.size(), 0) {
+    : slots_(slots),
+      policy_(policy),
+      index_(std::uint32_t(slots.size())),
+      waiters_(slots.size(), 0),
+      limit_(std::uint32_t(slots.size())) {
   free_.reserve(slots.size());
   // Pop order = slot 0 first.
   for (std::size_t i = slots.size(); i-- > 0;) free_.push_back(std::uint32_t(i));
@@ -35,7 +40,7 @@ bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
 }
 
 std::optional<std::uint32_t> ExpertCache::choose_victim() {
-  if (!free_.empty()) {
+  if (!free_.empty() && in_use() < limit_) {
     const std::uint32_t s = free_.back();
     free_.pop_back();
     return s;
@@ -95,6 +100,24 @@ void ExpertCache::mark_ready(std::uint32_t slot) {
   slots_[slot].state.store(std::uint32_t(SlotState::ready), std::memory_order_relaxed);
 }
 
+void ExpertCache::set_limit(std::uint32_t limit) {
+  limit_ = std::clamp<std::uint32_t>(limit, 1, std::uint32_t(slots_.size()));
+  trim();
+}
+
+std::uint32_t ExpertCache::trim() {
+  std::uint32_t evicted = 0;
+  for (std::uint32_t i = 0; i < slots_.size() && in_use() > limit_; ++i) {
+    if (!evictable(i)) continue;
+    index_.erase(key(i));
+    slots_[i].state.store(std::uint32_t(SlotState::empty), std::memory_order_relaxed);
+    free_.push_back(i);
+    ++evictions_;
+    ++evicted;
+  }
+  return evicted;
+}
+
 void ExpertCache::mark_failed(std::uint32_t slot) {
   index_.erase(key(slot));
   slots_[slot].state.store(std::uint32_t(SlotState::failed), std::memory_order_relaxed);
@@ -111,6 +134,7 @@ void ExpertCache::unpin(std::uint32_t slot, int client) {
   const std::uint64_t after = before & ~(std::uint64_t{1} << client);
   // A failed slot whose last pin goes returns to the free list.
   if (before != 0 && after == 0 && state(slot) == SlotState::failed && waiters_[slot] == 0) free_.push_back(slot);
+  if (after == 0 && in_use() > limit_) trim();
 }
 
 }  // namespace waste

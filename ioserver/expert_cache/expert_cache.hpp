@@ -58,6 +58,16 @@ class ExpertCache {
   void drop_waiter(std::uint32_t slot, int client) { waiters_[slot] &= ~(std::uint64_t{1} << client); }
   [[nodiscard]] std::uint64_t waiters(std::uint32_t slot) const { return waiters_[slot]; }
 
+  // At most `limit` slots may hold records (clamped to 1..n_slots). Lowering it evicts unpinned
+  // ready records at once and the rest as they become evictable (trim); pinned, waited-on and
+  // in-flight slots are never touched. While in_use() >= limit a miss can only reuse a victim.
+  void set_limit(std::uint32_t limit);
+  [[nodiscard]] std::uint32_t limit() const { return limit_; }
+  // Slots not on the free list: holding a record, being read, or failed and still pinned.
+  [[nodiscard]] std::uint32_t in_use() const { return std::uint32_t(slots_.size() - free_.size()); }
+  // Evict evictable records while in_use() > limit(). Returns how many were evicted.
+  std::uint32_t trim();
+
   void set_policy(CachePolicy policy) { policy_ = policy; }
   [[nodiscard]] CachePolicy policy() const { return policy_; }
   [[nodiscard]] std::uint32_t n_slots() const { return std::uint32_t(slots_.size()); }
@@ -82,6 +92,7 @@ class ExpertCache {
   std::uint64_t clock_ = 0;
   std::uint32_t rng_ = 0x9e3779b9u;
   std::uint64_t evictions_ = 0;
+  std::uint32_t limit_ = 0;
 };
 
 }  // namespace waste

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "shared/ipc/runtime_dir.hpp"
+#include "shared/ipc/segment_names.hpp"
 #include "shared/ipc/shm_layout.hpp"
 
 namespace waste::ipc {
@@ -44,6 +45,15 @@ std::vector<std::string> remove_orphan_segments(std::string_view instance_prefix
     const int pid = arena_daemon_pid(entry.path());
     if (pid <= 0 || process_alive(pid)) continue;
     for (auto& what : remove_instance_files(instance)) removed.push_back(std::move(what));
+    // The wake segment and every lease's ring segment (runtime_dir knows only arena and trunk).
+    const std::string wake = wake_segment_name(instance);
+    const std::string rings = ring_segment_prefix(instance);
+    for (const auto& other : std::filesystem::directory_iterator(shm_dir, ec)) {
+      const std::string file = other.path().filename().string();
+      if (file != wake && !(file.starts_with(rings) && file.find("_g", rings.size()) != std::string::npos)) continue;
+      std::error_code rm;
+      if (std::filesystem::remove(other.path(), rm)) removed.push_back("shm " + file);
+    }
   }
   return removed;
 }

@@ -11,7 +11,7 @@
 namespace waste::ipc {
 
 // Removes every arena segment of this user whose header names a daemon that is not running
-// (and its trunk segment); returns what was removed. Only instances whose name starts with
+// (and its trunk, wake and ring segments); returns what was removed. Only instances whose name starts with
 // `instance_prefix` are considered (tests keep to their own).
 std::vector<std::string> remove_orphan_segments(std::string_view instance_prefix = {});
 

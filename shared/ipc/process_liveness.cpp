@@ -1,11 +1,14 @@
 #include "shared/ipc/process_liveness.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace waste::ipc {
 
@@ -53,6 +56,47 @@ bool process_alive(int pid, std::uint64_t start_ticks) {
   const auto now = process_start_ticks(pid);
   if (!now) return false;
   return start_ticks == 0 || *now == start_ticks;
+}
+
+ProcessWatch::~ProcessWatch() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+ProcessWatch::ProcessWatch(ProcessWatch&& other) noexcept
+    : pid_(other.pid_), start_ticks_(other.start_ticks_), pidfd_(std::exchange(other.pidfd_, -1)) {}
+
+ProcessWatch& ProcessWatch::operator=(ProcessWatch&& other) noexcept {
+  if (this != &other) {
+    if (pidfd_ >= 0) ::close(pidfd_);
+    pid_ = other.pid_;
+    start_ticks_ = other.start_ticks_;
+    pidfd_ = std::exchange(other.pidfd_, -1);
+  }
+  return *this;
+}
+
+std::optional<ProcessWatch> ProcessWatch::open(int pid) {
+  ProcessWatch w;
+  w.pid_ = pid;
+#ifdef SYS_pidfd_open
+  w.pidfd_ = int(::syscall(SYS_pidfd_open, pid, 0));  // -1 (ENOSYS, EPERM in some sandboxes): fall back
+#endif
+  // Start time read after the pidfd: if the pid was reused in between, the ticks are the new
+  // process's and the pidfd refers to it too, so both name the same process.
+  const auto ticks = process_start_ticks(pid);
+  if (!ticks) return std::nullopt;
+  w.start_ticks_ = *ticks;
+  return w;
+}
+
+bool ProcessWatch::dead() const {
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, 0);
+    if (r > 0) return true;   // exited (a zombie counts as dead)
+    if (r == 0) return false;
+  }
+  return !process_alive(pid_, start_ticks_);
 }
 
 }  // namespace waste::ipc

@@ -19,4 +19,29 @@ bool process_alive(int pid, std::uint64_t start_ticks = 0);
 // How long ago `pid` started (start ticks against /proc/uptime); nullopt when it is not running.
 std::optional<std::chrono::milliseconds> process_age(int pid);
 
+// A handle on one process that answers "is it verifiably dead?" without pid-reuse races: a pidfd
+// (pidfd_open, Linux >= 5.3; readable once the process has exited, zombie included) where the
+// kernel allows it, else pid + /proc start time. A stopped (SIGSTOP) process is alive.
+class ProcessWatch {
+ public:
+  ProcessWatch() = default;
+  ~ProcessWatch();
+  ProcessWatch(ProcessWatch&& other) noexcept;
+  ProcessWatch& operator=(ProcessWatch&& other) noexcept;
+  ProcessWatch(const ProcessWatch&) = delete;
+  ProcessWatch& operator=(const ProcessWatch&) = delete;
+
+  // nullopt when `pid` does not run (or is a zombie) now.
+  static std::optional<ProcessWatch> open(int pid);
+  [[nodiscard]] bool dead() const;
+  [[nodiscard]] int pid() const noexcept { return pid_; }
+  [[nodiscard]] std::uint64_t start_ticks() const noexcept { return start_ticks_; }
+  [[nodiscard]] bool uses_pidfd() const noexcept { return pidfd_ >= 0; }
+
+ private:
+  int pid_ = 0;
+  std::uint64_t start_ticks_ = 0;
+  int pidfd_ = -1;
+};
+
 }  // namespace waste::ipc

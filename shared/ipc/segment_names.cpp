@@ -29,5 +29,25 @@ std::string prefix(std::string_view instance) {
 
 std::string arena_segment_name(std::string_view instance) { return prefix(instance) + "_arena"; }
 std::string trunk_segment_name(std::string_view instance) { return prefix(instance) + "_trunk"; }
+std::string wake_segment_name(std::string_view instance) { return prefix(instance) + "_wake"; }
+std::string ring_segment_prefix(std::string_view instance) { return prefix(instance) + "_c"; }
+std::string ring_segment_name(std::string_view instance, int client_idx, std::uint64_t generation) {
+  return ring_segment_prefix(instance) + std::to_string(client_idx) + "_g" + std::to_string(generation);
+}
+
+namespace {
+constexpr std::string_view kArenaSuffix = "_arena";
+}  // namespace
+
+std::string wake_segment_name_for_arena(std::string_view arena_name) {
+  if (!arena_name.ends_with(kArenaSuffix)) return {};
+  return std::string(arena_name.substr(0, arena_name.size() - kArenaSuffix.size())) + "_wake";
+}
+
+std::string ring_segment_name_for_arena(std::string_view arena_name, int client_idx, std::uint64_t generation) {
+  if (!arena_name.ends_with(kArenaSuffix)) return {};
+  return std::string(arena_name.substr(0, arena_name.size() - kArenaSuffix.size())) + "_c" +
+         std::to_string(client_idx) + "_g" + std::to_string(generation);
+}
 
 }  // namespace waste::ipc

@@ -10,26 +10,31 @@ namespace {
 constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 }  // namespace
 
-ArenaLayout ArenaLayout::compute(std::uint64_t record_bytes, std::uint32_t n_slots,
-                                 std::uint32_t max_clients) noexcept {
+ArenaLayout ArenaLayout::compute(std::uint64_t record_bytes, std::uint32_t n_slots, std::uint32_t max_clients,
+                                 std::uint32_t n_identity_files) noexcept {
   ArenaLayout l;
+  l.record_bytes = record_bytes;
+  l.n_slots = n_slots;
+  l.max_clients = max_clients;
+  l.n_identity_files = n_identity_files;
   l.slots_offset = sizeof(ControlHeaderShm);
   l.clients_offset = align_up(l.slots_offset + sizeof(SlotShm) * n_slots, 64);
-  l.rings_offset = align_up(l.clients_offset + sizeof(ClientShm) * max_clients, 64);
-  l.arena_offset = align_up(l.rings_offset + sizeof(RingShm) * 2 * max_clients, kSlotAlign);
+  l.identity_offset = align_up(l.clients_offset + sizeof(ClientShm) * max_clients, 64);
+  l.arena_offset = align_up(l.identity_offset + sizeof(FileIdentityShm) * n_identity_files, kSlotAlign);
   l.slot_bytes = align_up(record_bytes, kSlotAlign);
   l.total_bytes = l.arena_offset + l.slot_bytes * n_slots;
   return l;
 }
 
-Result<ArenaView> ArenaView::attach(std::span<std::byte> mapping, const std::string& segment_name) {
+Result<ArenaView> ArenaView::attach(std::span<const std::byte> mapping, const std::string& segment_name) {
   if (mapping.size() < sizeof(ControlHeaderShm)) {
     return make_error(Errc::ipc, "shared memory segment " + segment_name + " is too small (" +
                                      std::to_string(mapping.size()) + " bytes)");
   }
-  ArenaView view(mapping.data());
-  const ControlHeaderShm& h = view.header();
-  if (h.magic != kArenaMagic) {
+  // Clients map the arena read-only; the view's non-const accessors are only ever used to load.
+  auto* base = const_cast<std::byte*>(mapping.data());
+  const auto& h = *reinterpret_cast<const ControlHeaderShm*>(base);
+  if (std::atomic_ref<const std::uint64_t>(h.magic).load(std::memory_order_acquire) != kArenaMagic) {
     return make_error(Errc::ipc, "shared memory segment " + segment_name + " is not a waste-ioserver arena");
   }
   if (h.layout_version != kLayoutVersion) {
@@ -37,10 +42,44 @@ Result<ArenaView> ArenaView::attach(std::span<std::byte> mapping, const std::str
                                      std::to_string(h.layout_version) + ", this build speaks " +
                                      std::to_string(kLayoutVersion));
   }
-  if (h.header_bytes != sizeof(ControlHeaderShm) || h.total_bytes > mapping.size()) {
+  const ArenaLayout l = ArenaLayout::compute(h.record_bytes, h.n_slots, h.max_clients, h.n_identity_files);
+  if (h.header_bytes != sizeof(ControlHeaderShm) || h.max_clients > std::uint32_t(kMaxClients) ||
+      h.slots_offset != l.slots_offset || h.clients_offset != l.clients_offset ||
+      h.identity_offset != l.identity_offset || h.arena_offset != l.arena_offset || h.slot_bytes != l.slot_bytes ||
+      h.total_bytes != l.total_bytes || l.total_bytes > mapping.size()) {
     return make_error(Errc::ipc, "shared memory segment " + segment_name + " is truncated or inconsistent");
   }
-  return view;
+  return ArenaView(base, l);
+}
+
+Status check_ring_segment(std::span<const std::byte> mapping, const std::string& segment_name, int client_idx,
+                          std::uint64_t generation) {
+  if (mapping.size() < sizeof(RingSegmentShm)) {
+    return make_error(Errc::ipc, "ring segment " + segment_name + " is too small (" + std::to_string(mapping.size()) +
+                                     " bytes)");
+  }
+  const auto& h = *reinterpret_cast<const RingSegmentHeaderShm*>(mapping.data());
+  if (h.magic != kRingsMagic || h.layout_version != kLayoutVersion) {
+    return make_error(Errc::ipc, "shared memory segment " + segment_name + " is not a waste-ioserver ring segment of "
+                                     "layout version " + std::to_string(kLayoutVersion));
+  }
+  if (h.client_idx != client_idx || h.generation != generation) {
+    return make_error(Errc::ipc, "ring segment " + segment_name + " belongs to client " + std::to_string(h.client_idx) +
+                                     " generation " + std::to_string(h.generation) + ", not to this lease (client " +
+                                     std::to_string(client_idx) + " generation " + std::to_string(generation) + ")");
+  }
+  return ok();
+}
+
+Status check_wake_segment(std::span<const std::byte> mapping, const std::string& segment_name) {
+  if (mapping.size() < sizeof(WakeShm)) {
+    return make_error(Errc::ipc, "wake segment " + segment_name + " is too small");
+  }
+  const auto& w = *reinterpret_cast<const WakeShm*>(mapping.data());
+  if (w.magic != kWakeMagic || w.layout_version != kLayoutVersion) {
+    return make_error(Errc::ipc, "shared memory segment " + segment_name + " is not a waste-ioserver wake segment");
+  }
+  return ok();
 }
 
 void write_error_text(ClientShm& client, std::string_view text) noexcept {

@@ -1,12 +1,17 @@
-// The arena segment of one waste-ioserver instance ("waste_<uid>_<instance>_arena"), byte for byte.
-// See docs/design/shm_layout.md for the picture, the writers and the crash recovery.
+// The segments of one waste-ioserver instance, byte for byte. See docs/design/shm_layout.md for the
+// picture, the writers and the crash recovery.
 //
-//   [ ControlHeaderShm | SlotShm x n_slots | ClientShm x max_clients | (request, completion)
-//     RingShm pairs x max_clients | pad to 4 KiB | arena: n_slots x slot_bytes ]
+//   arena  "waste_<uid>_<instance>_arena", clients map it READ-ONLY:
+//     [ ControlHeaderShm | SlotShm x n_slots | ClientShm x max_clients |
+//       FileIdentityShm x n_identity_files | pad to 4 KiB | arena: n_slots x slot_bytes ]
+//   rings  "waste_<uid>_<instance>_c<idx>_g<gen>", one per lease, created at attach, removed at
+//          detach/reclaim; only that client and the daemon map it (read-write):
+//     [ RingSegmentHeaderShm | request RingShm | completion RingShm ]
+//   wake   "waste_<uid>_<instance>_wake": the daemon's doorbell, rung by every client (read-write).
 //
-// Only waste-ioserver creates, sizes and initialises the segment. Clients map it open_only and
-// write exactly three things: their request ring's entries and tail, their completion ring's head,
-// and the doorbells. Everything else they only read. No interprocess mutex anywhere.
+// Only waste-ioserver creates, sizes and initialises segments, and it never reads an offset, size
+// or count back from them: it keeps its own ArenaLayout. What a client can write (its rings, the
+// wake doorbell) is checked on every read (spsc_ring.hpp, ring_entries.hpp). No interprocess mutex.
 #pragma once
 
 #include <atomic>
@@ -18,6 +23,7 @@
 #include <type_traits>
 
 #include "shared/ipc/doorbell.hpp"
+#include "shared/ipc/ring_entries.hpp"
 #include "shared/ipc/spsc_ring.hpp"
 #include "shared/result.hpp"
 
@@ -26,34 +32,29 @@ namespace waste::ipc {
 inline constexpr std::uint64_t kArenaMagic = 0x414E524145545357ull;  // "WSTEARNA" little-endian
 // Bump whenever any struct in this file, the entry encodings or the region order change:
 // a client built against another version refuses to attach instead of misreading.
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint64_t kRingsMagic = 0x53474E4945545357ull;  // "WSTEINGS"
+inline constexpr std::uint64_t kWakeMagic = 0x454B415745545357ull;   // "WSTEWAKE"
 inline constexpr std::uint64_t kSlotAlign = 4096;  // O_DIRECT target alignment
 inline constexpr int kMaxClients = 64;             // pin masks are 64-bit
 
 enum class SlotState : std::uint32_t { empty = 0, inflight = 1, ready = 2, failed = 3 };
 enum class ClientState : std::uint32_t { free = 0, attached = 1 };
 
-// Cache key of one record, as in the v0 engine.
-constexpr std::uint32_t make_key(int layer, int expert) noexcept {
-  return (std::uint32_t(layer) << 16) | std::uint32_t(expert & 0xFFFF);
-}
-constexpr int key_layer(std::uint32_t key) noexcept { return int(key >> 16); }
-constexpr int key_expert(std::uint32_t key) noexcept { return int(key & 0xFFFF); }
-
 // ---- header ---------------------------------------------------------------------------------
 // Every field is written by the daemon before any client can know the segment's name, except
-// the three atomics marked otherwise. Clients read the plain fields freely after validating magic
-// and layout_version.
+// the atomics marked otherwise. Clients read the plain fields freely after validating magic and
+// layout_version (ArenaView::attach also recomputes the offsets from the counts).
 struct ControlHeaderShm {
   std::uint64_t magic;             // kArenaMagic
   std::uint32_t layout_version;    // kLayoutVersion
   std::uint32_t header_bytes;      // sizeof(ControlHeaderShm)
-  std::uint64_t total_bytes;       // whole segment
-  // Container identity: FNV-1a of the canonical container path, manifest size and mtime, so a
-  // client can check it talks to the daemon of the container it opened.
+  std::uint64_t total_bytes;       // whole segment (before rounding to the file system's block)
+  // Container identity: FNV-1a of the canonical container path, and one FileIdentityShm per file
+  // (manifest, trunk, codebooks, banks) at identity_offset; a client compares them at open.
   std::uint64_t container_path_hash;
-  std::uint64_t manifest_bytes;
-  std::int64_t manifest_mtime_ns;
+  std::uint32_t n_identity_files;
+  std::uint32_t reserved0;
   std::uint64_t record_bytes;      // bytes of one expert record
   std::uint64_t slot_bytes;        // record_bytes rounded up to kSlotAlign
   std::uint32_t n_slots;
@@ -62,7 +63,7 @@ struct ControlHeaderShm {
   std::uint32_t n_experts;         // and expert < n_experts
   std::uint64_t slots_offset;      // SlotShm[n_slots]
   std::uint64_t clients_offset;    // ClientShm[max_clients]
-  std::uint64_t rings_offset;      // RingShm[2 * max_clients]: request then completion per client
+  std::uint64_t identity_offset;   // FileIdentityShm[n_identity_files]
   std::uint64_t arena_offset;      // 4 KiB aligned
   std::uint64_t trunk_bytes;       // size of the trunk segment image (0: no trunk segment)
   std::int32_t daemon_pid;
@@ -72,14 +73,24 @@ struct ControlHeaderShm {
   alignas(64) std::atomic<std::uint64_t> heartbeat;
   // 1 once the daemon stops (store-release before ringing every completion doorbell).
   std::atomic<std::uint32_t> shutting_down;
-  std::uint32_t reserved1;
-  // The daemon service thread sleeps here; clients ring it after pushing requests.
-  alignas(64) DoorbellShm work;
+  // Slots that may hold records now (IoServer::set_cache_slots; relaxed, advisory for clients).
+  std::atomic<std::uint32_t> usable_slots;
   std::uint64_t reserved[14];      // room for growth without a version bump
 };
 static_assert(std::is_standard_layout_v<ControlHeaderShm>, "lives in shared memory");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "heartbeat is read across processes");
 static_assert(sizeof(ControlHeaderShm) % 64 == 0, "the slot table starts on a cache line");
+
+// One file of the container as the daemon opened it. name_hash: FNV-1a of the file name.
+struct FileIdentityShm {
+  std::uint64_t name_hash;
+  std::uint64_t inode;
+  std::uint64_t device;
+  std::uint64_t size;
+  std::int64_t mtime_ns;
+  std::uint64_t reserved[3];
+};
+static_assert(sizeof(FileIdentityShm) == 64, "one cache line per file");
 
 // ---- slot table -----------------------------------------------------------------------------
 // One per arena slot. Written only by the daemon (under its cache mutex); clients and waste-ctl
@@ -99,7 +110,7 @@ static_assert(std::is_standard_layout_v<SlotShm>, "lives in shared memory");
 inline constexpr int kErrorTextWords = 32;  // 256 bytes of message, 8 bytes per atomic word
 
 struct ClientShm {
-  std::atomic<std::uint32_t> state;       // ClientState; daemon only
+  std::atomic<std::uint32_t> state;       // ClientState; daemon only (release after the rings exist)
   std::atomic<std::int32_t> pid;          // daemon only, at attach
   std::atomic<std::uint64_t> generation;  // daemon only: bumped at each attach of this index
   // The daemon writes the reason of its latest error completion here before pushing that
@@ -111,90 +122,88 @@ struct ClientShm {
   std::atomic<std::uint64_t> misses;        // demand requests that needed (or joined) a read
   std::atomic<std::uint64_t> bytes_read;    // record bytes read for this client (demand + prefetch)
   std::atomic<std::uint64_t> prefetch_reads;
-  std::uint64_t reserved[2];
+  std::atomic<std::uint64_t> breaches;      // times this index was detached for a protocol breach
+  std::uint64_t reserved[1];
 };
 static_assert(sizeof(ClientShm) % 64 == 0, "client blocks on cache-line boundaries");
 static_assert(std::is_standard_layout_v<ClientShm>, "lives in shared memory");
 
-// ---- ring entries ---------------------------------------------------------------------------
-enum class RequestKind : std::uint8_t { demand = 1, prefetch = 2, release_layer = 3 };
-
-// Request (client -> daemon): bits 0..15 layer, 16..31 expert, 32..39 kind.
-constexpr std::uint64_t encode_request(RequestKind kind, int layer, int expert) noexcept {
-  return std::uint64_t(layer & 0xFFFF) | (std::uint64_t(expert & 0xFFFF) << 16) | (std::uint64_t(kind) << 32);
-}
-struct RingRequest {
-  RequestKind kind;
-  int layer;
-  int expert;
+// ---- ring segment (one per lease) ----------------------------------------------------------
+// Written by the daemon at attach before the name is handed out; the client checks magic, index
+// and generation. The daemon never reads it back.
+struct RingSegmentHeaderShm {
+  std::uint64_t magic;           // kRingsMagic
+  std::uint32_t layout_version;  // kLayoutVersion
+  std::int32_t client_idx;
+  std::uint64_t generation;
+  std::uint64_t reserved[5];
 };
-constexpr RingRequest decode_request(std::uint64_t e) noexcept {
-  return RingRequest{RequestKind(std::uint8_t(e >> 32)), int(e & 0xFFFF), int((e >> 16) & 0xFFFF)};
-}
+static_assert(sizeof(RingSegmentHeaderShm) == 64, "rings start on a cache line");
 
-// Completion error codes (the text is in ClientShm::error_text).
-enum class CompletionError : std::uint32_t {
-  read_failed = 1,   // the record could not be read or failed validation
-  bad_key = 2,       // layer or expert out of range
-  arena_full = 3,    // every slot pinned or in flight
-  shutting_down = 4,
+struct RingSegmentShm {
+  RingSegmentHeaderShm header;
+  RingShm request;     // producer: the client; consumer: the daemon service thread
+  RingShm completion;  // producer: the daemon (cache mutex held); consumer: the client
 };
+static_assert(std::is_standard_layout_v<RingSegmentShm>, "lives in shared memory");
 
-// Completion (daemon -> client): bits 0..15 layer, 16..31 expert, 32..61 slot index or error
-// code, bit 62 "this demand needed a read" (a miss), bit 63 error.
-struct Completion {
-  int layer;
-  int expert;
-  bool error;
-  bool miss;
-  std::uint32_t value;  // slot index, or CompletionError
+// ---- wake segment ---------------------------------------------------------------------------
+// The daemon service thread sleeps on `work`; clients ring it after pushing requests. Any client
+// may scribble here: that costs at worst a spurious wake-up or one sleep of the service thread's
+// timeout (100 ms), never a wrong read, because the daemon only uses it as a futex word.
+struct WakeShm {
+  std::uint64_t magic;           // kWakeMagic (daemon, at creation)
+  std::uint32_t layout_version;
+  std::uint32_t reserved0;
+  alignas(64) DoorbellShm work;
 };
-constexpr std::uint64_t encode_completion(const Completion& c) noexcept {
-  return std::uint64_t(c.layer & 0xFFFF) | (std::uint64_t(c.expert & 0xFFFF) << 16) |
-         (std::uint64_t(c.value & 0x3FFFFFFFu) << 32) | (std::uint64_t(c.miss) << 62) |
-         (std::uint64_t(c.error) << 63);
-}
-constexpr Completion decode_completion(std::uint64_t e) noexcept {
-  return Completion{int(e & 0xFFFF), int((e >> 16) & 0xFFFF), bool(e >> 63), bool((e >> 62) & 1),
-                    std::uint32_t((e >> 32) & 0x3FFFFFFFu)};
-}
+static_assert(std::is_standard_layout_v<WakeShm>, "lives in shared memory");
 
 // ---- geometry -------------------------------------------------------------------------------
+// The daemon computes this once and addresses everything from its own copy.
 struct ArenaLayout {
-  std::uint64_t slots_offset = 0, clients_offset = 0, rings_offset = 0, arena_offset = 0;
-  std::uint64_t slot_bytes = 0, total_bytes = 0;
-  static ArenaLayout compute(std::uint64_t record_bytes, std::uint32_t n_slots, std::uint32_t max_clients) noexcept;
+  std::uint64_t slots_offset = 0, clients_offset = 0, identity_offset = 0, arena_offset = 0;
+  std::uint64_t record_bytes = 0, slot_bytes = 0, total_bytes = 0;
+  std::uint32_t n_slots = 0, max_clients = 0, n_identity_files = 0;
+  static ArenaLayout compute(std::uint64_t record_bytes, std::uint32_t n_slots, std::uint32_t max_clients,
+                             std::uint32_t n_identity_files = 0) noexcept;
 };
 
-// Typed access to a mapped arena segment (either side). Holds no ownership.
+// Typed access to a mapped arena segment (either side), addressed from an ArenaLayout the holder
+// trusts: the daemon's own, or on a client the one recomputed by attach(). Holds no ownership.
 class ArenaView {
  public:
   ArenaView() = default;
-  // Checks magic, layout version and that the mapping covers total_bytes.
-  static Result<ArenaView> attach(std::span<std::byte> mapping, const std::string& segment_name);
-  explicit ArenaView(std::byte* base) noexcept : base_(base) {}
+  // Client side: checks magic and layout version, recomputes the layout from the counts and
+  // checks it against the header's offsets and the mapping's size.
+  static Result<ArenaView> attach(std::span<const std::byte> mapping, const std::string& segment_name);
+  ArenaView(std::byte* base, const ArenaLayout& layout) noexcept : base_(base), layout_(layout) {}
 
   [[nodiscard]] ControlHeaderShm& header() const noexcept { return *reinterpret_cast<ControlHeaderShm*>(base_); }
   [[nodiscard]] SlotShm& slot(std::uint32_t i) const noexcept {
-    return reinterpret_cast<SlotShm*>(base_ + header().slots_offset)[i];
+    return reinterpret_cast<SlotShm*>(base_ + layout_.slots_offset)[i];
   }
   [[nodiscard]] ClientShm& client(int c) const noexcept {
-    return reinterpret_cast<ClientShm*>(base_ + header().clients_offset)[c];
+    return reinterpret_cast<ClientShm*>(base_ + layout_.clients_offset)[c];
   }
-  [[nodiscard]] RingShm& request_ring(int c) const noexcept {
-    return reinterpret_cast<RingShm*>(base_ + header().rings_offset)[2 * c];
-  }
-  [[nodiscard]] RingShm& completion_ring(int c) const noexcept {
-    return reinterpret_cast<RingShm*>(base_ + header().rings_offset)[2 * c + 1];
+  [[nodiscard]] FileIdentityShm& identity(std::uint32_t i) const noexcept {
+    return reinterpret_cast<FileIdentityShm*>(base_ + layout_.identity_offset)[i];
   }
   [[nodiscard]] std::byte* slot_data(std::uint32_t i) const noexcept {
-    return base_ + header().arena_offset + std::uint64_t(i) * header().slot_bytes;
+    return base_ + layout_.arena_offset + std::uint64_t(i) * layout_.slot_bytes;
   }
   [[nodiscard]] std::byte* base() const noexcept { return base_; }
+  [[nodiscard]] const ArenaLayout& layout() const noexcept { return layout_; }
 
  private:
   std::byte* base_ = nullptr;
+  ArenaLayout layout_;
 };
+
+// Client side: checks a mapped ring segment's header against the lease.
+Status check_ring_segment(std::span<const std::byte> mapping, const std::string& segment_name, int client_idx,
+                          std::uint64_t generation);
+Status check_wake_segment(std::span<const std::byte> mapping, const std::string& segment_name);
 
 // Error text helpers (daemon writes, client reads).
 void write_error_text(ClientShm& client, std::string_view text) noexcept;

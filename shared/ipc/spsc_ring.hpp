@@ -7,9 +7,15 @@
 //
 // head and tail are free-running 64-bit counters (no wrap in practice); slot = counter % capacity.
 // Full: tail - head == capacity. Empty: tail == head.
+//
+// Trust: the daemon treats the client side of every ring as untrusted memory. It keeps its own
+// copy of the index it writes, reads the peer's index once per call and checks it
+// (try_pop_checked / try_push_checked): an index that no honest peer can produce is a breach,
+// reported to the caller, and nothing is read or written outside the entry array.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -46,6 +52,10 @@ class RingProducer {
   explicit RingProducer(RingShm& ring) noexcept : ring_(&ring), tail_(ring.tail.load(std::memory_order_relaxed)) {}
   // False when full. Does not wake the consumer: call notify() after a batch.
   bool try_push(std::uint64_t entry) noexcept;
+  // For an untrusted consumer: `breach` when its head is ahead of our tail (it claims entries
+  // never pushed). `full` is left to the caller to judge.
+  enum class Push : std::uint8_t { pushed, full, breach };
+  Push try_push_checked(std::uint64_t entry) noexcept;
   // Wake the consumer if it sleeps (no syscall otherwise).
   void notify() noexcept { ring_doorbell(ring_->bell); }
   [[nodiscard]] std::uint64_t size() const noexcept;
@@ -59,6 +69,16 @@ class RingConsumer {
  public:
   explicit RingConsumer(RingShm& ring) noexcept : ring_(&ring), head_(ring.head.load(std::memory_order_relaxed)) {}
   std::optional<std::uint64_t> try_pop() noexcept;
+  // For an untrusted producer: reads tail once; `breach` (nothing consumed) when tail is behind
+  // our head or more than kRingCapacity ahead of it.
+  enum class Pop : std::uint8_t { empty, entry, breach };
+  struct Popped {
+    Pop status;
+    std::uint64_t entry;  // valid when status == entry
+    std::uint64_t tail;   // the tail that was read (for the breach report)
+  };
+  Popped try_pop_checked() noexcept;
+  [[nodiscard]] std::uint64_t head() const noexcept { return head_; }
   [[nodiscard]] bool empty() const noexcept;
   // Spin, then sleep until non-empty or timeout. True when an entry is available.
   bool wait(int spin, std::chrono::microseconds timeout) noexcept;
@@ -81,6 +101,18 @@ inline bool RingProducer::try_push(std::uint64_t entry) noexcept {
   return true;
 }
 
+inline RingProducer::Push RingProducer::try_push_checked(std::uint64_t entry) noexcept {
+  // SYNC POINT: as in try_push.
+  const std::uint64_t head = ring_->head.load(std::memory_order_acquire);
+  if (head > tail_) return Push::breach;
+  if (tail_ - head >= kRingCapacity) return Push::full;
+  ring_->entries[tail_ & (kRingCapacity - 1)].store(entry, std::memory_order_relaxed);
+  ++tail_;
+  // SYNC POINT: as in try_push.
+  ring_->tail.store(tail_, std::memory_order_release);
+  return Push::pushed;
+}
+
 inline std::uint64_t RingProducer::size() const noexcept {
   return tail_ - ring_->head.load(std::memory_order_acquire);
 }
@@ -94,6 +126,18 @@ inline std::optional<std::uint64_t> RingConsumer::try_pop() noexcept {
   // SYNC POINT: release hands the slot back; pairs with the producer's head load-acquire.
   ring_->head.store(head_, std::memory_order_release);
   return entry;
+}
+
+inline RingConsumer::Popped RingConsumer::try_pop_checked() noexcept {
+  // SYNC POINT: acquire pairs with the producer's tail store-release.
+  const std::uint64_t tail = ring_->tail.load(std::memory_order_acquire);
+  if (tail == head_) return {Pop::empty, 0, tail};
+  if (tail < head_ || tail - head_ > kRingCapacity) return {Pop::breach, 0, tail};
+  const std::uint64_t entry = ring_->entries[head_ & (kRingCapacity - 1)].load(std::memory_order_relaxed);
+  ++head_;
+  // SYNC POINT: release hands the slot back; pairs with the producer's head load-acquire.
+  ring_->head.store(head_, std::memory_order_release);
+  return {Pop::entry, entry, tail};
 }
 
 inline bool RingConsumer::empty() const noexcept {

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <thread>
 
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <catch2/catch.hpp>
 
 #include "compute/io/daemon_expert_source.hpp"
@@ -123,7 +122,10 @@ TEST_CASE("The trunk segment holds the trunk image and is mapped read-only", "[i
   struct stat st {};
   REQUIRE(::stat(("/dev/shm/" + lease->trunk_segment_name).c_str(), &st) == 0);
   REQUIRE((st.st_mode & 0777) == 0400);
+  // The arena too: clients can only map it read-only (the trust boundary, shm_layout.md).
   REQUIRE(::stat(("/dev/shm/" + lease->segment_name).c_str(), &st) == 0);
+  REQUIRE((st.st_mode & 0777) == 0400);
+  REQUIRE(::stat(("/dev/shm/" + lease->ring_segment_name).c_str(), &st) == 0);
   REQUIRE((st.st_mode & 0777) == 0600);
 }
 
@@ -169,7 +171,7 @@ TEST_CASE("A second daemon for a live instance is refused; attach and detach man
   REQUIRE(source);
   REQUIRE((*source)->acquire_bytes(0, 1));
   REQUIRE((*first)->stats().slots_pinned == 1);
-  REQUIRE((*first)->detach(lease->client_idx));
+  REQUIRE((*first)->detach(lease->client_idx, lease->pid, lease->generation));
   REQUIRE((*first)->stats().slots_pinned == 0);
   REQUIRE((*first)->stats().clients.empty());
   auto stale = (*source)->acquire_bytes(0, 2);
@@ -303,6 +305,8 @@ TEST_CASE("kill -9 of the daemon makes a waiting client fail within 2 s", "[iose
   REQUIRE(waited < 2s);
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
-  boost::interprocess::shared_memory_object::remove(lease.segment_name.c_str());
-  boost::interprocess::shared_memory_object::remove(ipc::trunk_segment_name(instance).c_str());
+  for (const auto& name : {lease.segment_name, ipc::trunk_segment_name(instance), ipc::wake_segment_name(instance),
+                           ipc::ring_segment_name(instance, lease.client_idx, lease.generation)}) {
+    std::filesystem::remove("/dev/shm/" + name);
+  }
 }

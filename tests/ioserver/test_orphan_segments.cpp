@@ -46,10 +46,16 @@ TEST_CASE("Arena segments of a dead daemon are removed, live and foreign ones ke
   write_arena(shm, tag + "live", ::getpid(), waste::ipc::kArenaMagic);
   write_arena(shm, tag + "junk", dead_pid(), 0x1234);  // not a waste arena header: left alone
   REQUIRE(fs::exists(segment(tag + "dead")));
+  // A dead daemon's wake segment and a lease's ring segment go with its arena.
+  const std::string dead_prefix = "waste_" + std::to_string(::getuid()) + "_" + tag + "dead";
+  std::ofstream(shm / (dead_prefix + "_wake")) << "w";
+  std::ofstream(shm / (dead_prefix + "_c3_g7")) << "r";
 
   const auto removed = waste::ipc::remove_orphan_segments(tag);
 
   CHECK_FALSE(fs::exists(segment(tag + "dead")));
+  CHECK_FALSE(fs::exists(shm / (dead_prefix + "_wake")));
+  CHECK_FALSE(fs::exists(shm / (dead_prefix + "_c3_g7")));
   CHECK(fs::exists(segment(tag + "live")));
   CHECK(fs::exists(segment(tag + "junk")));
   bool listed = false;

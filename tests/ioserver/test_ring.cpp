@@ -107,13 +107,79 @@ TEST_CASE("Request and completion entries round-trip through their 8-byte encodi
   REQUIRE(CompletionError(e.value) == CompletionError::arena_full);
 }
 
+TEST_CASE("Expert ids beyond 16 bits round-trip through requests, completions and cache keys", "[ioserver][ipc]") {
+  // The hazard: 16-bit fields silently truncated expert 65536 to expert 0.
+  for (const int expert : {0, 255, 65535, 65536, 70000, kMaxExperts - 1}) {
+    const auto r = decode_request(encode_request(RequestKind::demand, 255, expert));
+    REQUIRE(r.kind == RequestKind::demand);
+    REQUIRE(r.layer == 255);
+    REQUIRE(r.expert == expert);
+    REQUIRE(check_request(encode_request(RequestKind::demand, 255, expert), 256, kMaxExperts) == RequestCheck::ok);
+    const auto d = decode_completion(encode_completion({kMaxLayers - 1, expert, false, true, 0x3FFFFFFFu}));
+    REQUIRE(d.layer == kMaxLayers - 1);
+    REQUIRE(d.expert == expert);
+    REQUIRE(d.value == 0x3FFFFFFFu);
+    REQUIRE(key_layer(make_key(kMaxLayers - 1, expert)) == kMaxLayers - 1);
+    REQUIRE(key_expert(make_key(kMaxLayers - 1, expert)) == expert);
+  }
+  REQUIRE(make_key(kMaxLayers - 1, kMaxExperts - 1) != 0xFFFFFFFFu);  // never SlotIndex's empty marker
+}
+
+TEST_CASE("Garbage request entries are classified as breaches, never decoded into a key", "[ioserver][ipc]") {
+  // Hazard: a client writes arbitrary 64-bit words into its request ring.
+  REQUIRE(check_request(encode_request(RequestKind::demand, 3, 7), 4, 8) == RequestCheck::ok);
+  REQUIRE(check_request(encode_request(RequestKind::demand, 4, 7), 4, 8) == RequestCheck::bad_layer);
+  REQUIRE(check_request(encode_request(RequestKind::prefetch, 3, 8), 4, 8) == RequestCheck::bad_expert);
+  REQUIRE(check_request(encode_request(RequestKind::release_layer, 3, 0), 4, 8) == RequestCheck::ok);
+  REQUIRE(check_request(encode_request(RequestKind::release_layer, 3, 1), 4, 8) == RequestCheck::bad_expert);
+  REQUIRE(check_request(encode_request(RequestKind(9), 0, 0), 4, 8) == RequestCheck::bad_kind);
+  REQUIRE(check_request(encode_request(RequestKind::demand, 0, 0) | (std::uint64_t{1} << 63), 4, 8) ==
+          RequestCheck::reserved_bits);
+  REQUIRE(check_request(~std::uint64_t{0}, 4, 8) == RequestCheck::reserved_bits);
+}
+
+TEST_CASE("A ring consumer refuses a tail behind its head or more than capacity ahead", "[ioserver][ipc]") {
+  // Hazard: garbage head/tail written by the untrusted producer (the client).
+  RingShm ring;
+  RingConsumer consumer(ring);
+  RingProducer producer(ring);
+  REQUIRE(producer.try_push(5));
+  auto p = consumer.try_pop_checked();
+  REQUIRE(p.status == RingConsumer::Pop::entry);
+  REQUIRE(p.entry == 5);
+  REQUIRE(consumer.try_pop_checked().status == RingConsumer::Pop::empty);
+  ring.tail.store(1 + kRingCapacity + 1);  // one more than a full ring
+  p = consumer.try_pop_checked();
+  REQUIRE(p.status == RingConsumer::Pop::breach);
+  REQUIRE(p.tail == 1 + kRingCapacity + 1);
+  REQUIRE(consumer.head() == 1);           // nothing consumed
+  ring.tail.store(1 + kRingCapacity);      // exactly full is legal
+  REQUIRE(consumer.try_pop_checked().status == RingConsumer::Pop::entry);
+  ring.tail.store(0);                      // behind the head
+  REQUIRE(consumer.try_pop_checked().status == RingConsumer::Pop::breach);
+  REQUIRE(consumer.head() == 2);
+}
+
+TEST_CASE("A ring producer refuses a consumer head ahead of its tail", "[ioserver][ipc]") {
+  // Hazard: the client scribbles its completion ring's head.
+  RingShm ring;
+  RingProducer producer(ring);
+  REQUIRE(producer.try_push_checked(1) == RingProducer::Push::pushed);
+  ring.head.store(7);
+  REQUIRE(producer.try_push_checked(2) == RingProducer::Push::breach);
+  REQUIRE(ring.tail.load() == 1);  // nothing written
+  ring.head.store(1);
+  for (std::uint32_t i = 0; i < kRingCapacity; ++i) REQUIRE(producer.try_push_checked(i) == RingProducer::Push::pushed);
+  REQUIRE(producer.try_push_checked(0) == RingProducer::Push::full);
+}
+
 TEST_CASE("The arena layout aligns the slots for O_DIRECT and keeps regions disjoint", "[ioserver][ipc]") {
-  const auto l = ArenaLayout::compute(9776, 5, 3);
+  const auto l = ArenaLayout::compute(9776, 5, 3, 4);
   REQUIRE(l.slot_bytes == 12288);
   REQUIRE(l.arena_offset % 4096 == 0);
   REQUIRE(l.slots_offset == sizeof(ControlHeaderShm));
   REQUIRE(l.clients_offset >= l.slots_offset + 5 * sizeof(SlotShm));
-  REQUIRE(l.rings_offset >= l.clients_offset + 3 * sizeof(ClientShm));
-  REQUIRE(l.arena_offset >= l.rings_offset + 6 * sizeof(RingShm));
+  REQUIRE(l.identity_offset >= l.clients_offset + 3 * sizeof(ClientShm));
+  REQUIRE(l.arena_offset >= l.identity_offset + 4 * sizeof(FileIdentityShm));
   REQUIRE(l.total_bytes == l.arena_offset + 5 * 12288);
 }

@@ -1,0 +1,59 @@
+// IoServer's statistics: totals, per-client counters and the cache's occupancy, for waste-ctl.
+#include "ioserver/data_plane/io_server_impl.hpp"
+
+namespace waste {
+
+IoStats IoServer::stats() const {
+  const Impl& s = *impl_;
+  IoStats st;
+  st.read_queue_depth = std::uint32_t(s.readers->depth());
+  std::lock_guard lock(s.mutex);
+  st.hits = s.hits;
+  st.misses = s.misses;
+  st.bytes_read = s.bytes_read;
+  st.reads = s.reads;
+  st.prefetch_reads = s.prefetch_reads;
+  st.read_errors = s.read_errors;
+  st.evictions = s.cache->evictions();
+  st.clients_reclaimed = s.reclaimed;
+  st.breaches = s.breaches;
+  st.usable_slots = s.cache->limit();
+  st.arena_waits = s.arena_waits;
+  st.arena_populated_bytes = s.populated_bytes.load(std::memory_order_relaxed);
+  st.demands_waiting = std::uint32_t(s.blocked.size());
+  st.read_latency_us_log2 = s.latency;
+  st.direct_io = s.reader->direct_io_engaged();
+  st.io_uring = s.reader->io_uring_engaged();
+  st.slots_total = s.cache->n_slots();
+  st.slots_used = s.cache->used();
+  st.record_bytes = s.layout.record_bytes;
+  st.policy = s.cache->policy();
+  for (std::uint32_t i = 0; i < s.cache->n_slots(); ++i) {
+    if (s.view.slot(i).pin_mask.load(std::memory_order_relaxed) != 0) ++st.slots_pinned;
+  }
+  for (int c = 0; c < s.config.max_clients; ++c) {
+    const Impl::Client& client = s.clients[std::size_t(c)];
+    if (!client.attached) continue;
+    const ipc::ClientShm& shm_client = s.view.client(c);
+    ClientIoStats cs;
+    cs.client_idx = c;
+    cs.pid = client.pid;
+    cs.hits = shm_client.hits.load(std::memory_order_relaxed);
+    cs.misses = shm_client.misses.load(std::memory_order_relaxed);
+    cs.bytes_read = shm_client.bytes_read.load(std::memory_order_relaxed);
+    cs.prefetch_reads = shm_client.prefetch_reads.load(std::memory_order_relaxed);
+    std::uint32_t pinned = 0;
+    for (std::uint32_t i = 0; i < s.cache->n_slots(); ++i) {
+      if (s.view.slot(i).pin_mask.load(std::memory_order_relaxed) & (std::uint64_t{1} << c)) ++pinned;
+    }
+    cs.pinned_slots = pinned;
+    // The tail is client-written: report the depth, clamped, never trust it for anything else.
+    const ipc::RingShm& ring = client.ring_shm().request;
+    const std::uint64_t depth = ring.tail.load(std::memory_order_acquire) - client.requests->head();
+    cs.request_queue_depth = std::uint32_t(std::min<std::uint64_t>(depth, ipc::kRingCapacity));
+    st.clients.push_back(cs);
+  }
+  return st;
+}
+
+}  // namespace waste
