@@ -153,8 +153,10 @@ int stop(const std::string& target, int drain_ms) {
   if (!ipc::wait_process_gone(info->pid, drain_ms + 3000)) {
     return fail("waste-ioserver " + info->instance + " (pid " + std::to_string(info->pid) + ") did not stop");
   }
-  // A clean exit removed these already; a forced one may not have.
-  ipc::remove_instance_files(info->instance);
+  // A clean exit removed these already; a forced one may not have. Unless a successor of the
+  // instance (an auto-started daemon) already serves: its files are not ours to remove.
+  const auto successor = ipc::read_daemon_info(ipc::info_path(info->instance));
+  if (!successor || !ipc::process_alive(successor->pid)) ipc::remove_instance_files(info->instance);
   std::printf("stopped %s (pid %d)\n", info->instance.c_str(), info->pid);
   return 0;
 }

@@ -47,6 +47,9 @@ class DataPlane {
   //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}
   [[nodiscard]] virtual nlohmann::json stats() const = 0;
   virtual Status set_policy(std::string_view policy) = 0;   // "lfru" | "lru"
+  // How many arena slots the cache may hold records in (<= arena_slots): the daemon lowers it
+  // to admit a client's state within the budget and raises it again when the client goes.
+  virtual Status set_cache_slots(std::uint32_t usable_slots) = 0;
   virtual void stop() = 0;                                   // idempotent
 };
 

@@ -71,6 +71,8 @@ class IoServerPlane final : public DataPlane {
     if (!p) return make_error(Errc::argument, "cache policy '" + std::string(policy) + "' is not lfru or lru");
     return server_->set_policy(*p);
   }
+  // Placeholder: the data plane's own set_cache_slots lands with branch h1 (the lead merges it).
+  Status set_cache_slots(std::uint32_t /*usable_slots*/) override { return ok(); }
   void stop() override { server_->stop(); }
 
  private:

@@ -136,8 +136,9 @@ std::int64_t TensorPlan::rows() const {
 
 std::filesystem::path presets_dir() {
   if (const char* env = std::getenv("WASTE_PRESETS_DIR"); env != nullptr && *env != '\0') return env;
-  // shared/synth/synth.cpp -> <repo>/configs/presets (the build passes absolute source paths).
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "configs" / "presets";
+  // The source tree's presets, named by the build (not __FILE__: ccache's base_dir makes that
+  // relative to the build directory).
+  return WASTE_PRESETS_DIR;
 }
 
 Result<json> load_preset(const std::string& name) {
