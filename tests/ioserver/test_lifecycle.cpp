@@ -97,6 +97,23 @@ bool eventually(F&& f, std::chrono::milliseconds bound = std::chrono::millisecon
   return true;
 }
 
+fs::path tokenizer_container(const fs::path& dir) {
+  // With a tokenizer: a chat reads its turns from stdin, so it stays attached until told.
+  const fs::path model = dir / "tiny";
+  REQUIRE(test::run_command(std::string(WASTE_CLI_BIN) + " synth --preset tiny --tokenizer --out " + model.string())
+              .exit_code == 0);
+  return model;
+}
+
+std::string reference_chat(const std::vector<std::string>& chat, const fs::path& out, const std::string& input) {
+  auto args = chat;
+  args.push_back("--in-process");
+  Command ref(args, out);
+  ref.say(input);
+  REQUIRE(ref.wait() == 0);
+  return slurp(out);
+}
+
 }  // namespace
 
 TEST_CASE("owner killed mid-run: the other command finishes with the right bytes, the daemon then exits clean",
@@ -105,24 +122,13 @@ TEST_CASE("owner killed mid-run: the other command finishes with the right bytes
   ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
   ::setenv("WASTE_LINGER_MS", "300", 1);
   test::TempDir t("owner");
-  // With a tokenizer: a chat reads its turns from stdin, so it stays attached until told.
-  const fs::path model = t.path / "tiny";
-  REQUIRE(test::run_command(std::string(WASTE_CLI_BIN) + " synth --preset tiny --tokenizer --out " + model.string())
-              .exit_code == 0);
+  const fs::path model = tokenizer_container(t.path);
   const std::string instance = ipc::instance_for_container(model).value();
   const std::vector<std::string> chat{"chat", model.string(), "-n", "12", "-q"};
 
   // The bytes a chat gives for this input without any daemon.
-  std::string expected;
-  {
-    auto args = chat;
-    args.push_back("--in-process");
-    Command ref(args, t.path / "ref.out");
-    ref.say("hello there\n");
-    REQUIRE(ref.wait() == 0);
-    expected = slurp(t.path / "ref.out");
-    REQUIRE_FALSE(expected.empty());
-  }
+  const std::string expected = reference_chat(chat, t.path / "ref.out", "hello there\n");
+  REQUIRE_FALSE(expected.empty());
 
   // A starts the container's daemon and waits on its stdin; B attaches to the same daemon.
   auto owner = std::make_unique<Command>(chat, t.path / "a.out");
@@ -151,6 +157,37 @@ TEST_CASE("owner killed mid-run: the other command finishes with the right bytes
   CHECK_FALSE(fs::exists(fs::path("/dev/shm") / ipc::arena_segment_name(instance)));
   CHECK_FALSE(fs::exists(fs::path("/dev/shm") / ipc::trunk_segment_name(instance)));
   for (const auto& entry : fs::directory_iterator(ipc::runtime_dir())) FAIL("left behind: " << entry.path());
+  ::unsetenv("WASTE_LINGER_MS");
+  ::unsetenv("WASTE_IOSERVER");
+}
+
+TEST_CASE("a command stopped (SIGSTOP 10 s) keeps its lease and then produces the same bytes",
+          "[ioserver][control][lifecycle][slow]") {
+  test::ScopedRuntimeDir runtime;
+  ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
+  ::setenv("WASTE_LINGER_MS", "300", 1);
+  test::TempDir t("stopped");
+  const fs::path model = tokenizer_container(t.path);
+  const std::vector<std::string> chat{"chat", model.string(), "-n", "12", "-q"};
+  const std::string expected = reference_chat(chat, t.path / "ref.out", "first turn\nsecond turn\n");
+
+  Command client(chat, t.path / "c.out");
+  std::optional<ipc::DaemonInfo> daemon;
+  REQUIRE(eventually([&] {
+    daemon = ipc::find_daemon_for_model(model);
+    return daemon && client_pids(*daemon) == std::vector<int>{client.pid};
+  }));
+  client.say("first turn\n");
+  // Hazard: silent for 10 s (no heartbeat: a paging machine, a debugger), it would have lost its
+  // pins under the old 1.5 s heartbeat rule while it still read slot bytes.
+  REQUIRE(::kill(client.pid, SIGSTOP) == 0);
+  std::this_thread::sleep_for(std::chrono::seconds(10));
+  CHECK(client_pids(*daemon) == std::vector<int>{client.pid});
+  REQUIRE(::kill(client.pid, SIGCONT) == 0);
+  client.say("second turn\n");
+  REQUIRE(client.wait() == 0);
+  CHECK(slurp(t.path / "c.out") == expected);
+  CHECK(ipc::wait_process_gone(daemon->pid, 10000));
   ::unsetenv("WASTE_LINGER_MS");
   ::unsetenv("WASTE_IOSERVER");
 }
