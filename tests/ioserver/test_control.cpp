@@ -134,6 +134,12 @@ struct InProcessDaemonIn {
   ipc::ControlClient client() { return ipc::ControlClient::connect(daemon->info().socket).value(); }
 };
 
+InProcessOptions with_budget(std::optional<std::uint64_t> budget) {
+  InProcessOptions o;
+  o.budget = budget;
+  return o;
+}
+
 struct InProcessDaemon {
   test::ScopedRuntimeDir runtime;
   InProcessDaemonIn in;
@@ -141,7 +147,7 @@ struct InProcessDaemon {
   std::thread& thread = in.thread;
   DaemonSetup& setup = in.setup;
   std::shared_ptr<FakeLog>& log = in.log;
-  explicit InProcessDaemon(std::optional<std::uint64_t> budget = std::nullopt) : in(InProcessOptions{budget}) {}
+  explicit InProcessDaemon(std::optional<std::uint64_t> budget = std::nullopt) : in(with_budget(budget)) {}
   explicit InProcessDaemon(const InProcessOptions& o) : in(o) {}
   ipc::ControlClient client() { return in.client(); }
 };
