@@ -639,6 +639,9 @@ void Daemon::teardown() noexcept {
       plane_->stop();
       plane_.reset();   // the data plane removes its shared memory
     }
+    // The last reply (a detach that ended the drain, a shutdown) may still be queued: give it
+    // a moment to leave instead of dropping it with linger 0 (seen under TSan's slowdown).
+    if (sockets_) sockets_->rep.set(zmq::sockopt::linger, 200);
     sockets_.reset();
     if (!info_.instance.empty()) {
       // Whatever the data plane left (and our own socket and info file) goes too.
