@@ -8,7 +8,6 @@
 #include <iterator>
 #include <sstream>
 
-#include "cli/bench/daemon_link.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -27,6 +26,10 @@ void add_engine_options(CLI::App& sub, EngineArgs& a) {
   sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (overrides --budget)");
   sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (the default: attach, or start a private one)");
   sub.add_flag("--in-process", a.in_process, "Read experts in this process, no daemon (debugging)");
+  sub.add_option("--linger", a.linger_ms,
+                 "If this command starts the container's waste-ioserver: ms it stays after the last client "
+                 "leaves (default $WASTE_LINGER_MS or 3000)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_sampling_options(CLI::App& sub, SamplingArgs& a) {
@@ -54,28 +57,24 @@ EngineOptions engine_options(const EngineArgs& a) {
   return o;
 }
 
-// THE DAEMON PATH: records and the trunk come from waste-ioserver's shared memory (attached,
-// or a private daemon started for this process). The daemon owns the expert cache and its
-// budget. The helpers live in cli/bench/daemon_link.hpp (control and data plane kept apart).
+// THE DAEMON PATH: the engine attaches to waste-ioserver itself (EngineOptions::daemon): the
+// daemon serving this container, or the container's shareable one started now (auto-exit
+// after its last client). Records and the trunk come from its shared memory; the daemon owns
+// the expert cache and its budget.
 Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
   OpenEngine out;
-  auto info = ContainerInfo::open(a.model);
-  if (!info) return std::unexpected(info.error());
-  std::vector<std::string> private_args;
-  if (!a.budget.empty()) private_args.insert(private_args.end(), {"--budget", a.budget});
-  if (a.verify) private_args.emplace_back("--verify");
-  if (a.no_direct_io) private_args.emplace_back("--no-direct-io");
-  WASTE_TRY(bench::attach_daemon(a.model, out.daemon, private_args));
-  if (!out.daemon->private_daemon() && !private_args.empty()) {
+  EngineOptions options = engine_options(a);
+  options.daemon.enabled = true;
+  if (!a.budget.empty()) options.daemon.spawn_args.insert(options.daemon.spawn_args.end(), {"--budget", a.budget});
+  if (a.verify) options.daemon.spawn_args.emplace_back("--verify");
+  if (a.no_direct_io) options.daemon.spawn_args.emplace_back("--no-direct-io");
+  options.daemon.linger_ms = a.linger_ms;
+  auto engine = Engine::open(options);
+  if (!engine) return std::unexpected(engine.error());
+  if (!(*engine)->daemon()->spawned() && !options.daemon.spawn_args.empty()) {
     std::fprintf(stderr, "waste: warning: a shared waste-ioserver serves this container; its budget and "
                          "read options apply (--budget/--verify/--no-direct-io ignored)\n");
   }
-  auto source = bench::open_daemon_source(bench::lease_of(*out.daemon), info->geometry);
-  if (!source) return std::unexpected(source.error());
-  auto trunk = bench::open_daemon_trunk(bench::lease_of(*out.daemon), a.model, info->manifest);
-  if (!trunk) return std::unexpected(trunk.error());
-  auto engine = Engine::open(engine_options(a), std::move(*source), std::move(*trunk));
-  if (!engine) return std::unexpected(engine.error());
   out.engine = std::move(*engine);
   return out;
 }

@@ -38,6 +38,7 @@ struct EngineArgs {
   std::optional<std::size_t> cache_records;  // in-process cache size in records (implies --in-process)
   bool daemon = false;             // --daemon: insist on waste-ioserver (the default anyway)
   bool in_process = false;         // --in-process: no daemon; a private in-process cache (debugging, tests)
+  int linger_ms = -1;              // --linger: a daemon this command starts stays this long after its last client
   [[nodiscard]] bool use_daemon() const { return !in_process && !cache_records; }
 };
 
@@ -55,8 +56,9 @@ struct SamplingArgs {
 };
 void add_sampling_options(CLI::App& sub, SamplingArgs& args);
 
-// An open engine and whatever must outlive it (the daemon connection). Members are destroyed
-// engine first (see the destructor), then the connection it reads through.
+// An open engine and whatever must outlive it (the bench modes' daemon connection; the
+// commands' engine holds its own). Members are destroyed engine first (see the destructor),
+// then the connection it reads through.
 struct OpenEngine {
   OpenEngine();
   OpenEngine(OpenEngine&&) noexcept;
@@ -70,8 +72,8 @@ struct OpenEngine {
 };
 
 // Open the engine. By default through waste-ioserver: the daemon serving this container if one
-// runs, else a private one started for this process (with --budget/--verify/--no-direct-io) and
-// stopped with it -- the embedded default, the same code path as a shared daemon. --in-process
+// runs, else the container's shareable one, started now (with --budget/--verify/--no-direct-io)
+// and exiting by itself `--linger` after its last client -- any number of commands share it. --in-process
 // (or --cache-records) reads records in this process with a cache sized from the budget.
 Result<OpenEngine> open_engine(const EngineArgs& args);
 

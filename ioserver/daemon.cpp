@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -17,7 +18,9 @@
 #include <zmq.hpp>
 
 #include "shared/ipc/control_client.hpp"
+#include "shared/ipc/process_liveness.hpp"
 #include "shared/ipc/segment_names.hpp"
+#include "shared/memory/machine_ledger.hpp"
 
 namespace waste::ioserver {
 
@@ -69,17 +72,94 @@ Result<DaemonSetup> resolve_setup(const DaemonOptions& options) {
   setup.budget = *budget;
   setup.arena_slots = arena_slots(setup.plan, setup.budget.budget_bytes);
 
+  setup.ram = ram;
+
   // One daemon per instance: a live one is an error, a crashed one's leftovers are removed.
   auto dir = ipc::ensure_runtime_dir();
   if (!dir) return std::unexpected(dir.error());
-  if (auto info = ipc::read_daemon_info(ipc::info_path(setup.instance)); info && ipc::process_alive(info->pid) &&
-                                                                          info->pid != ::getpid()) {
-    return make_error(Errc::ipc, "waste-ioserver for " + setup.instance + " is already running (pid " +
-                                     std::to_string(info->pid) + ", socket " + info->socket + ")");
+  const auto running = [&]() -> std::optional<Error> {
+    if (auto info = ipc::read_daemon_info(ipc::info_path(setup.instance)); info && ipc::process_alive(info->pid, 0) &&
+                                                                            info->pid != ::getpid()) {
+      return Error{Errc::ipc, "waste-ioserver for " + setup.instance + " is already running (pid " +
+                                  std::to_string(info->pid) + ", socket " + info->socket + ")"};
+    }
+    return std::nullopt;
+  };
+  if (auto e = running()) return std::unexpected(*e);
+  // The lock is held by a daemon that is starting (its info file appears when it is ready) or
+  // draining (its info file is already gone): wait for it, unless it turns out to be serving.
+  const auto deadline = Clock::now() + options.predecessor_wait;
+  for (;;) {
+    auto lock = FileLock::try_acquire(ipc::lock_path(setup.instance));
+    if (!lock) return std::unexpected(lock.error());
+    if (*lock) {
+      setup.instance_lock = std::make_shared<FileLock>(std::move(**lock));
+      break;
+    }
+    if (auto e = running()) return std::unexpected(*e);
+    if (Clock::now() >= deadline) {
+      return make_error(Errc::ipc, "waste-ioserver for " + setup.instance + ": another daemon of this instance is " +
+                                       "still starting or stopping after " +
+                                       std::to_string(options.predecessor_wait.count()) + " ms (" +
+                                       ipc::lock_path(setup.instance).string() + " is locked)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (auto e = running()) return std::unexpected(*e);
   setup.cleaned = ipc::remove_instance_files(setup.instance);
   return setup;
 }
+
+namespace {
+
+// Registers the budget in the machine ledger under its lock; an automatic one is sized there
+// against the cap minus what the other daemons hold (so two daemons never both size against
+// the whole machine). Updates setup's budget and arena.
+Status register_machine_budget(DaemonSetup& setup) {
+  MachineLedger ledger(ipc::machine_ledger_path());
+  const std::uint64_t cap = setup.ram.cap_bytes;
+  const int pid = ::getpid();
+  MachineLedgerEntry entry{setup.instance, setup.model.string(), pid, ipc::process_start_ticks(pid).value_or(0), 0};
+  const bool explicit_budget = setup.budget.explicit_budget;
+  auto registered = ledger.register_daemon(
+      entry, cap, [&](std::uint64_t others, const std::vector<MachineLedgerEntry>& holders) -> Result<std::uint64_t> {
+        if (explicit_budget || holders.empty()) return setup.budget.budget_bytes;
+        const std::uint64_t free = cap > others ? cap - others : 0;
+        if (cap != 0 && free < setup.plan.floor_bytes) {
+          return make_error(Errc::ram_budget,
+                            "no room for " + setup.model.string() + " under the machine cap " + format_bytes(cap) +
+                                " (3/4 of usable RAM " + format_bytes(setup.ram.usable_bytes) +
+                                "): other daemons hold " + format_bytes(others) + " (" + describe_holders(holders) +
+                                "); its floor is " + format_bytes(setup.plan.floor_bytes) + ", at most " +
+                                format_bytes(free) + " is free");
+        }
+        auto choice = resolve_budget(setup.plan, std::nullopt, cap == 0 ? 0 : free);
+        if (!choice) return std::unexpected(choice.error());
+        setup.budget = *choice;
+        return choice->budget_bytes;
+      });
+  if (!registered) return std::unexpected(registered.error());
+  setup.budget.budget_bytes = *registered;
+  setup.budget.above_cap = cap != 0 && *registered > cap;
+  setup.arena_slots = arena_slots(setup.plan, *registered);
+  return ok();
+}
+
+LedgerShape ledger_shape(const DaemonSetup& setup) {
+  LedgerShape shape;
+  shape.container = setup.model.string();
+  shape.budget_bytes = setup.budget.budget_bytes;
+  shape.trunk_bytes = setup.plan.trunk_bytes;
+  shape.record_bytes = setup.plan.max_record_bytes;
+  shape.max_slots = setup.arena_slots;
+  // 2·top_k records: the cache the plan's floor assumes (rounded up to whole slots).
+  shape.floor_slots = shape.record_bytes == 0 ? 0
+                                              : (setup.plan.min_expert_cache_bytes + shape.record_bytes - 1) /
+                                                    shape.record_bytes;
+  return shape;
+}
+
+}  // namespace
 
 struct Daemon::Sockets {
   zmq::context_t context{1};
@@ -87,12 +167,16 @@ struct Daemon::Sockets {
 };
 
 Daemon::Daemon(DaemonSetup setup)
-    : setup_(std::move(setup)),
-      ledger_(setup_.budget.budget_bytes, setup_.plan.trunk_bytes, setup_.arena_slots * setup_.plan.max_record_bytes),
-      policy_(setup_.options.policy) {}
+    : setup_(std::move(setup)), ledger_(ledger_shape(setup_)), policy_(setup_.options.policy) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneFactory& factory) {
+  // After the fork: the ledger entry carries the daemon's own pid.
+  if (auto st = register_machine_budget(setup); !st) {
+    if (setup.instance_lock) setup.instance_lock->unlink_and_release();
+    return std::unexpected(st.error());
+  }
   std::unique_ptr<Daemon> d(new Daemon(std::move(setup)));
+  d->registered_ = true;
   const DaemonOptions& opt = d->setup_.options;
   const std::string& instance = d->setup_.instance;
 
@@ -185,8 +269,15 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
       d->log_->warn("--io-uring: io_uring is not available here (io_uring_queue_init failed); reading with pread");
     }
   }
+  d->cache_slots_ = d->ledger_.usable_slots();
+  d->base_budget_ = d->ledger_.budget_bytes();
+  d->idle_since_ = Clock::now();
+  if (opt.linger) {
+    d->log_->info("auto-exit: {} ms after the last client leaves ({} ms for the first to attach)", opt.linger->count(),
+                  std::max(*opt.linger, opt.first_attach_grace).count());
+  }
   if (d->setup_.budget.above_cap) {
-    d->log_->warn("budget {} leaves under 1/8 of usable RAM to the OS: it will page out the expert cache",
+    d->log_->warn("budget {} leaves under 1/4 of usable RAM to the OS: it will page out the expert cache",
                   format_bytes(info.budget_bytes));
   }
   return d;
@@ -206,9 +297,66 @@ void Daemon::stop() noexcept {
 }
 
 void Daemon::begin_drain(std::chrono::milliseconds drain) {
-  if (!draining_) log_->info("shutting down: draining {} client(s) for up to {} ms", clients_.clients().size(), drain.count());
+  if (!draining_) {
+    log_->info("shutting down: draining {} client(s) for up to {} ms", clients_.clients().size(), drain.count());
+    // Discovery reads info files: from now on none leads here. The instance lock, held until
+    // teardown ends, keeps a successor from starting over our files meanwhile.
+    std::error_code ec;
+    fs::remove(ipc::info_path(info_.instance), ec);
+  }
   draining_ = true;
   drain_deadline_ = Clock::now() + drain;
+}
+
+void Daemon::check_linger(Clock::time_point now) {
+  const auto& linger = setup_.options.linger;
+  if (!linger || draining_ || !clients_.empty()) return;
+  // Before the first attach the starter may still be on its way (a loaded machine).
+  const auto limit = ever_attached_ ? *linger : std::max(*linger, setup_.options.first_attach_grace);
+  if (now - idle_since_ < limit) return;
+  log_->info("no client for {} ms: exiting", std::chrono::duration_cast<std::chrono::milliseconds>(limit).count());
+  begin_drain(std::chrono::milliseconds(0));
+}
+
+std::uint64_t Daemon::budget_for(std::uint64_t extra_state) const noexcept {
+  // The whole arena beside the trunk and every client's state, never under the start budget.
+  return std::max(base_budget_, ledger_.trunk_bytes() + ledger_.max_slots() * ledger_.record_bytes() +
+                                    ledger_.clients_bytes() + extra_state);
+}
+
+void Daemon::grow_budget_for(std::uint64_t state_bytes) {
+  if (setup_.budget.explicit_budget || draining_) return;
+  const std::uint64_t want = budget_for(state_bytes);
+  if (want <= ledger_.budget_bytes()) return;
+  if (auto st = MachineLedger(ipc::machine_ledger_path())
+                    .update_budget(info_.instance, info_.pid, want, setup_.ram.cap_bytes, /*strict=*/true);
+      !st) {
+    log_->info("automatic budget stays {}: {}", format_bytes(ledger_.budget_bytes()), st.error().message);
+    return;
+  }
+  if (!ledger_.set_budget(want)) return;
+  info_.budget_bytes = want;
+  (void)ipc::write_daemon_info(info_);
+  log_->info("automatic budget raised to {} for a client's state of {}", format_bytes(want), format_bytes(state_bytes));
+}
+
+void Daemon::shrink_budget_to_clients() {
+  if (setup_.budget.explicit_budget) return;
+  const std::uint64_t want = budget_for(0);
+  if (want >= ledger_.budget_bytes() || !ledger_.set_budget(want)) return;
+  // Lowering never passes the cap; a failure to write leaves the larger figure (pruned later).
+  (void)MachineLedger(ipc::machine_ledger_path()).update_budget(info_.instance, info_.pid, want, 0);
+  info_.budget_bytes = want;
+  if (!draining_) (void)ipc::write_daemon_info(info_);
+}
+
+Status Daemon::apply_cache_slots() {
+  const std::uint64_t want = ledger_.usable_slots();
+  if (want == cache_slots_) return ok();
+  if (auto st = plane_->set_cache_slots(std::uint32_t(want)); !st) return st;
+  log_->info("expert cache: {} of {} slots usable", want, ledger_.max_slots());
+  cache_slots_ = want;
+  return ok();
 }
 
 Status Daemon::run() {
@@ -260,8 +408,10 @@ Status Daemon::run() {
       reclaim();
       next_reclaim = now + kReclaimEvery;
     }
+    check_linger(now);
     if (draining_ && (clients_.empty() || now >= drain_deadline_)) break;
   }
+  clean_stop_ = true;
   teardown();
   return ok();
 }
@@ -275,18 +425,19 @@ void Daemon::drop_client(int client_idx, const char* why) {
   }
   ledger_.release(client_idx);
   clients_.remove(client_idx);
+  shrink_budget_to_clients();
+  if (auto st = apply_cache_slots(); !st) log_->warn("expert cache: {}", st.error().message);
+  if (clients_.empty()) idle_since_ = Clock::now();
   log_->info("client {} (pid {}) {}; budget used {} of {}", client_idx, pid, why, format_bytes(ledger_.used_bytes()),
              format_bytes(ledger_.budget_bytes()));
 }
 
 void Daemon::reclaim() {
   plane_->reclaim_dead_clients();
-  const auto dead = clients_.expired(Clock::now(), std::chrono::milliseconds(ipc::kHeartbeatTimeoutMs),
-                                     [](int pid) { return ipc::process_alive(pid); });
-  for (int idx : dead) {
-    const auto& entry = clients_.clients().at(idx);
-    drop_client(idx, ipc::process_alive(entry.pid) ? "stopped heartbeating: reclaimed" : "died: reclaimed");
-  }
+  // Only a dead process is reclaimed (pid + start time): a live client that is slow, paged out
+  // or SIGSTOPped may still read slot bytes, so its pins stay however late its heartbeat is.
+  const auto dead = clients_.dead([](int pid, std::uint64_t start_ticks) { return ipc::process_alive(pid, start_ticks); });
+  for (int idx : dead) drop_client(idx, "died: reclaimed");
 }
 
 json Daemon::handle(const std::string& text) {
@@ -303,7 +454,9 @@ json Daemon::handle(const std::string& text) {
                                {"budget_bytes", ledger_.budget_bytes()},
                                {"protocol", ipc::kProtocolVersion},
                                {"clients", clients_.clients().size()},
-                               {"draining", draining_}});
+                               {"draining", draining_},
+                               {"auto_exit", setup_.options.linger.has_value()},
+                               {"linger_ms", setup_.options.linger ? setup_.options.linger->count() : 0}});
     }
     if (op == "attach") return handle_attach(body);
     if (op == "detach") return handle_detach(body);
@@ -321,28 +474,38 @@ json Daemon::handle(const std::string& text) {
 json Daemon::handle_attach(const json& body) {
   auto req = ipc::attach_request_from_json(body);
   if (!req) return ipc::make_error_reply(req.error());
-  if (draining_) return ipc::make_error_reply(Error{Errc::ipc, "waste-ioserver " + info_.instance + " is shutting down"});
-  // Admission first, so a refused client never touches the data plane.
-  const std::uint64_t used = ledger_.used_bytes();
-  if (used > ledger_.budget_bytes() || req->state_bytes > ledger_.budget_bytes() - used) {
-    const Error refusal{Errc::ram_budget, "attach refused: budget " + format_bytes(ledger_.budget_bytes()) + ", used " +
-                                              format_bytes(used) + ", requested " + format_bytes(req->state_bytes)};
-    log_->warn("pid {}: {}", req->pid, refusal.message);
-    return ipc::make_error_reply(refusal);
+  if (draining_) {
+    return ipc::make_error_reply(Error{ipc::kDrainingCode, "waste-ioserver " + info_.instance + " is draining (shutting down): attach refused"});
+  }
+  // Admission first, so a refused client never touches the data plane. An automatic budget
+  // grows by the client's state within the machine cap; otherwise (or past the cap) room is
+  // made by shrinking the expert cache toward its floor; only below the floor is it refused.
+  grow_budget_for(req->state_bytes);
+  if (auto st = ledger_.can_admit(req->pid, req->state_bytes); !st) {
+    log_->warn("pid {}: {}", req->pid, st.error().message);
+    return ipc::make_error_reply(st.error());
   }
   auto lease = plane_->attach(req->pid);
   if (!lease) return ipc::make_error_reply(lease.error());
-  if (auto st = ledger_.reserve(lease->client_idx, req->state_bytes); !st) {
+  if (auto slots = ledger_.admit(lease->client_idx, req->pid, req->state_bytes); !slots) {
     (void)plane_->detach(lease->client_idx);
-    return ipc::make_error_reply(st.error());
+    return ipc::make_error_reply(slots.error());
+  }
+  if (auto st = apply_cache_slots(); !st) {
+    (void)plane_->detach(lease->client_idx);
+    ledger_.release(lease->client_idx);
+    return ipc::make_error_reply(st.error().with_context("expert cache"));
   }
   ClientEntry entry;
   entry.client_idx = lease->client_idx;
   entry.pid = req->pid;
+  entry.start_ticks = req->start_ticks != 0 ? req->start_ticks : ipc::process_start_ticks(req->pid).value_or(0);
+  entry.generation = lease->extra.value("generation", std::uint64_t{0});
   entry.state_bytes = req->state_bytes;
   entry.last_heartbeat = Clock::now();
   entry.attached_at = std::chrono::system_clock::now();
   clients_.add(entry);
+  ever_attached_ = true;
 
   ipc::AttachReply reply;
   reply.client_idx = lease->client_idx;
@@ -351,21 +514,34 @@ json Daemon::handle_attach(const json& body) {
   reply.budget_bytes = ledger_.budget_bytes();
   reply.used_bytes = ledger_.used_bytes();
   reply.arena_slots = setup_.arena_slots;
+  reply.cache_slots = ledger_.usable_slots();
   reply.record_bytes = setup_.plan.max_record_bytes;
   reply.daemon_pid = info_.pid;
   reply.instance = info_.instance;
   reply.lease = lease->extra;
-  log_->info("client {} attached (pid {}, state {}); budget used {} of {}", reply.client_idx, req->pid,
-             format_bytes(req->state_bytes), format_bytes(reply.used_bytes), format_bytes(reply.budget_bytes));
+  log_->info("client {} attached (pid {}, state {}); budget used {} of {}, cache {} of {} slots", reply.client_idx,
+             req->pid, format_bytes(req->state_bytes), format_bytes(reply.used_bytes), format_bytes(reply.budget_bytes),
+             reply.cache_slots, reply.arena_slots);
   return ipc::make_ok(ipc::to_json(reply));
 }
 
 json Daemon::handle_detach(const json& body) {
-  const int idx = body.at("client_idx").get<int>();
-  if (!clients_.clients().contains(idx)) {
-    return ipc::make_error_reply(Error{Errc::argument, "client " + std::to_string(idx) + " is not attached"});
+  auto req = ipc::detach_request_from_json(body);
+  if (!req) return ipc::make_error_reply(req.error());
+  const auto it = clients_.clients().find(req->client_idx);
+  if (it == clients_.clients().end()) {
+    return ipc::make_error_reply(Error{Errc::argument, "client " + std::to_string(req->client_idx) + " is not attached"});
   }
-  drop_client(idx, "detached");
+  // A late detach from a reclaimed client must not end the lease that now holds its index.
+  if (clients_.occupant(req->client_idx, req->pid, req->generation) == nullptr) {
+    const Error stale{Errc::argument, "stale detach ignored: client " + std::to_string(req->client_idx) +
+                                          " is pid " + std::to_string(it->second.pid) + " generation " +
+                                          std::to_string(it->second.generation) + ", not pid " +
+                                          std::to_string(req->pid) + " generation " + std::to_string(req->generation)};
+    log_->warn("{}", stale.message);
+    return ipc::make_error_reply(stale);
+  }
+  drop_client(req->client_idx, "detached");
   return ipc::make_ok();
 }
 
@@ -394,13 +570,15 @@ json Daemon::handle_stats() const {
     c["client_idx"] = idx;
     c["pid"] = entry.pid;
     c["state_bytes"] = entry.state_bytes;
+    c["generation"] = entry.generation;
     c["heartbeat_age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(now - entry.last_heartbeat).count();
     clients.push_back(std::move(c));
   }
   json budget = {{"budget_bytes", ledger_.budget_bytes()}, {"used_bytes", ledger_.used_bytes()},
                  {"trunk_bytes", ledger_.trunk_bytes()},   {"arena_bytes", ledger_.arena_bytes()},
                  {"clients_bytes", ledger_.clients_bytes()}, {"floor_bytes", setup_.plan.floor_bytes},
-                 {"arena_slots", setup_.arena_slots}};
+                 {"arena_slots", setup_.arena_slots}, {"cache_slots", ledger_.usable_slots()},
+                 {"floor_slots", ledger_.floor_slots()}};
   return ipc::make_ok(json{{"instance", info_.instance},
                            {"pid", info_.pid},
                            {"model", info_.model},
@@ -417,9 +595,16 @@ Status Daemon::reconfigure(const ipc::ConfigRequest& request) {
       return make_error(Errc::ram_budget, "budget " + format_bytes(*request.budget_bytes) + " is below the floor " +
                                               format_bytes(setup_.plan.floor_bytes) + " for this model");
     }
-    WASTE_TRY(ledger_.set_budget(*request.budget_bytes));
+    // The ledger check first (it changes nothing on refusal), then the machine's.
+    BudgetLedger trial = ledger_;
+    WASTE_TRY(trial.set_budget(*request.budget_bytes));
+    WASTE_TRY(MachineLedger(ipc::machine_ledger_path())
+                  .update_budget(info_.instance, info_.pid, *request.budget_bytes, setup_.ram.cap_bytes));
+    ledger_ = std::move(trial);
+    base_budget_ = *request.budget_bytes;
+    WASTE_TRY(apply_cache_slots());
     info_.budget_bytes = *request.budget_bytes;
-    (void)ipc::write_daemon_info(info_);
+    if (!draining_) (void)ipc::write_daemon_info(info_);
     log_->info("budget set to {}", format_bytes(*request.budget_bytes));
   }
   if (request.policy) {
@@ -454,6 +639,9 @@ void Daemon::teardown() noexcept {
       plane_->stop();
       plane_.reset();   // the data plane removes its shared memory
     }
+    // The last reply (a detach that ended the drain, a shutdown) may still be queued: give it
+    // a moment to leave instead of dropping it with linger 0 (seen under TSan's slowdown).
+    if (sockets_) sockets_->rep.set(zmq::sockopt::linger, 200);
     sockets_.reset();
     if (!info_.instance.empty()) {
       // Whatever the data plane left (and our own socket and info file) goes too.
@@ -461,7 +649,16 @@ void Daemon::teardown() noexcept {
         if (log_) log_->debug("removed {}", what);
       }
     }
+    if (registered_) MachineLedger(ipc::machine_ledger_path()).remove(setup_.instance, ::getpid());
     if (log_) log_->info("stopped");
+    // A clean stop of a daemon asked to leave nothing behind: its log goes too (before the
+    // lock is released, so a successor's log of the same name is never the one removed).
+    if (clean_stop_ && setup_.options.remove_log_on_clean_stop && !info_.log.empty()) {
+      log_.reset();
+      std::error_code ec;
+      fs::remove(info_.log, ec);
+    }
+    if (setup_.instance_lock) setup_.instance_lock->unlink_and_release();
   } catch (...) {
     // Teardown runs from destructors; nothing may escape.
   }

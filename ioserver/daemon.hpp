@@ -3,7 +3,8 @@
 //   Daemon::init   block signals (signalfd), create the data plane, bind the control socket
 //                  (0600), write the info file
 //   run            the poll loop: control requests, signals, and every 200 ms reclaim clients
-//                  whose pid died or heartbeat stopped
+//                  whose process died (pid + start time; never for a late heartbeat); an
+//                  auto-exit daemon (--linger) drains `linger` after its last client left
 //   reconfigure    policy / budget (within limits) at run time
 //   stop           thread-safe; the loop drains, detaches everyone, removes shm, socket, info
 #pragma once
@@ -24,6 +25,7 @@
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
 #include "shared/memory/budget_ledger.hpp"
+#include "shared/memory/file_lock.hpp"
 #include "shared/memory/memory_plan.hpp"
 #include "shared/memory/ram.hpp"
 #include "shared/result.hpp"
@@ -46,7 +48,14 @@ struct DaemonOptions {
   int reserved_clients = 1;                    // clients whose state the budget must hold
   int max_clients = 16;
   bool populate_arena = true;                  // pre-fault the arena's pages in idle time
-  bool remove_log_on_clean_stop = false;       // private daemons: no log left behind unless they fail
+  bool remove_log_on_clean_stop = false;       // auto daemons: no log left behind unless they fail
+  // Auto-exit (the daemon a `waste` command starts): drain this long after the last client
+  // detached or was reclaimed; before the first attach, after max(linger, first_attach_grace).
+  // nullopt: stay until stopped (`waste-ctl start`).
+  std::optional<std::chrono::milliseconds> linger;
+  std::chrono::milliseconds first_attach_grace{10000};
+  // How long set-up waits for a predecessor of the same instance to finish its teardown.
+  std::chrono::milliseconds predecessor_wait{10000};
   std::filesystem::path log_file;              // empty = <runtime dir>/waste-<instance>.log
   bool log_to_stderr = true;
   bool handle_signals = true;                  // false in in-process tests
@@ -62,10 +71,17 @@ struct DaemonSetup {
   BudgetChoice budget;
   std::uint64_t arena_slots = 0;
   std::vector<std::string> cleaned;  // stale files removed (crashed predecessor)
+  UsableRam ram;                     // what the machine cap is taken from
+  // The instance's lifetime lock (ipc::lock_path), held until teardown ends. Shared so a
+  // setup stays copyable; teardown releases it whoever else holds the pointer.
+  std::shared_ptr<FileLock> instance_lock;
 };
 
 // Errors: Errc::ram_budget (below floor), Errc::ipc ("waste-ioserver for INSTANCE is already
-// running (pid N)"), Errc::io / Errc::format for the container.
+// running (pid N)"), Errc::io / Errc::format for the container. Waits (options.predecessor_wait)
+// for a predecessor that still holds the instance lock while it drains.
+// Daemon::init then registers the budget in the machine ledger (an automatic budget is sized
+// there against what the other daemons hold), which may refuse it (Errc::ram_budget).
 Result<DaemonSetup> resolve_setup(const DaemonOptions& options);
 
 class Daemon {
@@ -94,6 +110,13 @@ class Daemon {
   void reclaim();
   void drop_client(int client_idx, const char* why);
   void begin_drain(std::chrono::milliseconds drain);
+  void check_linger(std::chrono::steady_clock::time_point now);
+  Status apply_cache_slots();
+  // Automatic budgets follow their clients: an attach that does not fit raises the budget by
+  // its state (through the machine ledger, never past the cap); detaches give it back.
+  [[nodiscard]] std::uint64_t budget_for(std::uint64_t extra_state) const noexcept;
+  void grow_budget_for(std::uint64_t state_bytes);
+  void shrink_budget_to_clients();
   void teardown() noexcept;
 
   DaemonSetup setup_;
@@ -109,6 +132,12 @@ class Daemon {
   int wake_fd_ = -1;
   bool draining_ = false;
   std::chrono::steady_clock::time_point drain_deadline_{};
+  std::chrono::steady_clock::time_point idle_since_{};   // last moment the client count became 0
+  bool ever_attached_ = false;
+  std::uint64_t cache_slots_ = 0;                        // what the data plane was last told
+  std::uint64_t base_budget_ = 0;                        // the start (or configured) budget
+  bool registered_ = false;                              // in the machine ledger
+  bool clean_stop_ = false;                              // run() ended normally: the log may go
   bool torn_down_ = false;
 };
 

@@ -38,7 +38,17 @@ int main(int argc, char** argv) {
   app.add_flag("--no-populate", no_populate, "leave arena pages to be faulted in by the reads (no idle-time pre-fault)");
   app.add_flag("--remove-log-on-stop", options.remove_log_on_clean_stop,
                "delete the log file when the daemon stops cleanly (kept when it fails)");
+  int linger_ms = -1;
+  app.add_option("--linger", linger_ms,
+                 "auto-exit: stop this many ms after the last client leaves (what `waste` commands start; "
+                 "default: stay until stopped)")
+      ->check(CLI::Range(0, 3600000));
+  int grace_ms = -1;
+  app.add_option("--first-attach-grace", grace_ms, "auto-exit: how long to wait for the first client (ms, default 10000)")
+      ->check(CLI::Range(0, 3600000));
   CLI11_PARSE(app, argc, argv);
+  if (linger_ms >= 0) options.linger = std::chrono::milliseconds(linger_ms);
+  if (grace_ms >= 0) options.first_attach_grace = std::chrono::milliseconds(grace_ms);
 
   options.model = model;
   options.direct_io = !no_direct_io;
@@ -103,13 +113,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "waste-ioserver: %s\n", e.what());
     return 1;
   }
-  // A clean stop: teardown first (it logs "stopped"), then a private daemon's log goes too.
-  // Any failure above returns before this, so a failed daemon's log stays for the user.
-  const std::string written_log = (*daemon)->info().log;
+  // A clean stop: teardown (in run) logged "stopped" and, with --remove-log-on-stop, removed
+  // the log before releasing the instance lock. Any failure above keeps the log for the user.
   (*daemon).reset();
-  if (options.remove_log_on_clean_stop) {
-    std::error_code ec;
-    std::filesystem::remove(written_log, ec);
-  }
   return 0;
 }

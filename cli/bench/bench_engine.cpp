@@ -40,7 +40,7 @@ Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
     if (!a.budget.empty()) private_args.insert(private_args.end(), {"--budget", a.budget});
     if (a.verify) private_args.emplace_back("--verify");
     if (a.no_direct_io) private_args.emplace_back("--no-direct-io");
-    WASTE_TRY(attach_daemon(a.model, out.open.daemon, private_args));
+    WASTE_TRY(attach_daemon(a.model, out.open.daemon, private_args, a.linger_ms));
     out.via_daemon = true;
     out.open.budget_bytes = daemon_budget_of(*out.open.daemon);
     out.cache_records = daemon_arena_slots_of(*out.open.daemon);

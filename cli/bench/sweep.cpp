@@ -5,7 +5,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <chrono>
+#include <thread>
+
 #include "cli/bench/child_process.hpp"
+#include "shared/ipc/control_client.hpp"
+#include "shared/ipc/ioserver_launch.hpp"
 #include "shared/memory/budget.hpp"
 
 namespace waste::cli::bench {
@@ -18,6 +23,20 @@ double phase_value(const nlohmann::json& report, const char* phase, const char* 
 double hit_percent(const nlohmann::json& report, const char* phase) {
   const double hit = phase_value(report, phase, "experts_hit"), miss = phase_value(report, phase, "experts_missed");
   return hit + miss > 0 ? 100.0 * hit / (hit + miss) : 0.0;
+}
+
+// An auto-exit daemon (started by the child) serving the container: wait (bounded) until it is
+// gone. A daemon started by hand stays, and its budget applies to every point, as before.
+void wait_auto_daemon_gone(const std::string& model) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto found = ipc::find_daemon_for_model(model);
+    if (!found) return;
+    auto client = ipc::ControlClient::connect(found->socket);
+    auto pong = client ? client->ping() : Result<nlohmann::json>(std::unexpected(client.error()));
+    if (pong && !pong->value("auto_exit", false)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 }  // namespace
@@ -45,13 +64,16 @@ Result<std::vector<SweepPoint>> run_sweep(const SweepArgs& a) {
     p.budget = budget;
     p.budget_bytes = parse_bytes(budget).value_or(0);
     if (a.drop_caches) p.page_cache_dropped = drop_page_cache();
-    std::vector<std::string> args{"bench", a.model, "--budget", budget, "--json"};
+    // --linger 0: the container's daemon this point's child starts goes right after it, so the
+    // next point starts one at its own budget (see wait_auto_daemon_gone).
+    std::vector<std::string> args{"bench", a.model, "--budget", budget, "--linger", "0", "--json"};
     args.insert(args.end(), a.child_args.begin(), a.child_args.end());
     auto pid = spawn_self(args, out);
     if (!pid) return std::unexpected(pid.error());
     auto rc = wait_child(*pid);
     if (!rc) return std::unexpected(rc.error());
     if (*rc != 0) return make_error(Errc::io, "--sweep: the run at budget " + budget + " exited with " + std::to_string(*rc));
+    wait_auto_daemon_gone(a.model);
     std::ifstream in(out);
     std::ostringstream text;
     text << in.rdbuf();

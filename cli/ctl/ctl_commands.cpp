@@ -15,6 +15,7 @@
 #include "shared/ipc/orphan_segments.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
+#include "shared/memory/file_lock.hpp"
 
 namespace waste::ctl {
 
@@ -36,6 +37,10 @@ int clean_stale(bool quiet_when_none) {
     for (const auto& what : ipc::remove_instance_files(info.instance)) {
       std::printf("removed stale %s (instance %s, pid %d not running)\n", what.c_str(), info.instance.c_str(), info.pid);
       ++cleaned;
+    }
+    // Its lifetime lock, unless a successor holds it already.
+    if (auto lock = FileLock::try_acquire(ipc::lock_path(info.instance)); lock && *lock) {
+      (*lock)->unlink_and_release();
     }
   }
   if (cleaned == 0 && !quiet_when_none) std::printf("nothing stale\n");
@@ -153,8 +158,10 @@ int stop(const std::string& target, int drain_ms) {
   if (!ipc::wait_process_gone(info->pid, drain_ms + 3000)) {
     return fail("waste-ioserver " + info->instance + " (pid " + std::to_string(info->pid) + ") did not stop");
   }
-  // A clean exit removed these already; a forced one may not have.
-  ipc::remove_instance_files(info->instance);
+  // A clean exit removed these already; a forced one may not have. Unless a successor of the
+  // instance (an auto-started daemon) already serves: its files are not ours to remove.
+  const auto successor = ipc::read_daemon_info(ipc::info_path(info->instance));
+  if (!successor || !ipc::process_alive(successor->pid)) ipc::remove_instance_files(info->instance);
   std::printf("stopped %s (pid %d)\n", info->instance.c_str(), info->pid);
   return 0;
 }

@@ -6,6 +6,7 @@
 
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
+#include "compute/io/daemon_attach.hpp"
 #include "compute/io/local_expert_source.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/weights.hpp"
@@ -28,6 +29,8 @@ const char* stop_reason_name(StopReason reason) noexcept {
 
 // Member order is destruction order in reverse: forward refers to everything above it.
 struct Engine::Impl {
+  // First, so it goes last: the source and trunk below read the daemon's shared memory.
+  std::unique_ptr<DaemonConnection> daemon;
   EngineOptions options;
   ContainerInfo info;
   std::shared_ptr<const Trunk> trunk;
@@ -111,6 +114,17 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (options.daemon.enabled && !source) {
+    ConnectOptions co;
+    co.allow_spawn = options.daemon.allow_spawn;
+    co.spawn_args = options.daemon.spawn_args;
+    if (options.daemon.linger_ms >= 0) co.linger = std::chrono::milliseconds(options.daemon.linger_ms);
+    auto attached = attach_daemon(options.model, co);
+    if (!attached) return std::unexpected(attached.error());
+    impl->daemon = std::move(attached->connection);
+    source = std::move(attached->source);
+    if (!trunk) trunk = std::move(attached->trunk);
+  }
   {
     auto info = ContainerInfo::open(options.model);
     if (!info) return std::unexpected(info.error());
@@ -368,6 +382,7 @@ const EngineProfile& Engine::profile() const { return impl_->profile; }
 void Engine::reset_profile() { impl_->profile = EngineProfile{}; }
 const ModelConfig& Engine::config() const { return impl_->info.manifest.config; }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
+const DaemonConnection* Engine::daemon() const { return impl_->daemon.get(); }
 std::span<const float> Engine::logits() const { return impl_->logits; }
 model::RunState& Engine::run_state() { return impl_->state; }
 const model::RunState& Engine::run_state() const { return impl_->state; }

@@ -25,6 +25,18 @@
 
 namespace waste {
 
+class DaemonConnection;
+
+// Open through waste-ioserver: attach to the daemon serving the container, or start the
+// container's shareable one (auto-exit after its last client; compute/io/daemon_connect.hpp).
+// Records and the trunk then come from its shared memory, and the engine holds the connection.
+struct DaemonOpenOptions {
+  bool enabled = false;
+  bool allow_spawn = true;
+  std::vector<std::string> spawn_args;   // waste-ioserver flags for a daemon this open starts
+  int linger_ms = -1;                    // its linger; -1 = default ($WASTE_LINGER_MS or 3 s)
+};
+
 struct EngineOptions {
   std::filesystem::path model;     // the NAME.waste directory
   int threads = 0;                 // compute threads including the caller; 0 = hardware threads
@@ -38,6 +50,7 @@ struct EngineOptions {
   int prefill_chunk = 64;          // prompt tokens per chunked-prefill call (1 = token by token), <= 64
   bool resident_experts = false;   // read every expert at open: decode then measures compute alone
   bool profile = false;            // per-stage timings, see Engine::profile()
+  DaemonOpenOptions daemon;        // enabled: read through waste-ioserver (ignored with a source)
 };
 
 struct GenerateParams {
@@ -160,6 +173,8 @@ class Engine {
   [[nodiscard]] ModelInfo info() const;
   [[nodiscard]] ExpertSourceStats stats() const;
   [[nodiscard]] std::span<const float> logits() const;  // of the last fed token
+  // The daemon connection an EngineOptions::daemon open holds; nullptr otherwise.
+  [[nodiscard]] const DaemonConnection* daemon() const;
   // The sequence state (sessions save and restore it; keep position() consistent).
   model::RunState& run_state();
   [[nodiscard]] const model::RunState& run_state() const;

@@ -2,22 +2,39 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <condition_variable>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/process_liveness.hpp"
+#include "shared/memory/file_lock.hpp"
 #include "shared/memory/memory_plan.hpp"
 
 namespace waste {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::chrono::milliseconds default_linger() {
+  if (const char* env = std::getenv("WASTE_LINGER_MS"); env != nullptr && *env != '\0') {
+    long long ms = 0;
+    const char* end = env + std::strlen(env);
+    const auto [ptr, ec] = std::from_chars(env, end, ms);
+    if (ec == std::errc() && ptr == end && ms >= 0) return std::chrono::milliseconds(ms);
+  }
+  return std::chrono::milliseconds(3000);
+}
 
 struct DaemonConnection::State {
   ipc::DaemonInfo daemon;
   ipc::AttachReply reply;
   ipc::ClientLease lease;
-  bool private_daemon = false;
+  bool spawned = false;
   std::mutex mutex;
   std::condition_variable_any wake;
   std::string heartbeat_error;
@@ -42,14 +59,12 @@ struct DaemonConnection::State {
   ~State() {
     heartbeat.request_stop();
     if (heartbeat.joinable()) heartbeat.join();
+    if (reply.client_idx < 0) return;
     auto client = ipc::ControlClient::connect(daemon.socket);
     if (!client) return;
     client->follow_pid(daemon.pid);
-    if (reply.client_idx >= 0) (void)client->detach(reply.client_idx);
-    if (private_daemon) {
-      (void)client->shutdown(0);
-      ipc::wait_process_gone(daemon.pid, 3000);
-    }
+    // The daemon lives on for the other clients; it exits by itself after its linger.
+    (void)client->detach(ipc::DetachRequest{reply.client_idx, ::getpid(), lease.generation});
   }
 };
 
@@ -61,68 +76,104 @@ DaemonConnection::~DaemonConnection() = default;
 const ipc::ClientLease& DaemonConnection::lease() const noexcept { return state_->lease; }
 const ipc::AttachReply& DaemonConnection::attach_reply() const noexcept { return state_->reply; }
 const ipc::DaemonInfo& DaemonConnection::daemon() const noexcept { return state_->daemon; }
-bool DaemonConnection::private_daemon() const noexcept { return state_->private_daemon; }
+bool DaemonConnection::spawned() const noexcept { return state_->spawned; }
 std::string DaemonConnection::heartbeat_error() const {
   std::lock_guard lock(state_->mutex);
   return state_->heartbeat_error;
 }
 
-Result<DaemonConnection> connect_or_spawn(const std::filesystem::path& model, bool allow_private,
-                                          std::uint64_t state_bytes,
-                                          const std::vector<std::string>& private_args) {
-  auto state = std::make_unique<DaemonConnection::State>();
+namespace {
+
+// Found, or started under the start lock. `spawned` tells which.
+Result<ipc::DaemonInfo> find_or_start(const fs::path& model, const std::string& instance, const ConnectOptions& o,
+                                      bool& spawned) {
+  spawned = false;
+  if (auto found = ipc::find_daemon_for_model(model)) return *found;
+  if (!o.allow_spawn) return make_error(Errc::ipc, "no waste-ioserver serves " + model.string());
+  WASTE_TRY(ipc::ensure_runtime_dir());
+  // Held across the spawn: a second command waits here and then finds the first one's daemon.
+  auto lock = FileLock::acquire(ipc::start_lock_path(instance), std::chrono::milliseconds(60000),
+                                "another command is starting this container's waste-ioserver");
+  if (!lock) return std::unexpected(lock.error());
   if (auto found = ipc::find_daemon_for_model(model)) {
-    state->daemon = *found;
-  } else {
-    if (!allow_private) return make_error(Errc::ipc, "no waste-ioserver serves " + model.string());
-    const std::string instance = "private-" + std::to_string(::getpid());
-    std::error_code ec;
-    const auto absolute = std::filesystem::absolute(model, ec);
-    // A private daemon leaves no log behind when it stops cleanly; a failed one keeps it.
-    std::vector<std::string> args{absolute.string(), "--name", instance, "--remove-log-on-stop"};
-    args.insert(args.end(), private_args.begin(), private_args.end());
-    if (auto started = ipc::run_ioserver(args, /*quiet_stdout=*/true); !started) {
-      return std::unexpected(ipc::with_log_hint(started.error(), ipc::default_log_path(instance)));
-    }
-    auto info = ipc::read_daemon_info(ipc::info_path(instance));
-    if (!info) return std::unexpected(info.error());
-    state->daemon = *info;
-    state->private_daemon = true;
+    lock->unlink_and_release();
+    return *found;
   }
+  std::vector<std::string> args{model.string(), "--linger", std::to_string(o.linger.count()), "--remove-log-on-stop"};
+  args.insert(args.end(), o.spawn_args.begin(), o.spawn_args.end());
+  auto started = ipc::run_ioserver(args, /*quiet_stdout=*/true);
+  lock->unlink_and_release();
+  if (!started) {
+    // Someone outside the start lock (waste-ctl start) won the race: use theirs.
+    if (auto found = ipc::find_daemon_for_model(model)) return *found;
+    return std::unexpected(ipc::with_log_hint(started.error(), ipc::default_log_path(instance)));
+  }
+  auto info = ipc::read_daemon_info(ipc::info_path(instance));
+  if (!info) return std::unexpected(info.error());
+  spawned = true;
+  return *info;
+}
+
+}  // namespace
+
+Result<DaemonConnection> connect_or_spawn(const fs::path& model_in, const ConnectOptions& o) {
+  std::error_code ec;
+  const fs::path model = fs::canonical(model_in, ec);
+  if (ec) return make_error(Errc::io, model_in.string() + ": " + ec.message());
+  auto instance = ipc::instance_for_container(model);
+  if (!instance) return std::unexpected(instance.error());
+  std::uint64_t state_bytes = o.state_bytes;
   if (state_bytes == 0) {
     auto plan = plan_memory(model);
     if (!plan) return std::unexpected(plan.error());
     state_bytes = plan->client_bytes();
   }
-  auto client = ipc::ControlClient::connect(state->daemon.socket);
-  if (!client) return std::unexpected(client.error());
-  // Start-up vs liveness: a daemon we just spawned, or one younger than the start-up bound
-  // (another process may have just started it, e.g. `waste bench --clients`), may answer its
-  // first request late on a loaded machine: it gets the generous bound while its pid lives.
-  // An established daemon gets the short liveness bound. Either way a dead one fails at once.
-  client->follow_pid(state->daemon.pid);
-  const auto age = ipc::process_age(state->daemon.pid);
-  const bool starting = state->private_daemon || (age && *age < ipc::kStartupControlTimeout);
-  auto reply = client->attach(ipc::AttachRequest{::getpid(), state_bytes},
-                              starting ? ipc::kStartupControlTimeout : ipc::kDefaultControlTimeout);
-  if (!reply) {   // State's destructor stops a private daemon
-    if (state->private_daemon) return std::unexpected(ipc::with_log_hint(reply.error(), state->daemon.log));
-    return std::unexpected(reply.error());
+  const auto deadline = Clock::now() + o.discovery_wait;
+  for (;;) {
+    auto state = std::make_unique<DaemonConnection::State>();
+    auto info = find_or_start(model, *instance, o, state->spawned);
+    if (!info) return std::unexpected(info.error());
+    state->daemon = *info;
+    // Start-up vs liveness: a daemon we just spawned, or one younger than the start-up bound,
+    // may answer its first request late on a loaded machine: it gets the generous bound while
+    // its pid lives. An established daemon gets the short liveness bound.
+    const auto age = ipc::process_age(info->pid);
+    const bool starting = state->spawned || (age && *age < ipc::kStartupControlTimeout);
+    auto client = ipc::ControlClient::connect(info->socket);
+    Result<ipc::AttachReply> reply = client ? Result<ipc::AttachReply>(std::unexpected(Error{Errc::ipc, ""}))
+                                            : Result<ipc::AttachReply>(std::unexpected(client.error()));
+    if (client) {
+      client->follow_pid(info->pid);
+      const std::uint64_t ticks = ipc::process_start_ticks(::getpid()).value_or(0);
+      reply = client->attach(ipc::AttachRequest{::getpid(), state_bytes, ticks},
+                             starting ? ipc::kStartupControlTimeout : ipc::kDefaultControlTimeout);
+    }
+    if (reply) {
+      state->reply = *reply;
+      state->lease.client_idx = reply->client_idx;
+      state->lease.segment_name = reply->arena_segment;
+      state->lease.trunk_segment_name = reply->trunk_segment;
+      state->lease.generation = reply->lease.value("generation", std::uint64_t{0});
+      state->lease.trunk_bytes = reply->lease.value("trunk_bytes", std::uint64_t{0});
+      state->lease.pid = reply->lease.value("pid", 0);
+      state->lease.ring_segment_name = reply->lease.value("ring_segment", std::string());
+      state->lease.wake_segment_name = reply->lease.value("wake_segment", std::string());
+      state->lease.shm_dir = reply->lease.value("shm_dir", std::string());
+      state->lease.daemon_pid = reply->daemon_pid;
+      state->lease.daemon_log = state->daemon.log;
+      state->start_heartbeat();
+      return DaemonConnection(std::move(state));
+    }
+    // Draining (refused, or its info file already gone, or it exited meanwhile): never attach
+    // there; look again, and a successor starts once it is gone.
+    const bool draining = reply.error().code == ipc::kDrainingCode || !fs::exists(ipc::info_path(info->instance), ec) ||
+                          !ipc::process_alive(info->pid, 0);
+    if (!draining || Clock::now() >= deadline) {
+      if (state->spawned) return std::unexpected(ipc::with_log_hint(reply.error(), state->daemon.log));
+      return std::unexpected(reply.error());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  state->reply = *reply;
-  state->lease.client_idx = reply->client_idx;
-  state->lease.segment_name = reply->arena_segment;
-  state->lease.trunk_segment_name = reply->trunk_segment;
-  state->lease.generation = reply->lease.value("generation", std::uint64_t{0});
-  state->lease.trunk_bytes = reply->lease.value("trunk_bytes", std::uint64_t{0});
-  state->lease.pid = reply->lease.value("pid", 0);
-  state->lease.ring_segment_name = reply->lease.value("ring_segment", std::string());
-  state->lease.wake_segment_name = reply->lease.value("wake_segment", std::string());
-  state->lease.shm_dir = reply->lease.value("shm_dir", std::string());
-  state->lease.daemon_pid = reply->daemon_pid;
-  state->lease.daemon_log = state->daemon.log;
-  state->start_heartbeat();
-  return DaemonConnection(std::move(state));
 }
 
 }  // namespace waste

@@ -9,11 +9,16 @@ bool ClientRegistry::touch(int client_idx, int pid, Clock::time_point now) {
   return true;
 }
 
-std::vector<int> ClientRegistry::expired(Clock::time_point now, std::chrono::milliseconds timeout,
-                                         const std::function<bool(int pid)>& alive) const {
+const ClientEntry* ClientRegistry::occupant(int client_idx, int pid, std::uint64_t generation) const {
+  const auto it = clients_.find(client_idx);
+  if (it == clients_.end() || it->second.pid != pid || it->second.generation != generation) return nullptr;
+  return &it->second;
+}
+
+std::vector<int> ClientRegistry::dead(const AliveFn& alive) const {
   std::vector<int> out;
   for (const auto& [idx, entry] : clients_) {
-    if (!alive(entry.pid) || now - entry.last_heartbeat > timeout) out.push_back(idx);
+    if (!alive(entry.pid, entry.start_ticks)) out.push_back(idx);
   }
   return out;
 }

@@ -54,7 +54,9 @@ class DataPlane {
     (void)generation;
     return detach(client_idx);  // planes without generations (test doubles)
   }
-  // The budget side: at most `usable_slots` arena slots may hold records (see IoServer).
+  // How many arena slots the cache may hold records in (<= arena_slots): the daemon lowers it
+  // to admit a client's state within the budget and raises it again when the client goes
+  // (IoServer::set_cache_slots). Planes that cannot resize refuse.
   virtual Status set_cache_slots(std::uint32_t usable_slots) {
     return make_error(Errc::argument, "this data plane cannot resize its cache (asked for " +
                                           std::to_string(usable_slots) + " slots)");

@@ -108,8 +108,8 @@ Result<AttachReply> ControlClient::attach(const AttachRequest& request, std::chr
   return attach_reply_from_json(*reply);
 }
 
-Status ControlClient::detach(int client_idx) {
-  auto reply = call(make_request("detach", json{{"client_idx", client_idx}}));
+Status ControlClient::detach(const DetachRequest& request) {
+  auto reply = call(make_request("detach", to_json(request)));
   if (!reply) return std::unexpected(reply.error());
   return ok();
 }

@@ -49,7 +49,8 @@ class ControlClient {
   Result<nlohmann::json> ping();
   Result<AttachReply> attach(const AttachRequest& request);
   Result<AttachReply> attach(const AttachRequest& request, std::chrono::milliseconds timeout);
-  Status detach(int client_idx);
+  // Names the lease (index, pid, generation): a stale one is refused without effect.
+  Status detach(const DetachRequest& request);
   Status heartbeat(int client_idx, int pid);
   Result<nlohmann::json> stats();
   Result<nlohmann::json> configure(const ConfigRequest& request);

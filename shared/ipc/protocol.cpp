@@ -68,11 +68,32 @@ Result<json> parse_reply(std::string_view text) {
   return j;
 }
 
-json to_json(const AttachRequest& r) { return json{{"pid", r.pid}, {"state_bytes", r.state_bytes}}; }
+json to_json(const AttachRequest& r) {
+  json j{{"pid", r.pid}, {"state_bytes", r.state_bytes}};
+  if (r.start_ticks != 0) j["start_ticks"] = r.start_ticks;
+  return j;
+}
+
+json to_json(const DetachRequest& r) {
+  return json{{"client_idx", r.client_idx}, {"pid", r.pid}, {"generation", r.generation}};
+}
+
+Result<DetachRequest> detach_request_from_json(const json& j) {
+  try {
+    DetachRequest r;
+    r.client_idx = j.at("client_idx").get<int>();
+    r.pid = j.at("pid").get<int>();
+    r.generation = j.at("generation").get<std::uint64_t>();
+    return r;
+  } catch (const json::exception& e) {
+    return make_error(Errc::format, std::string("detach: ") + e.what());
+  }
+}
 
 json to_json(const AttachReply& r) {
   return json{{"client_idx", r.client_idx},     {"arena_segment", r.arena_segment}, {"trunk_segment", r.trunk_segment},
               {"budget_bytes", r.budget_bytes}, {"used_bytes", r.used_bytes},       {"arena_slots", r.arena_slots},
+              {"cache_slots", r.cache_slots},
               {"record_bytes", r.record_bytes}, {"daemon_pid", r.daemon_pid},       {"instance", r.instance},
               {"heartbeat_ms", r.heartbeat_ms}, {"lease", r.lease}};
 }
@@ -89,6 +110,7 @@ Result<AttachRequest> attach_request_from_json(const json& j) {
     AttachRequest r;
     r.pid = j.at("pid").get<int>();
     r.state_bytes = j.at("state_bytes").get<std::uint64_t>();
+    r.start_ticks = j.value("start_ticks", std::uint64_t{0});
     if (r.pid <= 0) return make_error(Errc::argument, "attach: pid " + std::to_string(r.pid) + " is not a process id");
     return r;
   } catch (const json::exception& e) {
@@ -105,6 +127,7 @@ Result<AttachReply> attach_reply_from_json(const json& j) {
     r.budget_bytes = j.at("budget_bytes").get<std::uint64_t>();
     r.used_bytes = j.at("used_bytes").get<std::uint64_t>();
     r.arena_slots = j.value("arena_slots", std::uint64_t{0});
+    r.cache_slots = j.value("cache_slots", r.arena_slots);
     r.record_bytes = j.value("record_bytes", std::uint64_t{0});
     r.daemon_pid = j.at("daemon_pid").get<int>();
     r.instance = j.value("instance", std::string());

@@ -4,10 +4,13 @@
 // {"v": kProtocolVersion, "ok": true, ...fields} or {"v": ..., "ok": false, "code": "<errc>",
 // "error": "<message>"}. A daemon refuses a request whose "v" differs (Errc::ipc).
 //
-//   ping       {}                                  -> {pid, instance, model, budget_bytes, protocol}
-//   attach     {pid, state_bytes}                  -> AttachReply
-//   detach     {client_idx}                        -> {}
-//   heartbeat  {client_idx, pid}                   -> {}
+//   ping       {}                                  -> {pid, instance, model, budget_bytes, protocol,
+//                                                      clients, draining, auto_exit, linger_ms}
+//   attach     {pid, state_bytes, start_ticks?}    -> AttachReply; a draining daemon refuses it
+//                                                     with code "cancelled" (kDrainingCode)
+//   detach     {client_idx, pid, generation}       -> {}; one that does not name the index's
+//                                                     current occupant is refused, no effect
+//   heartbeat  {client_idx, pid}                   -> {} (informational: never reclaims)
 //   stats      {}                                  -> {budget{...}, totals{...}, clients[...]}
 //   config     {policy?: "lfru"|"lru", budget_bytes?} -> {policy, budget_bytes}
 //   shutdown   {drain_ms?}                         -> {} (then drains, removes shm and socket)
@@ -26,15 +29,27 @@
 
 namespace waste::ipc {
 
-inline constexpr int kProtocolVersion = 1;
+// 2: detach names {client_idx, pid, generation}; attach may carry start_ticks.
+inline constexpr int kProtocolVersion = 2;
 
-// How often clients heartbeat, and how long the daemon waits before it reclaims a silent one.
+// How often clients heartbeat. Informational only (age in stats): a late heartbeat never
+// reclaims a client, only its process's death does.
 inline constexpr int kHeartbeatIntervalMs = 250;
-inline constexpr int kHeartbeatTimeoutMs = 1500;
+
+// The error code of an attach refused because the daemon is draining (shutting down or its
+// linger ran out): discovery then waits for that daemon to go and starts a new one.
+inline constexpr Errc kDrainingCode = Errc::cancelled;
 
 struct AttachRequest {
   int pid = 0;
   std::uint64_t state_bytes = 0;   // what the client will hold itself (state + scratch)
+  std::uint64_t start_ticks = 0;   // the pid's start time (0: the daemon reads it at attach)
+};
+
+struct DetachRequest {
+  int client_idx = -1;
+  int pid = 0;
+  std::uint64_t generation = 0;    // AttachReply::lease["generation"]
 };
 
 struct AttachReply {
@@ -44,6 +59,7 @@ struct AttachReply {
   std::uint64_t budget_bytes = 0;
   std::uint64_t used_bytes = 0;    // after this attach
   std::uint64_t arena_slots = 0;
+  std::uint64_t cache_slots = 0;   // slots the cache may use after this attach (<= arena_slots)
   std::uint64_t record_bytes = 0;
   int daemon_pid = 0;
   std::string instance;
@@ -72,6 +88,8 @@ Result<nlohmann::json> parse_reply(std::string_view text);
 nlohmann::json to_json(const AttachRequest& r);
 nlohmann::json to_json(const AttachReply& r);
 nlohmann::json to_json(const ConfigRequest& r);
+nlohmann::json to_json(const DetachRequest& r);
+Result<DetachRequest> detach_request_from_json(const nlohmann::json& j);
 Result<AttachRequest> attach_request_from_json(const nlohmann::json& j);
 Result<AttachReply> attach_reply_from_json(const nlohmann::json& j);
 Result<ConfigRequest> config_request_from_json(const nlohmann::json& j);

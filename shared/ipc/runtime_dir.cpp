@@ -52,6 +52,9 @@ fs::path socket_path(std::string_view instance) { return runtime_dir() / ("waste
 std::string socket_endpoint(std::string_view instance) { return "ipc://" + socket_path(instance).string(); }
 fs::path info_path(std::string_view instance) { return runtime_dir() / ("waste-" + std::string(instance) + ".json"); }
 fs::path default_log_path(std::string_view instance) { return runtime_dir() / ("waste-" + std::string(instance) + ".log"); }
+fs::path lock_path(std::string_view instance) { return runtime_dir() / ("waste-" + std::string(instance) + ".lock"); }
+fs::path start_lock_path(std::string_view instance) { return runtime_dir() / ("waste-" + std::string(instance) + ".start"); }
+fs::path machine_ledger_path() { return runtime_dir() / "machine-ledger.json"; }
 
 Result<std::string> instance_for_container(const fs::path& container) {
   std::error_code ec;

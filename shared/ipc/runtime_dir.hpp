@@ -2,6 +2,8 @@
 //   <runtime dir>/waste-<instance>.sock   ZeroMQ control socket (mode 0600)
 //   <runtime dir>/waste-<instance>.json   info file {pid, instance, model, socket, budget_bytes, ...}
 //   <runtime dir>/waste-<instance>.log    default log file
+//   <runtime dir>/waste-<instance>.lock   the daemon's lifetime lock; .start: clients' start lock
+//   <runtime dir>/machine-ledger.json     the budgets of all daemons (one machine cap)
 // The runtime dir is $WASTE_RUNTIME_DIR (tests), else $XDG_RUNTIME_DIR/waste, else
 // /tmp/waste-<uid>; it is created 0700 and must be owned by this user.
 #pragma once
@@ -26,6 +28,14 @@ std::filesystem::path socket_path(std::string_view instance);
 std::string socket_endpoint(std::string_view instance);   // "ipc://" + socket_path
 std::filesystem::path info_path(std::string_view instance);
 std::filesystem::path default_log_path(std::string_view instance);
+// waste-<instance>.lock: held (flock) by the instance's daemon from set-up to the end of its
+// teardown, so a successor never starts over a predecessor that is still removing its files.
+std::filesystem::path lock_path(std::string_view instance);
+// waste-<instance>.start: clients hold it around discovery + spawn, so two commands starting at
+// once end with one daemon (the loser finds the winner's).
+std::filesystem::path start_lock_path(std::string_view instance);
+// <runtime dir>/machine-ledger.json: every daemon's budget (shared/memory/machine_ledger.hpp).
+std::filesystem::path machine_ledger_path();
 
 // One daemon per container: the default instance name is the container directory's stem
 // (sanitised, at most 32 chars) plus 8 hex digits of a hash of its canonical path.

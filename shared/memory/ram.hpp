@@ -25,10 +25,11 @@ struct UsableRam {
   std::uint64_t physical_bytes = 0;            // 0 = unknown
   std::optional<std::uint64_t> cgroup_bytes;   // nullopt = no cgroup limit
   std::uint64_t usable_bytes = 0;              // min(physical, cgroup); 0 = unknown
-  std::uint64_t cap_bytes = 0;                 // usable - usable/8 (7/8 left to us); 0 = unknown
+  std::uint64_t cap_bytes = 0;                 // usable - usable/4 (3/4 for all daemons); 0 = unknown
 };
 
 UsableRam usable_ram(std::uint64_t physical_bytes, std::optional<std::uint64_t> cgroup_bytes) noexcept;
-UsableRam usable_ram();   // this machine, this process
+// This machine, this process; $WASTE_USABLE_RAM (decimal bytes) pins it (tests).
+UsableRam usable_ram();
 
 }  // namespace waste

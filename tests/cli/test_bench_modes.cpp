@@ -2,6 +2,9 @@
 // they must agree with each other and with the routing (consistency, never speed).
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include <cstdlib>
 #include <numeric>
 #include <set>
@@ -46,13 +49,21 @@ void use_private_runtime_dir() {
   INFO("needs " << ioserver << " (build the waste-ioserver target)");
   REQUIRE(std::filesystem::exists(ioserver));
   ::setenv("WASTE_IOSERVER", ioserver.c_str(), 1);
+  // A daemon a command starts stays this long after its last client (shared by the next one).
+  ::setenv("WASTE_LINGER_MS", "200", 1);
 }
 
+// Nothing of a daemon left once its linger ran out (bounded wait, not a timing assertion).
 bool runtime_dir_empty_of_daemons() {
-  for (const auto& entry : std::filesystem::directory_iterator(std::getenv("WASTE_RUNTIME_DIR"))) {
-    if (entry.path().extension() == ".json" || entry.path().extension() == ".sock") return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    bool empty = true;
+    for (const auto& entry : std::filesystem::directory_iterator(std::getenv("WASTE_RUNTIME_DIR"))) {
+      if (entry.path().extension() == ".json" || entry.path().extension() == ".sock") empty = false;
+    }
+    if (empty || std::chrono::steady_clock::now() >= deadline) return empty;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return true;
 }
 
 }  // namespace

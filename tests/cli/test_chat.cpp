@@ -77,7 +77,10 @@ TEST_CASE("waste chat refuses a session of another model and keeps its state", "
   INFO(saved.err);
   REQUIRE(saved.rc == 0);
 
-  const auto args = chat_args(k3_format());
+  // In-process: through the daemon the second run would find the first one's cache warm (one
+  // shared cache per container while the daemon lingers), and the counters would differ.
+  auto args = chat_args(k3_format());
+  args.push_back("--in-process");
   const auto before = test::run_waste(args, "/stats\n");
   const auto refused = test::run_waste(args, "/load " + session + "\n/stats\n");
   REQUIRE(refused.rc == 0);

@@ -67,22 +67,36 @@ TEST_CASE("byte sizes parse with binary suffixes and print like the reference CL
   CHECK(format_bytes(46ULL << 30) == "46.00 GB");
 }
 
-TEST_CASE("budget ledger admits clients up to the budget and names budget, used and requested on refusal",
+TEST_CASE("budget ledger admits N clients by shrinking the cache toward its floor, refuses below it",
           "[ioserver][memory]") {
-  BudgetLedger ledger(10ULL << 20, 2ULL << 20, 4ULL << 20);
-  CHECK(ledger.used_bytes() == 6ULL << 20);
-  REQUIRE(ledger.reserve(0, 3ULL << 20));
-  CHECK(ledger.used_bytes() == 9ULL << 20);
-  auto refused = ledger.reserve(1, 2ULL << 20);
+  constexpr std::uint64_t MB = 1ULL << 20;
+  BudgetLedger ledger(LedgerShape{"/m/tiny", 10 * MB, 2 * MB, MB, 4, 2});
+  CHECK(ledger.usable_slots() == 4);
+  CHECK(ledger.used_bytes() == 6 * MB);
+  auto first = ledger.admit(0, 100, 3 * MB);
+  REQUIRE(first);
+  CHECK(*first == 4);   // room beside the whole arena: the cache keeps every slot
+  auto second = ledger.admit(1, 101, 3 * MB);
+  REQUIRE(second);
+  CHECK(*second == 2);  // admitted by shrinking the cache to its floor, not refused
+  CHECK(ledger.used_bytes() == ledger.budget_bytes());
+  // Hazard: a third client would push the cache below its floor (2·top_k records).
+  auto refused = ledger.admit(2, 102, MB);
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == Errc::ram_budget);
-  CHECK(refused.error().message == "attach refused: budget 10.0 MB, used 9.0 MB, requested 2.0 MB");
-  REQUIRE(ledger.reserve(1, 1ULL << 20));   // exactly fills it
-  CHECK(ledger.used_bytes() == ledger.budget_bytes());
-  ledger.release(0);
-  CHECK(ledger.used_bytes() == 7ULL << 20);
-  auto shrink = ledger.set_budget(6ULL << 20);
+  CHECK(refused.error().message ==
+        "attach refused for /m/tiny: budget 10.0 MB holds trunk 2.0 MB + expert cache floor 2 slots (2.0 MB) + "
+        "client state 6.0 MB (client 0 pid 100: 3.0 MB, client 1 pid 101: 3.0 MB); requested 1.0 MB, at most 0 B "
+        "fits (a budget of 11.0 MB would hold it)");
+  CHECK(ledger.usable_slots() == 2);   // the refusal changed nothing
+  auto twice = ledger.admit(0, 100, MB);
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().message == "client 0 already holds a reservation");
+  CHECK(ledger.release(1) == 4);       // the cache grows back, up to the arena
+  auto shrink = ledger.set_budget(6 * MB);
   REQUIRE_FALSE(shrink);
-  CHECK(shrink.error().message == "budget 6.0 MB is below what is in use (7.0 MB)");
-  REQUIRE(ledger.set_budget(7ULL << 20));
+  CHECK(shrink.error().message ==
+        "budget 6.0 MB cannot hold the trunk, the expert cache floor and the attached clients' state (7.0 MB)");
+  REQUIRE(ledger.set_budget(7 * MB));
+  CHECK(ledger.usable_slots() == 2);
 }

@@ -107,42 +107,46 @@ TEST_CASE("a followed daemon that dies fails the call at once, even under the st
 
 #ifdef WASTE_IOSERVER_BIN
 
-TEST_CASE("a private daemon removes its log when it stops cleanly", "[ioserver][control]") {
+TEST_CASE("an auto-started daemon exits after its linger and leaves nothing in the runtime dir", "[ioserver][control]") {
   test::ScopedRuntimeDir runtime;
   ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
-  test::TempDir t("privlog");
+  ::setenv("WASTE_LINGER_MS", "200", 1);
+  test::TempDir t("autolog");
   const auto model = test::make_tiny_container(t.path);
   REQUIRE_FALSE(model.empty());
+  const std::string instance = ipc::instance_for_container(model).value();
   fs::path log;
   int pid = 0;
   {
-    auto conn = connect_or_spawn(model, /*allow_private=*/true);
+    auto conn = connect_or_spawn(model, /*allow_spawn=*/true);
     REQUIRE(conn);
-    REQUIRE(conn->private_daemon());
+    REQUIRE(conn->spawned());
     log = conn->daemon().log;
     pid = conn->daemon().pid;
-    CHECK(log == ipc::default_log_path("private-" + std::to_string(::getpid())));
+    CHECK(conn->daemon().instance == instance);   // the container's shareable daemon
+    CHECK(log == ipc::default_log_path(instance));
     CHECK(fs::exists(log));  // while it runs, the log is there
   }
-  REQUIRE(ipc::wait_process_gone(pid, 5000));
+  REQUIRE(ipc::wait_process_gone(pid, 10000));
   CHECK_FALSE(fs::exists(log));
   for (const auto& entry : fs::directory_iterator(ipc::runtime_dir())) FAIL("left behind: " << entry.path());
+  ::unsetenv("WASTE_LINGER_MS");
   ::unsetenv("WASTE_IOSERVER");
 }
 
-TEST_CASE("a private daemon that fails to start keeps its log and the error says where", "[ioserver][control]") {
+TEST_CASE("an auto-started daemon that fails to start keeps its log and the error says where", "[ioserver][control]") {
   test::ScopedRuntimeDir runtime;
   ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
-  test::TempDir t("privfail");
+  test::TempDir t("autofail");
   const auto model = test::make_tiny_container(t.path);
   REQUIRE_FALSE(model.empty());
   REQUIRE(ipc::ensure_runtime_dir());
   // A directory (not empty, so stale-file removal leaves it) where the socket must go: the
   // daemon opens its log, then fails to bind.
-  const std::string instance = "private-" + std::to_string(::getpid());
+  const std::string instance = ipc::instance_for_container(model).value();
   const fs::path blocker = ipc::socket_path(instance);
   fs::create_directories(blocker / "x");
-  auto conn = connect_or_spawn(model, /*allow_private=*/true);
+  auto conn = connect_or_spawn(model, /*allow_spawn=*/true);
   REQUIRE_FALSE(conn);
   const fs::path log = ipc::default_log_path(instance);
   INFO(conn.error().message);
@@ -152,6 +156,7 @@ TEST_CASE("a private daemon that fails to start keeps its log and the error says
   std::stringstream text;
   text << in.rdbuf();
   CHECK(text.str().find("start-up failed: ") != std::string::npos);
+  CHECK_FALSE(fs::exists(ipc::machine_ledger_path()));   // a failed daemon holds no budget
   ::unsetenv("WASTE_IOSERVER");
 }
 

@@ -50,7 +50,7 @@ TEST_CASE("waste-ctl start, status, stats and stop a daemon on a tiny container"
   REQUIRE(client);
   auto refused = client->attach({::getpid(), 64ULL << 20});
   REQUIRE_FALSE(refused);
-  CHECK(refused.error().message.rfind("attach refused: budget 64.0 MB, used ", 0) == 0);
+  CHECK(refused.error().message.rfind("attach refused for " + fs::canonical(model).string() + ": budget 64.0 MB holds trunk ", 0) == 0);
   auto lease = client->attach({::getpid(), 1ULL << 20});
   REQUIRE(lease);
   CHECK(lease->arena_segment == ipc::arena_segment_name(name));
@@ -74,7 +74,7 @@ TEST_CASE("waste-ctl start, status, stats and stop a daemon on a tiny container"
   CHECK(watch.exit_code == 0);
   CHECK(watch.output.find("budget   ") != std::string::npos);
 
-  REQUIRE(client->detach(lease->client_idx));
+  REQUIRE(client->detach({lease->client_idx, ::getpid(), lease->lease.value("generation", std::uint64_t{0})}));
   auto stopped = test::run_command(ctl("stop " + name));
   INFO(stopped.output);
   CHECK(stopped.exit_code == 0);

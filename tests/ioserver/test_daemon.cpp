@@ -1,5 +1,8 @@
-// connect_or_spawn: the compute side finds (or starts) the daemon for a container.
+// connect_or_spawn: the compute side finds (or starts) the container's shareable daemon.
 #include <catch2/catch.hpp>
+
+#include <future>
+#include <set>
 
 #include "compute/io/daemon_connect.hpp"
 #include "shared/ipc/control_client.hpp"
@@ -13,43 +16,98 @@ namespace fs = std::filesystem;
 
 #ifdef WASTE_IOSERVER_BIN
 
-TEST_CASE("connect_or_spawn starts a private daemon and stops it with the connection", "[ioserver][control]") {
+namespace {
+
+struct DaemonEnv {
   test::ScopedRuntimeDir runtime;
-  ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
+  DaemonEnv() {
+    ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
+    ::setenv("WASTE_LINGER_MS", "300", 1);
+  }
+  ~DaemonEnv() {
+    ::unsetenv("WASTE_IOSERVER");
+    ::unsetenv("WASTE_LINGER_MS");
+  }
+};
+
+bool shm_exists(const std::string& name) { return fs::exists(fs::path("/dev/shm") / name); }
+
+std::size_t attached(const ipc::DaemonInfo& d) {
+  auto c = ipc::ControlClient::connect(d.socket);
+  if (!c) return 0;
+  auto s = c->stats();
+  return s ? (*s)["clients"].size() : 0;
+}
+
+}  // namespace
+
+TEST_CASE("commands share one auto-started daemon; it exits a linger after the last one leaves", "[ioserver][control]") {
+  DaemonEnv env;
   test::TempDir t("spawn");
   const auto model = test::make_tiny_container(t.path);
   REQUIRE_FALSE(model.empty());
+  const std::string instance = ipc::instance_for_container(model).value();
 
-  auto refused = connect_or_spawn(model, /*allow_private=*/false);
+  auto refused = connect_or_spawn(model, /*allow_spawn=*/false);
   REQUIRE_FALSE(refused);
-  CHECK(refused.error().message == "no waste-ioserver serves " + model.string());
+  CHECK(refused.error().message == "no waste-ioserver serves " + fs::canonical(model).string());
 
   int daemon_pid = 0;
   {
-    auto conn = connect_or_spawn(model, /*allow_private=*/true);
-    REQUIRE(conn);
-    CHECK(conn->private_daemon());
-    daemon_pid = conn->daemon().pid;
-    CHECK(ipc::process_alive(daemon_pid));
-    const std::string instance = "private-" + std::to_string(::getpid());
-    CHECK(conn->daemon().instance == instance);
-    CHECK(conn->lease().segment_name == ipc::arena_segment_name(instance));
-    CHECK(conn->lease().trunk_segment_name == ipc::trunk_segment_name(instance));
-    CHECK(conn->lease().daemon_pid == daemon_pid);
-    auto stats = ipc::ControlClient::connect(conn->daemon().socket)->stats();
+    auto first = std::make_unique<DaemonConnection>(connect_or_spawn(model, true).value());
+    CHECK(first->spawned());
+    daemon_pid = first->daemon().pid;
+    CHECK(first->daemon().instance == instance);
+    CHECK(first->lease().segment_name == ipc::arena_segment_name(instance));
+    CHECK(first->lease().trunk_segment_name == ipc::trunk_segment_name(instance));
+    CHECK(first->lease().daemon_pid == daemon_pid);
+    auto second = connect_or_spawn(model, true);
+    REQUIRE(second);
+    CHECK_FALSE(second->spawned());
+    CHECK(second->daemon().pid == daemon_pid);
+    auto stats = ipc::ControlClient::connect(first->daemon().socket)->stats();
     REQUIRE(stats);
-    REQUIRE((*stats)["clients"].size() == 1);
-    // It declared the container's per-client memory: state + scratch.
+    REQUIRE((*stats)["clients"].size() == 2);
+    // Each declared the container's per-client memory (state + scratch), admitted beside the
+    // cache without --clients.
     CHECK((*stats)["clients"][0]["state_bytes"] == plan_memory(model)->client_bytes());
-    CHECK(conn->heartbeat_error().empty());
+    CHECK(first->heartbeat_error().empty());
+    // Hazard: the starter leaving must not end the other client's daemon.
+    first.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(900));   // three lingers
+    REQUIRE(ipc::process_alive(daemon_pid));
+    CHECK(attached(second->daemon()) == 1);
   }
-  CHECK(ipc::wait_process_gone(daemon_pid, 5000));
-  ::unsetenv("WASTE_IOSERVER");
+  CHECK(ipc::wait_process_gone(daemon_pid, 10000));
+  CHECK_FALSE(shm_exists(ipc::arena_segment_name(instance)));
+  CHECK_FALSE(shm_exists(ipc::trunk_segment_name(instance)));
+  for (const auto& entry : fs::directory_iterator(ipc::runtime_dir())) FAIL("left behind: " << entry.path());
 }
 
-TEST_CASE("connect_or_spawn attaches to the daemon already serving the container", "[ioserver][control]") {
-  test::ScopedRuntimeDir runtime;
-  ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
+TEST_CASE("two commands starting at once end with one daemon, both attached", "[ioserver][control]") {
+  DaemonEnv env;
+  test::TempDir t("race");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  auto start = [&] { return connect_or_spawn(model, true); };
+  auto a = std::async(std::launch::async, start);
+  auto b = std::async(std::launch::async, start);
+  auto ca = a.get();
+  auto cb = b.get();
+  REQUIRE(ca);
+  REQUIRE(cb);
+  CHECK(ca->daemon().pid == cb->daemon().pid);
+  CHECK(int(ca->spawned()) + int(cb->spawned()) == 1);   // the loser found the winner's daemon
+  CHECK(ca->lease().client_idx != cb->lease().client_idx);
+  CHECK(attached(ca->daemon()) == 2);
+  const int pid = ca->daemon().pid;
+  ca = std::unexpected(Error{Errc::ipc, "done"});
+  cb = std::unexpected(Error{Errc::ipc, "done"});
+  CHECK(ipc::wait_process_gone(pid, 10000));
+}
+
+TEST_CASE("connect_or_spawn attaches to a waste-ctl style daemon, which stays until stopped", "[ioserver][control]") {
+  DaemonEnv env;
   test::TempDir t("shared");
   const auto model = test::make_tiny_container(t.path);
   REQUIRE_FALSE(model.empty());
@@ -61,7 +119,7 @@ TEST_CASE("connect_or_spawn attaches to the daemon already serving the container
     auto second = connect_or_spawn(model, true, 2000);
     REQUIRE(first);
     REQUIRE(second);
-    CHECK_FALSE(first->private_daemon());
+    CHECK_FALSE(first->spawned());
     CHECK(first->daemon().pid == served->pid);
     CHECK(first->lease().client_idx != second->lease().client_idx);
     auto stats = ipc::ControlClient::connect(served->socket)->stats();
@@ -70,9 +128,10 @@ TEST_CASE("connect_or_spawn attaches to the daemon already serving the container
   auto after = ipc::ControlClient::connect(served->socket)->stats();
   REQUIRE(after);
   CHECK((*after)["clients"].empty());   // both detached on destruction
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));   // no auto-exit without --linger
+  REQUIRE(ipc::process_alive(served->pid));
   REQUIRE(ipc::ControlClient::connect(served->socket)->shutdown(0));
   CHECK(ipc::wait_process_gone(served->pid, 5000));
-  ::unsetenv("WASTE_IOSERVER");
 }
 
 #endif

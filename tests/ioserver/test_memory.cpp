@@ -62,13 +62,13 @@ TEST_CASE("cgroup: a path with .. or a v1-only /proc/self/cgroup gives no limit"
   CHECK(cgroup_memory_limit(t.path / "mixed", root) == std::optional<std::uint64_t>(500));
 }
 
-TEST_CASE("usable RAM is min(physical, cgroup) and the cap leaves 1/8 to the OS", "[ioserver][memory]") {
+TEST_CASE("usable RAM is min(physical, cgroup) and the cap leaves 1/4 to the OS", "[ioserver][memory]") {
   const UsableRam docker = usable_ram(8300000000ULL, 6442450944ULL);
   CHECK(docker.usable_bytes == 6442450944ULL);
-  CHECK(docker.cap_bytes == 6442450944ULL - 805306368ULL);
+  CHECK(docker.cap_bytes == 6442450944ULL - 1610612736ULL);
   const UsableRam host = usable_ram(16000000000ULL, std::nullopt);
   CHECK(host.usable_bytes == 16000000000ULL);
-  CHECK(host.cap_bytes == 14000000000ULL);
+  CHECK(host.cap_bytes == 12000000000ULL);
   const UsableRam big_cgroup = usable_ram(4000000000ULL, 9000000000ULL);
   CHECK(big_cgroup.usable_bytes == 4000000000ULL);
 }

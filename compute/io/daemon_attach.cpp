@@ -1,13 +1,31 @@
-// Protocol side of daemon_link.hpp (see there for why it is its own file).
+#include "compute/io/daemon_attach.hpp"
+
 #include <unistd.h>
 
-#include "cli/bench/daemon_link.hpp"
-#include "compute/io/daemon_connect.hpp"
+#include "compute/io/daemon_expert_source.hpp"
+#include "compute/io/shared_trunk.hpp"
+#include "shared/container/container.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 
-namespace waste::cli::bench {
+namespace waste {
+
+Result<DaemonAttachment> attach_daemon(const std::filesystem::path& model, const ConnectOptions& options) {
+  auto info = ContainerInfo::open(model);
+  if (!info) return std::unexpected(info.error());
+  DaemonAttachment out;
+  auto connection = connect_or_spawn(model, options);
+  if (!connection) return std::unexpected(connection.error());
+  out.connection = std::make_unique<DaemonConnection>(std::move(*connection));
+  auto source = open_daemon_source(out.connection->lease(), info->geometry);
+  if (!source) return std::unexpected(source.error());
+  out.source = std::move(*source);
+  auto trunk = open_daemon_trunk(out.connection->lease(), model, info->manifest);
+  if (!trunk) return std::unexpected(trunk.error());
+  out.trunk = std::move(*trunk);
+  return out;
+}
 
 Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const std::string& budget, int clients) {
   BenchDaemon d;
@@ -80,10 +98,12 @@ Status BenchDaemon::stop() {
 }
 
 Status attach_daemon(const std::filesystem::path& model, std::unique_ptr<DaemonConnection>& slot,
-                     const std::vector<std::string>& private_args) {
+                     const std::vector<std::string>& spawn_args, int linger_ms) {
+  ConnectOptions o;
+  o.spawn_args = spawn_args;
+  if (linger_ms >= 0) o.linger = std::chrono::milliseconds(linger_ms);
   std::error_code ec;
-  auto connection = connect_or_spawn(std::filesystem::absolute(model, ec), /*allow_private=*/true,
-                                     /*state_bytes=*/0, private_args);
+  auto connection = connect_or_spawn(std::filesystem::absolute(model, ec), o);
   if (!connection) return std::unexpected(connection.error());
   slot = std::make_unique<DaemonConnection>(std::move(*connection));
   return {};
@@ -96,4 +116,18 @@ pid_t daemon_pid_of(const DaemonConnection& connection) { return connection.daem
 std::uint64_t daemon_budget_of(const DaemonConnection& connection) { return connection.daemon().budget_bytes; }
 std::uint64_t daemon_arena_slots_of(const DaemonConnection& connection) { return connection.daemon().arena_slots; }
 
-}  // namespace waste::cli::bench
+Result<std::unique_ptr<ExpertSource>> open_daemon_source(const ipc::ClientLease& lease, const ExpertGeometry& geometry) {
+  auto source = DaemonExpertSource::open(lease, geometry);
+  if (!source) return std::unexpected(source.error());
+  return std::unique_ptr<ExpertSource>(std::move(*source));
+}
+
+Result<std::shared_ptr<const Trunk>> open_daemon_trunk(const ipc::ClientLease& lease,
+                                                       const std::filesystem::path& model, const Manifest& manifest) {
+  if (lease.trunk_segment_name.empty()) return std::shared_ptr<const Trunk>{};  // the engine loads its own
+  auto trunk = open_shared_trunk(lease, model, manifest);
+  if (!trunk) return std::unexpected(trunk.error());
+  return std::make_shared<const Trunk>(std::move(*trunk));
+}
+
+}  // namespace waste
