@@ -419,7 +419,11 @@ Status Daemon::run() {
 void Daemon::drop_client(int client_idx, const char* why) {
   const auto it = clients_.clients().find(client_idx);
   const int pid = it == clients_.clients().end() ? 0 : it->second.pid;
-  if (auto st = plane_->detach(client_idx); !st) {
+  // By the lease's pid and generation: a data-plane slot already reused by someone else stays.
+  const Status detached = it == clients_.clients().end()
+                              ? plane_->detach(client_idx)
+                              : plane_->detach(client_idx, it->second.pid, it->second.generation);
+  if (auto st = detached; !st) {
     // The data plane may have reclaimed a dead pid already; the ledger must still let go.
     log_->debug("detach client {}: {}", client_idx, st.error().message);
   }

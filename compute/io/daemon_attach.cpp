@@ -18,7 +18,7 @@ Result<DaemonAttachment> attach_daemon(const std::filesystem::path& model, const
   auto connection = connect_or_spawn(model, options);
   if (!connection) return std::unexpected(connection.error());
   out.connection = std::make_unique<DaemonConnection>(std::move(*connection));
-  auto source = open_daemon_source(out.connection->lease(), info->geometry);
+  auto source = open_daemon_source(out.connection->lease(), info->geometry, model);
   if (!source) return std::unexpected(source.error());
   out.source = std::move(*source);
   auto trunk = open_daemon_trunk(out.connection->lease(), model, info->manifest);
@@ -116,8 +116,9 @@ pid_t daemon_pid_of(const DaemonConnection& connection) { return connection.daem
 std::uint64_t daemon_budget_of(const DaemonConnection& connection) { return connection.daemon().budget_bytes; }
 std::uint64_t daemon_arena_slots_of(const DaemonConnection& connection) { return connection.daemon().arena_slots; }
 
-Result<std::unique_ptr<ExpertSource>> open_daemon_source(const ipc::ClientLease& lease, const ExpertGeometry& geometry) {
-  auto source = DaemonExpertSource::open(lease, geometry);
+Result<std::unique_ptr<ExpertSource>> open_daemon_source(const ipc::ClientLease& lease, const ExpertGeometry& geometry,
+                                                         const std::filesystem::path& container) {
+  auto source = DaemonExpertSource::open(lease, geometry, DaemonExpertSource::OpenOptions{container});
   if (!source) return std::unexpected(source.error());
   return std::unique_ptr<ExpertSource>(std::move(*source));
 }

@@ -48,7 +48,9 @@ pid_t daemon_pid_of(const DaemonConnection& connection);
 std::uint64_t daemon_budget_of(const DaemonConnection& connection);
 std::uint64_t daemon_arena_slots_of(const DaemonConnection& connection);
 
-Result<std::unique_ptr<ExpertSource>> open_daemon_source(const ipc::ClientLease& lease, const ExpertGeometry& geometry);
+// `container`, when given, must be the daemon's container (checked by identity at open).
+Result<std::unique_ptr<ExpertSource>> open_daemon_source(const ipc::ClientLease& lease, const ExpertGeometry& geometry,
+                                                         const std::filesystem::path& container = {});
 Result<std::shared_ptr<const Trunk>> open_daemon_trunk(const ipc::ClientLease& lease,
                                                        const std::filesystem::path& model, const Manifest& manifest);
 

@@ -176,4 +176,13 @@ Result<DaemonConnection> connect_or_spawn(const fs::path& model_in, const Connec
   }
 }
 
+Result<DaemonConnection> connect_or_spawn(const fs::path& model, bool allow_spawn, std::uint64_t state_bytes,
+                                          const std::vector<std::string>& spawn_args) {
+  ConnectOptions o;
+  o.allow_spawn = allow_spawn;
+  o.state_bytes = state_bytes;
+  o.spawn_args = spawn_args;
+  return connect_or_spawn(model, o);
+}
+
 }  // namespace waste
