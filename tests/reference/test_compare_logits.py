@@ -49,16 +49,19 @@ class CompareLogitsTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def run_compare(self, preset, steps, prompt=PROMPT):
+    def run_compare(self, preset, steps, prompt=PROMPT, float64=False):
         path = os.path.join(self.tmp, "dump.bin")
         write_dump(path, steps)
         out = io.StringIO()
-        ok = compare_logits.compare(self.dirs[preset], path, prompt, out=out)
+        ok = compare_logits.compare(self.dirs[preset], path, prompt, float64=float64, out=out)
         return ok, out.getvalue()
 
     def test_float64_oracle_dump_passes_for_both_presets(self):
+        # Against the float64 oracle itself: a float32 replay can flip a near-tie in routing on
+        # some CPUs' BLAS kernels (seen on an AMD EPYC VM: 9.9e-3 at step 4), which says nothing
+        # about the comparison tool this test is for.
         for preset in ("tiny", "tiny-k3"):
-            ok, text = self.run_compare(preset, self.steps[preset])
+            ok, text = self.run_compare(preset, self.steps[preset], float64=True)
             self.assertTrue(ok, text)
             self.assertIn("PASS", text)
 
