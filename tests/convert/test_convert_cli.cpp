@@ -7,6 +7,9 @@
 
 #include <fcntl.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "compute/convert/progress.hpp"
 #include "tests/convert/checkpoint_fixture.hpp"
 #include "tests/shared/temp_dir.hpp"
@@ -123,4 +126,37 @@ TEST_CASE("progress lines carry phase, count, rate and ETA", "[convert][cli]") {
   CHECK(convert::Progress::format("layers", 1, 4, 2.0, false) == "layers 1/4  0.5/s  ETA 6s");
   CHECK(convert::Progress::format("experts", 8, 8, 4.0, true) == "[########################] experts 8/8  2.0/s  ETA 0s");
   CHECK(convert::Progress::format("trunk", 0, 10, 0.0, true) == "[                        ] trunk 0/10  0.0/s  ETA 0s");
+}
+
+TEST_CASE("waste convert refuses a disk without room before writing, naming both sizes", "[convert][cli]") {
+  // The output directory is a 256 KiB tmpfs in a private mount namespace of the child (root here,
+  // as in CI); where namespaces are not allowed the test says so and checks nothing else.
+  test::TempDir dir("conv-disk");
+  test::write_kimi_checkpoint(dir.path() / "src", "tiny");
+  const fs::path mnt = dir.path() / "small";
+  fs::create_directories(mnt);
+  const char* bin_dir = std::getenv("WASTE_BIN_DIR");
+  const fs::path waste = fs::path(bin_dir ? bin_dir : WASTE_BINARY_DIR "/cli") / "waste";
+  const fs::path err = dir.path() / "stderr";
+  const std::string cmd = "unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o size=256k tmpfs " +
+                          mnt.string() + " || exit 77; exec " + waste.string() + " convert " +
+                          (dir.path() / "src").string() + " --out " + (mnt / "m.waste").string() +
+                          " --quiet; ' 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const std::string text = test::read_file(err);
+  if (rc == 77) {
+    WARN("no private mount namespace here: " << text);
+    return;
+  }
+  INFO(text);
+  CHECK(rc == 1);
+  const std::string prefix = "waste convert: not enough disk space in " + (mnt / "m.waste").string() +
+                             ": the container needs ";
+  REQUIRE(text.starts_with(prefix));
+  const std::string rest = text.substr(prefix.size());
+  std::uint64_t need = 0, avail = 0;
+  REQUIRE(std::sscanf(rest.c_str(), "%lu bytes, %lu are available", &need, &avail) == 2);
+  CHECK(avail < need);
+  CHECK(avail <= 256u * 1024u);
 }
