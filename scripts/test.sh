@@ -14,7 +14,7 @@ ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 900 --rep
 
 if [[ "${WASTE_SKIP_SANITIZERS:-0}" != 1 ]]; then
   echo "== ASan+UBSan: container, kernels, forward-pass and tokenizer tests"
-  WASTE_TARGETS="waste test_shared test_compute test_tokenizer waste_tokenize_corpus" \
+  WASTE_TARGETS="waste waste-ioserver test_shared test_compute test_tokenizer waste_tokenize_corpus" \
     bash "$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DWASTE_SANITIZE=address
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 900 -L 'shared|compute|tokenizer' -LE 'oracle|slow'
