@@ -8,6 +8,7 @@
 
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/openai_response.hpp"
+#include "cli/serve/peer_watch.hpp"
 
 namespace waste::serve {
 namespace {
@@ -242,6 +243,7 @@ void HttpServer::install_routes() {
       job.sampling = parsed->sampling;
       job.max_tokens = parsed->max_tokens.value_or(model_.scheduler->ctx_tokens());
       job.top_logprobs = parsed->logprobs ? parsed->top_logprobs : -1;
+      job.logit_bias = parsed->logit_bias;
       auto submitted = model_.scheduler->submit(std::move(job));
       if (!submitted) {
         ApiError error = submitted.error();
@@ -282,7 +284,15 @@ void HttpServer::install_routes() {
       }
       std::string text;
       std::vector<TokenLogprob> logprobs;
+      // A blocking request has nothing to write until the end, so the socket itself is watched:
+      // a client that leaves cancels its sequence within a wait slice.
+      const std::optional<PeerWatch> peer = PeerWatch::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
       for (bool finished = false; !finished;) {
+        if (peer && peer->gone()) {
+          stream->cancel();
+          res.status = 499;  // nobody reads it; nginx's "client closed request"
+          return;
+        }
         std::vector<Delta> deltas;
         finished = stream->take(deltas, kWaitSlice);
         for (Delta& d : deltas) {

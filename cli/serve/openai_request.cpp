@@ -1,6 +1,7 @@
 #include "cli/serve/openai_request.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -201,8 +202,25 @@ std::expected<void, ApiError> parse_common(const json& body, ParsedRequest& r) {
     if (!usage) return fail("stream_options.include_usage", "'stream_options.include_usage' must be a boolean");
     r.include_usage = *usage;
   }
-  if (const json* bias = field(body, "logit_bias"); bias && !(bias->is_object() && bias->empty())) {
-    return fail("logit_bias", "'logit_bias' is not supported");
+  if (const json* bias = field(body, "logit_bias"); bias) {
+    if (!bias->is_object()) return fail("logit_bias", "'logit_bias' must be an object of token id: bias");
+    if (bias->size() > kMaxLogitBias) {
+      return fail("logit_bias", "'logit_bias' has " + std::to_string(bias->size()) + " entries; at most " +
+                                    std::to_string(kMaxLogitBias) + " are allowed");
+    }
+    for (const auto& [key, value] : bias->items()) {
+      int id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (key.empty() || ec != std::errc() || end != key.data() + key.size() || id < 0) {
+        return fail("logit_bias", "'logit_bias' keys must be token ids; got '" + key + "'");
+      }
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100.0 ||
+          value.get<double>() > 100.0) {
+        return fail("logit_bias", "'logit_bias' values must be numbers between -100 and 100 (token " + key + ")");
+      }
+      r.logit_bias.emplace_back(id, float(value.get<double>()));
+    }
+    std::sort(r.logit_bias.begin(), r.logit_bias.end());
   }
   return {};
 }

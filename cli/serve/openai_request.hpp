@@ -36,6 +36,9 @@ struct ParsedRequest {
   bool include_usage = false;         // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;               // 0..20 (chat), 0..5 (completion's integer logprobs)
+  // logit_bias: {token id: -100..100} added to the logits before sampling, in id order (the
+  // scheduler checks the ids against the vocabulary).
+  std::vector<std::pair<int, float>> logit_bias;
 };
 
 // `body` is the raw request body. Invalid JSON (or invalid UTF-8 in it), a non-object, a wrong
@@ -46,5 +49,6 @@ std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::str
 inline constexpr int kMaxStops = 4;
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxCompletionLogprobs = 5;
+inline constexpr std::size_t kMaxLogitBias = 1024;  // entries in one logit_bias
 
 }  // namespace waste::serve

@@ -29,6 +29,7 @@ struct Scheduler::Slot {
   int next_token = -1;  // >= 0: sampled, to be fed in the next pass (decoding)
   int generated = 0;
   bool done = false;
+  std::vector<float> biased;  // the logits plus job.logit_bias (only when it has entries)
 };
 
 Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options)
@@ -48,6 +49,12 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
     if (id < 0 || id >= vocab_) {
       return std::unexpected(bad_param("prompt", "prompt token id " + std::to_string(id) + " is outside the vocabulary of " +
                                                      std::to_string(vocab_)));
+    }
+  }
+  for (const auto& [id, bias] : job.logit_bias) {
+    if (id >= vocab_) {
+      return std::unexpected(bad_param("logit_bias", "logit_bias token id " + std::to_string(id) +
+                                                         " is outside the vocabulary of " + std::to_string(vocab_)));
     }
   }
   if (int(job.prompt.size()) >= ctx_tokens_) {
@@ -213,7 +220,12 @@ void Scheduler::end(Slot& slot, Finish reason, std::string error) {
 }
 
 void Scheduler::sample(Slot& slot) {
-  const std::span<const float> logits = slot.sequence->logits();
+  std::span<const float> logits = slot.sequence->logits();
+  if (!slot.job.logit_bias.empty()) {
+    slot.biased.assign(logits.begin(), logits.end());
+    for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
+    logits = slot.biased;
+  }
   const int token = slot.sampler.sample(logits);
   ++slot.generated;
   counters_.generated_tokens.fetch_add(1, std::memory_order_relaxed);

@@ -34,6 +34,7 @@ struct GenerationJob {
   std::vector<int> stop_ids;          // end at once, their text not emitted (eos, the chat suffix's special)
   std::vector<std::string> stop_texts;  // end when the output text contains one (excluded)
   int top_logprobs = -1;              // -1 = no logprobs, else 0..20 alternatives per token
+  std::vector<std::pair<int, float>> logit_bias;  // added to the logits before sampling (and logprobs)
 };
 
 struct SchedulerOptions {

@@ -158,8 +158,28 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   e = chat_error(with(R"("response_format": {"type": "json_object"})"));
   CHECK(e.param == "response_format");
   CHECK(e.message == "'response_format' other than {\"type\": \"text\"} is not supported yet");
-  e = chat_error(with(R"("logit_bias": {"5": 100})"));
-  CHECK(e.param == "logit_bias");
+}
+
+TEST_CASE("logit_bias: token ids to biases in id order; bad keys and values named", "[serve][request]") {
+  auto r = parse_request(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                             "logit_bias": {"17": -100, "5": 2.5}})");
+  REQUIRE(r);
+  REQUIRE(r->logit_bias.size() == 2);
+  CHECK(r->logit_bias[0] == std::pair<int, float>(5, 2.5f));
+  CHECK(r->logit_bias[1] == std::pair<int, float>(17, -100.0f));
+  const auto error_of = [](std::string_view bias) {
+    auto p = parse_request(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logit_bias": )" +
+                                               std::string(bias) + "}");
+    REQUIRE_FALSE(p);
+    CHECK(p.error().param == "logit_bias");
+    return p.error().message;
+  };
+  CHECK(error_of("[1]") == "'logit_bias' must be an object of token id: bias");
+  CHECK(error_of(R"({"x": 1})") == "'logit_bias' keys must be token ids; got 'x'");
+  CHECK(error_of(R"({"-3": 1})") == "'logit_bias' keys must be token ids; got '-3'");
+  CHECK(error_of(R"({"3 ": 1})") == "'logit_bias' keys must be token ids; got '3 '");
+  CHECK(error_of(R"({"3": 101})") == "'logit_bias' values must be numbers between -100 and 100 (token 3)");
+  CHECK(error_of(R"({"3": "1"})") == "'logit_bias' values must be numbers between -100 and 100 (token 3)");
 }
 
 TEST_CASE("Completion prompts: text, token ids, one-element arrays, refused options", "[serve][request]") {

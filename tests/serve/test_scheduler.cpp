@@ -228,4 +228,38 @@ TEST_CASE("Cancelling frees the slot, the queue bound gives 429, draining 503", 
   CHECK(late.error().status == 503);
 }
 
+TEST_CASE("logit_bias moves the sampled tokens; an id outside the vocabulary is refused", "[serve][scheduler]") {
+  auto engine = open_tiny();
+  const Tokenizer tokenizer = tiny_tokenizer();
+  Scheduler scheduler(*engine, tokenizer, {2, 4, 64});
+  Case k{tokenizer.encode("Hello world"), SamplingParams{}, 6};
+  auto plain = scheduler.submit(job_of(k));
+  REQUIRE(plain);
+  const std::vector<int> greedy = tokens_of(**plain);
+  REQUIRE_FALSE(greedy.empty());
+  // +100 on a token greedy never picks first: every token is that one.
+  const int forced = (greedy[0] + 1) % engine->config().vocab;
+  GenerationJob pushed = job_of(k);
+  pushed.logit_bias = {{forced, 100.0f}};
+  auto biased = scheduler.submit(pushed);
+  REQUIRE(biased);
+  CHECK(tokens_of(**biased) == std::vector<int>(6, forced));
+  // -100 on greedy's first token: the first token differs.
+  GenerationJob banned = job_of(k);
+  banned.logit_bias = {{greedy[0], -100.0f}};
+  auto other = scheduler.submit(banned);
+  REQUIRE(other);
+  const std::vector<int> without = tokens_of(**other);
+  REQUIRE_FALSE(without.empty());
+  CHECK(without[0] != greedy[0]);
+
+  GenerationJob outside = job_of(k);
+  outside.logit_bias = {{engine->config().vocab, 1.0f}};
+  auto refused = scheduler.submit(outside);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().param == "logit_bias");
+  CHECK(refused.error().message == "logit_bias token id " + std::to_string(engine->config().vocab) +
+                                       " is outside the vocabulary of " + std::to_string(engine->config().vocab));
+}
+
 }  // namespace waste::serve

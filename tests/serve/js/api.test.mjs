@@ -1,8 +1,11 @@
 // The official `openai` client against `waste serve` on a tiny synthetic container: models,
 // chat (blocking and streaming), completions, error objects, 4 concurrent seeded streams equal
-// to the same 4 one after another, a disconnect freeing the slot, and SIGTERM draining.
+// to the same 4 one after another, a disconnect freeing the slot (streamed or blocking), and SIGTERM
+// draining.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import OpenAI from 'openai';
 import { makeContainer, startServer, rawRequest, post, metric, withTimeout } from './helpers.mjs';
 
@@ -141,11 +144,17 @@ test('4 concurrent seeded streams give exactly the tokens of the same 4 one afte
   assert.ok(sequential.every((t) => t.length > 0));
 });
 
+// A completion that runs to the context unless cancelled: eos (the only stop id of /v1/completions)
+// banned through logit_bias.
+function endless() {
+  const eos = JSON.parse(readFileSync(path.join(container.model, 'manifest.json'), 'utf8')).config.eos_token_id;
+  return { model: 'tiny', prompt: 'Tell me about the fox.', max_tokens: 100000, temperature: 0, logit_bias: { [eos]: -100 } };
+}
+
 test('a client that disconnects mid-stream frees its slot', async () => {
   const before = await metric(server.url, 'waste_generated_tokens_total');
   const controller = new AbortController();
-  const stream = await client.chat.completions.create(
-    { model: 'tiny', messages, max_tokens: 100000, temperature: 0, stream: true }, { signal: controller.signal });
+  const stream = await client.completions.create({ ...endless(), stream: true }, { signal: controller.signal });
   let seen = 0;
   try {
     for await (const chunk of stream) {
@@ -159,7 +168,24 @@ test('a client that disconnects mid-stream frees its slot', async () => {
   await withTimeout((async () => {
     while ((await metric(server.url, 'waste_active_sequences')) !== 0) await new Promise((r) => setTimeout(r, 50));
   })(), 30000, 'slot freed');
-  // Left alone it would have run to the context (2048 - prompt tokens); it stopped long before.
+  // Left alone it runs to the context (2048 - prompt tokens: eos is banned); it stopped long before.
+  const after = await metric(server.url, 'waste_generated_tokens_total');
+  assert.ok(after - before < 1500, `generated ${after - before} tokens after the disconnect`);
+});
+
+test('a client that leaves a blocking (non-streamed) request cancels its sequence', async () => {
+  const before = await metric(server.url, 'waste_generated_tokens_total');
+  const controller = new AbortController();
+  const pending = client.completions.create(endless(), { signal: controller.signal });
+  // Leave once the sequence is decoding (it holds a slot and has produced tokens).
+  await withTimeout((async () => {
+    while ((await metric(server.url, 'waste_generated_tokens_total')) - before < 3) await new Promise((r) => setTimeout(r, 20));
+  })(), 30000, 'decoding started');
+  controller.abort();
+  await assert.rejects(pending, (e) => e instanceof OpenAI.APIUserAbortError);
+  await withTimeout((async () => {
+    while ((await metric(server.url, 'waste_active_sequences')) !== 0) await new Promise((r) => setTimeout(r, 50));
+  })(), 30000, 'slot freed');
   const after = await metric(server.url, 'waste_generated_tokens_total');
   assert.ok(after - before < 1500, `generated ${after - before} tokens after the disconnect`);
 });
