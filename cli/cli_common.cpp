@@ -69,6 +69,7 @@ Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
   if (a.verify) options.daemon.spawn_args.emplace_back("--verify");
   if (a.no_direct_io) options.daemon.spawn_args.emplace_back("--no-direct-io");
   options.daemon.linger_ms = a.linger_ms;
+  options.daemon.sequences = a.sequences;
   auto engine = Engine::open(options);
   if (!engine) return std::unexpected(engine.error());
   if (!(*engine)->daemon()->spawned() && !options.daemon.spawn_args.empty()) {

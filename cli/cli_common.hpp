@@ -39,6 +39,7 @@ struct EngineArgs {
   bool daemon = false;             // --daemon: insist on waste-ioserver (the default anyway)
   bool in_process = false;         // --in-process: no daemon; a private in-process cache (debugging, tests)
   int linger_ms = -1;              // --linger: a daemon this command starts stays this long after its last client
+  int sequences = 1;               // sequences held at once (serve: --parallel), declared to the daemon
   [[nodiscard]] bool use_daemon() const { return !in_process && !cache_records; }
 };
 

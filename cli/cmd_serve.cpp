@@ -56,6 +56,7 @@ int serve_main(ServeArgs a) {
   std::fprintf(stderr, "waste serve: listening on http://%s:%d (model '%s')\n", a.http.host.c_str(), server.port(),
                a.http.model_id.c_str());
 
+  a.engine.sequences = a.scheduler.parallel;  // the daemon admits every slot's state
   auto engine = open_engine(a.engine);  // meanwhile /health answers 503 "loading model"
   if (!engine) return report_error("serve", engine.error());
   auto tokenizer = load_tokenizer(a.engine.model);

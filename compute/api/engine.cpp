@@ -13,6 +13,7 @@
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/container/codebooks.hpp"
 #include "shared/container/container.hpp"
+#include "shared/memory/memory_plan.hpp"
 
 namespace waste {
 
@@ -119,6 +120,14 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
     co.allow_spawn = options.daemon.allow_spawn;
     co.spawn_args = options.daemon.spawn_args;
     if (options.daemon.linger_ms >= 0) co.linger = std::chrono::milliseconds(options.daemon.linger_ms);
+    if (options.daemon.sequences < 1) {
+      return make_error(Errc::argument, "daemon.sequences " + std::to_string(options.daemon.sequences) + " must be 1 or more");
+    }
+    {
+      auto plan = plan_memory(options.model, std::uint32_t(options.ctx_tokens));
+      if (!plan) return std::unexpected(plan.error());
+      co.state_bytes = plan->state_bytes * std::uint64_t(options.daemon.sequences) + plan->scratch_bytes;
+    }
     auto attached = attach_daemon(options.model, co);
     if (!attached) return std::unexpected(attached.error());
     impl->daemon = std::move(attached->connection);

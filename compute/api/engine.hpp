@@ -35,6 +35,9 @@ struct DaemonOpenOptions {
   bool allow_spawn = true;
   std::vector<std::string> spawn_args;   // waste-ioserver flags for a daemon this open starts
   int linger_ms = -1;                    // its linger; -1 = default ($WASTE_LINGER_MS or 3 s)
+  // Sequences this engine holds at once (new_sequence; `waste serve --parallel`): the daemon
+  // admits their state (at ctx_tokens each) plus one scratch, shrinking its cache for it.
+  int sequences = 1;
 };
 
 struct EngineOptions {

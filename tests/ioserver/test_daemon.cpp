@@ -4,6 +4,7 @@
 #include <future>
 #include <set>
 
+#include "compute/api/engine.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
@@ -132,6 +133,34 @@ TEST_CASE("connect_or_spawn attaches to a waste-ctl style daemon, which stays un
   REQUIRE(ipc::process_alive(served->pid));
   REQUIRE(ipc::ControlClient::connect(served->socket)->shutdown(0));
   CHECK(ipc::wait_process_gone(served->pid, 5000));
+}
+
+TEST_CASE("an engine declares the state of every sequence it holds, at its context", "[ioserver][control]") {
+  // Hazard: `waste serve --parallel 3` holding three sequences' state while the daemon budgets one.
+  DaemonEnv env;
+  test::TempDir t("sequences");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  EngineOptions o;
+  o.model = model;
+  o.threads = 1;
+  o.ctx_tokens = 512;
+  o.daemon.enabled = true;
+  o.daemon.sequences = 3;
+  auto engine = Engine::open(o);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine);
+  auto stats = ipc::ControlClient::connect((*engine)->daemon()->daemon().socket)->stats();
+  REQUIRE(stats);
+  REQUIRE((*stats)["clients"].size() == 1);
+  const MemoryPlan plan = plan_memory(model, 512).value();
+  CHECK((*stats)["clients"][0]["state_bytes"] == 3 * plan.state_bytes + plan.scratch_bytes);
+  CHECK(plan.state_bytes != plan_memory(model).value().state_bytes);  // the context is what was declared
+
+  o.daemon.sequences = 0;
+  auto refused = Engine::open(o);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message == "daemon.sequences 0 must be 1 or more");
 }
 
 #endif
