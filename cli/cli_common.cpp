@@ -31,10 +31,10 @@ void add_engine_options(CLI::App& sub, EngineArgs& a) {
       ->check(int_range("--threads", 0, 1024));
   sub.add_flag("--verify", a.verify, "CRC-check every expert record read");
   sub.add_flag("--no-direct-io", a.no_direct_io, "Read expert banks through the page cache");
-  sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (overrides --budget)")
+  sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (0 = no cache; overrides --budget)")
       ->type_name("RECORDS")
       ->default_str("from --budget")
-      ->check(int_range("--cache-records", 1, std::int64_t(1) << 32));
+      ->check(int_range("--cache-records", 0, std::int64_t(1) << 32));
   sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (the default: attach, or start a private one)");
   sub.add_flag("--in-process", a.in_process, "Read experts in this process, no daemon (debugging)");
   sub.add_option("--linger", a.linger_ms,
