@@ -159,6 +159,12 @@ TEST_CASE("a path that is not a container says so, with how to make one", "[cli]
   ran = test::run_waste({"tokenize", empty.string(), "hi"});
   CHECK(ran.err == "waste tokenize: " + no_manifest);
 
+  // The daemon reads containers through the same function.
+  REQUIRE(fs::exists(test::ioserver_bin()));
+  ran = test::run_binary(test::ioserver_bin(), {empty.string()});
+  CHECK(ran.err == "waste-ioserver: " + no_manifest);
+  CHECK(ran.rc == 1);
+
   ran = test::run_waste({"run", file.string(), "hi"});
   CHECK(ran.err == "waste run: " + file.string() + " is not a WASTE container (not a directory): " + hint + "\n");
   ran = test::run_waste({"info", missing.string()});
@@ -184,6 +190,8 @@ TEST_CASE("a container from a newer format version names both versions", "[cli][
   CHECK(test::run_waste({"run", model.string(), "--ids", "1"}).err == "waste run: " + newer);
   CHECK(test::run_waste({"run", model.string(), "--ids", "1", "--in-process"}).err == "waste run: " + newer);
   CHECK(test::run_waste({"verify", model.string()}).err == "waste verify: " + newer);
+  REQUIRE(fs::exists(test::ioserver_bin()));
+  CHECK(test::run_binary(test::ioserver_bin(), {model.string()}).err == "waste-ioserver: " + newer);
   CHECK_FALSE(fake.started());
 }
 
