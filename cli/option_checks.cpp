@@ -21,12 +21,14 @@ std::optional<__int128> whole_number(const std::string& text) {
   if (text[0] == '-') {
     std::int64_t v = 0;
     auto [ptr, ec] = std::from_chars(first, last, v);
+    // Below every bound, not "not a number": the message then names the range.
+    if (ec == std::errc::result_out_of_range && ptr == last) return __int128(std::numeric_limits<std::int64_t>::min()) - 1;
     if (ec != std::errc() || ptr != last) return std::nullopt;
     return __int128(v);
   }
   std::uint64_t v = 0;
   auto [ptr, ec] = std::from_chars(first, last, v);
-  if (ec == std::errc::result_out_of_range) return __int128(std::numeric_limits<std::uint64_t>::max()) + 1;
+  if (ec == std::errc::result_out_of_range && ptr == last) return __int128(std::numeric_limits<std::uint64_t>::max()) + 1;
   if (ec != std::errc() || ptr != last) return std::nullopt;
   return __int128(v);
 }
