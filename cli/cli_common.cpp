@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "cli/option_checks.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -17,26 +18,44 @@
 namespace waste::cli {
 
 void add_engine_options(CLI::App& sub, EngineArgs& a) {
-  sub.add_option("model", a.model, "Container directory (NAME.waste)")->required();
-  sub.add_option("--budget", a.budget, "RAM budget (e.g. 8G, 500M; default: automatic)");
-  sub.add_option("--ctx", a.ctx, "Context length in tokens")->check(CLI::PositiveNumber);
-  sub.add_option("--threads", a.threads, "Compute threads (0 = all hardware threads)")->check(CLI::NonNegativeNumber);
+  sub.add_option("model", a.model, "Container directory (NAME.waste)")->type_name("DIR")->required();
+  sub.add_option("--budget", a.budget,
+                 "RAM budget in bytes, with a K/M/G/T suffix (8G, 500M); auto = the plan's choice for this "
+                 "machine (waste plan)")
+      ->type_name("SIZE")
+      ->default_str("auto")
+      ->transform(byte_size("--budget"));
+  sub.add_option("--ctx", a.ctx, "Context length in tokens")->type_name("TOKENS")->check(int_range("--ctx", 1, kMaxCtxTokens));
+  sub.add_option("--threads", a.threads, "Compute threads (0 = all hardware threads)")
+      ->type_name("N")
+      ->check(int_range("--threads", 0, 1024));
   sub.add_flag("--verify", a.verify, "CRC-check every expert record read");
   sub.add_flag("--no-direct-io", a.no_direct_io, "Read expert banks through the page cache");
-  sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (overrides --budget)");
+  sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (0 = no cache; overrides --budget)")
+      ->type_name("RECORDS")
+      ->default_str("from --budget")
+      ->check(int_range("--cache-records", 0, std::int64_t(1) << 32));
   sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (the default: attach, or start a private one)");
   sub.add_flag("--in-process", a.in_process, "Read experts in this process, no daemon (debugging)");
   sub.add_option("--linger", a.linger_ms,
-                 "If this command starts the container's waste-ioserver: ms it stays after the last client "
-                 "leaves (default $WASTE_LINGER_MS or 3000)")
-      ->check(CLI::NonNegativeNumber);
+                 "If this command starts the container's waste-ioserver: milliseconds it stays after the last "
+                 "client leaves ($WASTE_LINGER_MS, if set, is the default)")
+      ->type_name("MS")
+      ->default_str("3000")
+      ->check(int_range("--linger", 0, 86'400'000));
 }
 
 void add_sampling_options(CLI::App& sub, SamplingArgs& a) {
-  sub.add_option("--temp", a.temperature, "Sampling temperature (0 = greedy)");
-  sub.add_option("--top-p", a.top_p, "Nucleus sampling threshold (1 = off)");
-  sub.add_option("--top-k", a.top_k, "Keep the k most likely tokens (0 = off)")->check(CLI::NonNegativeNumber);
-  sub.add_option("--seed", a.seed, "Sampling seed (0 = default)");
+  sub.add_option("--temp", a.temperature, "Sampling temperature (0 = greedy)")
+      ->type_name("T")
+      ->check(real_min("--temp", {0.0}));
+  sub.add_option("--top-p", a.top_p, "Nucleus sampling: keep the most likely tokens up to this probability mass (1 = off)")
+      ->type_name("P")
+      ->check(real_range("--top-p", {0.0, /*open=*/true}, {1.0}));
+  sub.add_option("--top-k", a.top_k, "Keep the k most likely tokens (0 = off)")
+      ->type_name("K")
+      ->check(int_range("--top-k", 0, kIntMax));
+  sub.add_option("--seed", a.seed, "Sampling seed (0 = default)")->type_name("SEED")->check(u64_value("--seed"));
 }
 
 OpenEngine::OpenEngine() = default;

@@ -24,6 +24,7 @@
 #include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "shared/container/container.hpp"
 
 namespace waste::cli {
@@ -304,24 +305,43 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<BenchArgs>();
       add_engine_options(sub, args->engine);
-      sub.add_option("--prompt-tokens", args->prompt_tokens, "Prompt length in tokens")->check(CLI::PositiveNumber);
-      sub.add_option("-n,--tokens", args->decode_tokens, "Tokens to decode")->check(CLI::NonNegativeNumber);
+      sub.add_option("--prompt-tokens", args->prompt_tokens, "Prompt length in tokens")
+          ->type_name("TOKENS")
+          ->check(int_range("--prompt-tokens", 1, kMaxCtxTokens));
+      sub.add_option("-n,--tokens", args->decode_tokens, "Tokens to decode")
+          ->type_name("TOKENS")
+          ->check(int_range("-n", 0, kMaxCtxTokens));
       sub.add_flag("--json", args->json, "JSON output");
       sub.add_option("--lookahead", args->lookahead, "Next-layer experts prefetched per MoE layer (-1 = automatic)")
-          ->check(CLI::Range(-1, 64));
+          ->type_name("EXPERTS")
+          ->check(int_range("--lookahead", -1, 64));
       sub.add_option("--prefill-chunk", args->prefill_chunk, "Prompt tokens per prefill call (1 = token by token)")
-          ->check(CLI::Range(1, 64));
+          ->type_name("TOKENS")
+          ->check(int_range("--prefill-chunk", 1, 64));
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
-      sub.add_option("--record-trace", args->record_trace, "Write the run's expert requests to FILE");
+      sub.add_option("--record-trace", args->record_trace, "Write the run's expert requests to FILE")
+          ->type_name("FILE")
+          ->default_str("none");
       sub.add_flag("--io-only", args->io_only, "Replay --trace through waste-ioserver with no compute");
-      sub.add_option("--trace", args->trace, "Expert trace to replay (--io-only)");
-      sub.add_option("--passes", args->passes, "--io-only: times the trace is replayed")->check(CLI::PositiveNumber);
-      sub.add_option("--clients", args->clients, "Run N bench processes at once on one waste-ioserver")
-          ->check(CLI::PositiveNumber);
-      sub.add_option("--sweep", args->sweep, "Run the workload at each budget (e.g. 500M,1G,2G), fresh process each");
-      sub.add_option("--sweep-md", args->sweep_md, "--sweep: write the markdown table to FILE");
-      sub.add_option("--sweep-png", args->sweep_png, "--sweep: plot decode tok/s and hit rate to FILE (gnuplot)");
+      sub.add_option("--trace", args->trace, "Expert trace to replay (--io-only)")->type_name("FILE")->default_str("none");
+      sub.add_option("--passes", args->passes, "--io-only: times the trace is replayed")
+          ->type_name("N")
+          ->check(int_range("--passes", 1, 1000));
+      sub.add_option("--clients", args->clients, "Run N bench processes at once on one waste-ioserver (0 = one, in this process)")
+          ->type_name("N")
+          ->check(int_range("--clients", 0, 64));
+      sub.add_option("--sweep", args->sweep,
+                     "Run the workload at each budget (sizes, e.g. 500M,1G,2G), a fresh process each")
+          ->type_name("SIZES")
+          ->default_str("none")
+          ->check(byte_size_list("--sweep"));
+      sub.add_option("--sweep-md", args->sweep_md, "--sweep: write the markdown table to FILE")
+          ->type_name("FILE")
+          ->default_str("none");
+      sub.add_option("--sweep-png", args->sweep_png, "--sweep: plot decode tok/s and hit rate to FILE (gnuplot)")
+          ->type_name("FILE")
+          ->default_str("none");
       sub.add_flag("--drop-caches", args->drop_caches, "--sweep: drop the page cache before each run (root)");
       return [args] { return run_bench(*args); };
     }}};

@@ -14,6 +14,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "compute/session/session_file.hpp"
 
 namespace waste::cli {
@@ -201,10 +202,16 @@ const CommandRegistration kRegistration{Command{
       auto args = std::make_shared<ChatArgs>();
       add_engine_options(sub, args->engine);
       add_sampling_options(sub, args->sampling);
-      sub.add_option("-n,--tokens", args->n_tokens, "Most tokens per reply")->check(CLI::NonNegativeNumber);
-      sub.add_option("--system", args->system, "System prompt (prefilled once)");
-      sub.add_option("--chat-format", args->chat_format, "chat.json to use instead of the container's");
-      sub.add_option("--stop", args->stop, "Also end a reply at this text (repeatable)");
+      sub.add_option("-n,--tokens", args->n_tokens, "Most tokens per reply")
+          ->type_name("TOKENS")
+          ->check(int_range("-n", 0, kMaxCtxTokens));
+      sub.add_option("--system", args->system, "System prompt (prefilled once)")->type_name("TEXT")->default_str("none");
+      sub.add_option("--chat-format", args->chat_format, "chat.json to use instead of the container's")
+          ->type_name("FILE")
+          ->default_str("the container's");
+      sub.add_option("--stop", args->stop, "Also end a reply at this text (repeatable)")
+          ->type_name("TEXT")
+          ->default_str("none");
       sub.add_flag("-q,--quiet", args->quiet, "No stats line after each reply");
       return [args] { return run_chat(*args); };
     }}};

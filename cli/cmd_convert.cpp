@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "compute/convert/converter.hpp"
 #include "shared/container/file_io.hpp"
 
@@ -92,19 +93,32 @@ const CommandRegistration kRegistration{Command{
     "convert", "Convert a Hugging Face checkpoint directory to a v0 container (resumable)",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<ConvertArgs>();
-      sub.add_option("SRC_DIR", args->src, "checkpoint directory (config.json, *.safetensors)")->required();
-      sub.add_option("--out", args->out, "output container directory (NAME.waste)")->required();
-      sub.add_option("--stages", args->options.stages, "RVQ stages")->check(CLI::IsMember({2, 3, 4}));
-      sub.add_option("--entries", args->options.entries, "codebook entries per stage")->check(CLI::Range(8, 256));
-      sub.add_option("--index-bits", args->options.index_bits, "8, or 6 with --stages 4 --entries 64 (VQ4P)")
-          ->check(CLI::IsMember({6, 8}));
-      sub.add_option("--trunk-bits", args->options.trunk_bits, "trunk matrices: 4 (Q4G) or 8 (Q8G)")
-          ->check(CLI::IsMember({4, 8}));
-      sub.add_option("--jobs", args->options.jobs, "threads (0 = all; the bytes do not depend on it)")
-          ->check(CLI::Range(0, 64));
-      sub.add_option("--layers", args->layers, "encode only these MoE layers in this run, e.g. 1,3,5-7");
-      sub.add_option("--report", args->report, "write the relative weight error per layer and kind (JSON)");
-      sub.add_flag("--quiet", args->quiet, "no progress and no summary");
+      sub.add_option("SRC_DIR", args->src, "Checkpoint directory (config.json, *.safetensors)")
+          ->type_name("DIR")
+          ->required();
+      sub.add_option("--out", args->out, "Output container directory (NAME.waste)")->type_name("DIR")->required();
+      sub.add_option("--stages", args->options.stages, "RVQ stages")
+          ->type_name("N")
+          ->check(one_of("--stages", std::vector<int>{2, 3, 4}));
+      sub.add_option("--entries", args->options.entries, "Codebook entries per stage")
+          ->type_name("N")
+          ->check(int_range("--entries", 8, 256));
+      sub.add_option("--index-bits", args->options.index_bits, "Bits per codebook index: 8, or 6 with --stages 4 --entries 64 (VQ4P)")
+          ->type_name("BITS")
+          ->check(one_of("--index-bits", std::vector<int>{6, 8}));
+      sub.add_option("--trunk-bits", args->options.trunk_bits, "Trunk matrices: 4 (Q4G) or 8 (Q8G) bits per weight")
+          ->type_name("BITS")
+          ->check(one_of("--trunk-bits", std::vector<int>{4, 8}));
+      sub.add_option("--jobs", args->options.jobs, "Threads (0 = all; the bytes do not depend on it)")
+          ->type_name("N")
+          ->check(int_range("--jobs", 0, 64));
+      sub.add_option("--layers", args->layers, "Encode only these MoE layers in this run, e.g. 1,3,5-7")
+          ->type_name("LIST")
+          ->default_str("all");
+      sub.add_option("--report", args->report, "Write the relative weight error per layer and kind (JSON)")
+          ->type_name("FILE")
+          ->default_str("none");
+      sub.add_flag("--quiet", args->quiet, "No progress and no summary");
       return [args] { return run_convert(*args); };
     }}};
 

@@ -44,9 +44,9 @@ const CommandRegistration kRegistration{Command{
     "detokenize", "Print the text of token ids",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<DetokenizeArgs>();
-      sub.add_option("model", args->model, "Container directory (NAME.waste)")->required();
-      sub.add_option("ids", args->ids, "Token ids (comma or space separated)");
-      sub.add_option("--file", args->file, "Read ids from a file ('-' = stdin)");
+      sub.add_option("model", args->model, "Container directory (NAME.waste)")->type_name("DIR")->required();
+      sub.add_option("ids", args->ids, "Token ids (comma or space separated)")->type_name("IDS")->default_str("none");
+      sub.add_option("--file", args->file, "Read ids from a file ('-' = stdin)")->type_name("FILE")->default_str("none");
       sub.add_flag("--no-newline", args->no_newline, "Do not end the output with a newline");
       return [args] { return run_detokenize(*args); };
     }}};

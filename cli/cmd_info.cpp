@@ -130,8 +130,8 @@ const CommandRegistration kRegistration{Command{
     "info", "Describe a container: layers, experts, formats, parameter counts",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<InfoArgs>();
-      sub.add_option("model", args->model, "container directory")->required();
-      sub.add_flag("--json", args->json, "machine-readable output");
+      sub.add_option("model", args->model, "Container directory (NAME.waste)")->type_name("DIR")->required();
+      sub.add_flag("--json", args->json, "Machine-readable output");
       return [args] { return run_info(*args); };
     }}};
 

@@ -6,6 +6,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "shared/memory/budget.hpp"
 #include "shared/memory/memory_plan.hpp"
 #include "shared/memory/ram.hpp"
@@ -91,9 +92,15 @@ const CommandRegistration kRegistration{Command{
     "plan", "Print the memory plan and the budget this machine would get",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<PlanArgs>();
-      sub.add_option("model", args->model, "Container directory (NAME.waste)")->required();
-      sub.add_option("--ctx", args->ctx, "Context length in tokens")->check(CLI::PositiveNumber);
-      sub.add_option("--budget", args->budget, "RAM budget to check (e.g. 8G); default: automatic");
+      sub.add_option("model", args->model, "Container directory (NAME.waste)")->type_name("DIR")->required();
+      sub.add_option("--ctx", args->ctx, "Context length in tokens")
+          ->type_name("TOKENS")
+          ->check(int_range("--ctx", 1, kMaxCtxTokens));
+      sub.add_option("--budget", args->budget,
+                     "RAM budget to check, in bytes with a K/M/G/T suffix (8G, 500M); auto = this machine's")
+          ->type_name("SIZE")
+          ->default_str("auto")
+          ->transform(byte_size("--budget"));
       sub.add_flag("--json", args->json, "JSON output");
       return [args] { return run_plan(*args); };
     }}};

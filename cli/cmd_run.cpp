@@ -9,6 +9,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "compute/api/engine.hpp"
 
 namespace waste::cli {
@@ -137,14 +138,30 @@ const CommandRegistration kRegistration{Command{
       auto args = std::make_shared<RunArgs>();
       add_engine_options(sub, args->engine);
       add_sampling_options(sub, args->sampling);
-      sub.add_option("prompt", args->prompt, "Prompt text (text mode; needs the container's tokenizer)");
-      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated (ids in, ids out)")->delimiter(',');
-      sub.add_option("--system", args->system, "System prompt (text mode)");
-      sub.add_option("--chat-format", args->chat_format, "chat.json wrapping the prompt (text mode)");
-      sub.add_option("-n,--tokens", args->n_tokens, "Tokens to generate")->check(CLI::NonNegativeNumber);
-      sub.add_option("--stop", args->stop, "Stop after generating one of these ids")->delimiter(',');
+      sub.add_option("prompt", args->prompt, "Prompt text (text mode; needs the container's tokenizer)")
+          ->type_name("TEXT")
+          ->default_str("none");
+      sub.add_option("--ids", args->ids, "Prompt token ids, comma separated (ids in, ids out)")
+          ->type_name("IDS")
+          ->default_str("none")
+          ->delimiter(',')
+          ->check(int_range("--ids", 0, kIntMax));
+      sub.add_option("--system", args->system, "System prompt (text mode)")->type_name("TEXT")->default_str("none");
+      sub.add_option("--chat-format", args->chat_format, "chat.json wrapping the prompt (text mode)")
+          ->type_name("FILE")
+          ->default_str("the container's");
+      sub.add_option("-n,--tokens", args->n_tokens, "Tokens to generate")
+          ->type_name("TOKENS")
+          ->check(int_range("-n", 0, kMaxCtxTokens));
+      sub.add_option("--stop", args->stop, "Stop after generating one of these ids")
+          ->type_name("IDS")
+          ->default_str("none")
+          ->delimiter(',')
+          ->check(int_range("--stop", 0, kIntMax));
       sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's eos token");
-      sub.add_option("--file", args->file, "Read the prompt text from this file");
+      sub.add_option("--file", args->file, "Read the prompt text from this file ('-' = stdin)")
+          ->type_name("FILE")
+          ->default_str("none");
       sub.add_flag("-q,--quiet", args->quiet, "No stats line");
       sub.add_flag("--json", args->json, "Print one JSON document (tokens, text, stop, stats) instead");
       return [args] { return run(*args); };

@@ -11,6 +11,7 @@
 
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "cli/serve/http_server.hpp"
 #include "cli/serve/metrics.hpp"
 #include "cli/serve/scheduler.hpp"
@@ -91,21 +92,35 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<ServeArgs>();
       add_engine_options(sub, args->engine);
-      sub.add_option("--host", args->http.host, "Address to bind (default loopback)");
-      sub.add_option("--port", args->http.port, "Port (0 = any free port, printed on stderr)")->check(CLI::Range(0, 65535));
-      sub.add_option("--parallel", args->scheduler.parallel, "Sequences decoded together")->check(CLI::Range(1, 63));
+      sub.add_option("--host", args->http.host, "Address to bind")->type_name("ADDR");
+      sub.add_option("--port", args->http.port, "Port (0 = any free port, printed on stderr)")
+          ->type_name("PORT")
+          ->check(int_range("--port", 0, 65535));
+      sub.add_option("--parallel", args->scheduler.parallel, "Sequences decoded together")
+          ->type_name("N")
+          ->check(int_range("--parallel", 1, 63));
       sub.add_option("--queue", args->scheduler.max_queue, "Requests waiting beyond which new ones get 429")
-          ->check(CLI::NonNegativeNumber);
-      sub.add_option("--api-key", args->http.api_key, "Require Authorization: Bearer KEY on /v1/*");
-      sub.add_option("--alias", args->alias, "Model id in /v1/models (default: the container's name)");
-      sub.add_option("--chat-format", args->chat_format, "chat.json to use instead of the container's");
+          ->type_name("N")
+          ->check(int_range("--queue", 0, 4096));
+      sub.add_option("--api-key", args->http.api_key, "Require Authorization: Bearer KEY on /v1/*")
+          ->type_name("KEY")
+          ->default_str("none");
+      sub.add_option("--alias", args->alias, "Model id in /v1/models")->type_name("ID")->default_str("the container's name");
+      sub.add_option("--chat-format", args->chat_format, "chat.json to use instead of the container's")
+          ->type_name("FILE")
+          ->default_str("the container's");
       sub.add_option("--max-body-mib", args->max_body_mib, "Request body cap in MiB (413 beyond)")
-          ->check(CLI::PositiveNumber);
+          ->type_name("MIB")
+          ->check(real_range("--max-body-mib", {0.0, /*open=*/true}, {1024.0}));
       sub.add_option("--read-timeout", args->http.read_timeout_seconds, "Seconds a stalled request may wait")
-          ->check(CLI::Range(1, 3600));
-      sub.add_option("--http-threads", args->http.http_threads, "Connections served at once (at least parallel + queue + 4)")->check(CLI::Range(1, 1024));
+          ->type_name("SECONDS")
+          ->check(int_range("--read-timeout", 1, 3600));
+      sub.add_option("--http-threads", args->http.http_threads, "Connections served at once (at least parallel + queue + 4)")
+          ->type_name("N")
+          ->check(int_range("--http-threads", 1, 1024));
       sub.add_option("--drain-seconds", args->drain_seconds, "On SIGTERM: seconds in-flight requests may take")
-          ->check(CLI::NonNegativeNumber);
+          ->type_name("SECONDS")
+          ->check(real_range("--drain-seconds", {0.0}, {3600.0}));
       return [args] { return serve_main(*args); };
     }}};
 

@@ -6,6 +6,7 @@
 #include "compute/tokenizer/chat_format.hpp"
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 #include "shared/synth/synth.hpp"
 
 namespace waste::cli {
@@ -65,16 +66,32 @@ const CommandRegistration kRegistration{Command{
     "synth", "Write a synthetic v0 container with deterministic random weights",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<SynthArgs>();
-      auto* preset = sub.add_option("--preset", args->request.preset, "preset name (configs/presets/NAME.json)");
-      auto* config = sub.add_option("--config", args->config_file, "HF-style config.json (+ optional \"synth\" knobs)");
+      auto* preset = sub.add_option("--preset", args->request.preset, "Preset name (configs/presets/NAME.json)")
+                         ->type_name("NAME")
+                         ->default_str("none");
+      auto* config = sub.add_option("--config", args->config_file, "HF-style config.json (+ optional \"synth\" knobs)")
+                         ->type_name("FILE")
+                         ->default_str("none");
       preset->excludes(config);
-      sub.add_option("--out", args->out, "output container directory")->required();
-      sub.add_option("--layers", args->request.layers, "keep only the first N layers");
-      sub.add_option("--seed", args->request.seed, "generator seed (same seed, same bytes)");
-      sub.add_option("--experts", args->experts, "expert format")->check(CLI::IsMember({"vq3r", "vq2r", "vq4p"}));
-      sub.add_option("--trunk", args->trunk, "trunk matrix format")->check(CLI::IsMember({"q4g", "q8g", "q3g"}));
-      sub.add_flag("--tokenizer", args->request.tokenizer, "also write tokenizer.model and specials.json");
-      sub.add_option("--chat-format", args->chat_format, "also write this chat.json (e.g. configs/chat/kimi-k3.json)");
+      sub.add_option("--out", args->out, "Output container directory")->type_name("DIR")->required();
+      sub.add_option("--layers", args->request.layers, "Keep only the first N layers (0 = all)")
+          ->type_name("N")
+          ->check(int_range("--layers", 0, 1024));
+      sub.add_option("--seed", args->request.seed, "Generator seed (same seed, same bytes)")
+          ->type_name("SEED")
+          ->check(u64_value("--seed"));
+      sub.add_option("--experts", args->experts, "Expert format")
+          ->type_name("FORMAT")
+          ->default_str("the preset's")
+          ->check(one_of("--experts", std::vector<std::string>{"vq3r", "vq2r", "vq4p"}));
+      sub.add_option("--trunk", args->trunk, "Trunk matrix format")
+          ->type_name("FORMAT")
+          ->default_str("the preset's")
+          ->check(one_of("--trunk", std::vector<std::string>{"q4g", "q8g", "q3g"}));
+      sub.add_flag("--tokenizer", args->request.tokenizer, "Also write tokenizer.model and specials.json");
+      sub.add_option("--chat-format", args->chat_format, "Also write this chat.json (e.g. configs/chat/kimi-k3.json)")
+          ->type_name("FILE")
+          ->default_str("none");
       return [args] { return run_synth(*args); };
     }}};
 

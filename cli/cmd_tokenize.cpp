@@ -41,9 +41,11 @@ const CommandRegistration kRegistration{Command{
     "tokenize", "Print the token ids of a text",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<TokenizeArgs>();
-      sub.add_option("model", args->model, "Container directory (NAME.waste)")->required();
-      auto* text = sub.add_option("text", args->text, "Text to tokenize");
-      auto* file = sub.add_option("--file", args->file, "Read the text from a file ('-' = stdin)");
+      sub.add_option("model", args->model, "Container directory (NAME.waste)")->type_name("DIR")->required();
+      auto* text = sub.add_option("text", args->text, "Text to tokenize")->type_name("TEXT")->default_str("none");
+      auto* file = sub.add_option("--file", args->file, "Read the text from a file ('-' = stdin)")
+                       ->type_name("FILE")
+                       ->default_str("none");
       text->excludes(file);
       sub.add_flag("--markup", args->markup, "Template mode: special-token texts become their ids");
       sub.add_flag("--json", args->json, "JSON output with each token's text");

@@ -20,7 +20,7 @@ struct VerifyArgs {
 
 int run_verify(const VerifyArgs& args) {
   const ContainerFiles files{args.model};
-  auto text = read_text_file(files.manifest(), 64ull << 20);
+  auto text = read_manifest_text(files.dir);
   if (!text) {
     std::fprintf(stderr, "waste verify: %s\n", text.error().message.c_str());
     return 2;
@@ -109,7 +109,7 @@ const CommandRegistration kRegistration{Command{
     "verify", "Check every expert record (header, crc32) and trunk tensor bounds",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<VerifyArgs>();
-      sub.add_option("model", args->model, "container directory")->required();
+      sub.add_option("model", args->model, "Container directory (NAME.waste)")->type_name("DIR")->required();
       return [args] { return run_verify(*args); };
     }}};
 

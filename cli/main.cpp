@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/command.hpp"
+#include "cli/option_checks.hpp"
 
 namespace waste::cli {
 std::vector<Command>& command_registry() {
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
   spdlog::cfg::load_env_levels();
   CLI::App app{"WASTE: run mixture-of-experts models larger than RAM"};
   app.require_subcommand(1);
+  // --help shows every option's default ("--ctx TOKENS=4096"); options whose default is not a
+  // value (a sentinel, "none") set theirs in words with default_str.
+  app.option_defaults()->always_capture_default();
   auto& commands = command_registry();
   std::sort(commands.begin(), commands.end(), [](auto& a, auto& b) { return a.name < b.name; });
   std::function<int()> chosen;
@@ -35,6 +39,11 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const waste::cli::OptionError& e) {
+    // A value our checks refused: one line like every other command error.
+    const auto parsed = app.get_subcommands();
+    std::fprintf(stderr, "waste %s: %s\n", parsed.empty() ? "" : parsed.front()->get_name().c_str(), e.what());
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

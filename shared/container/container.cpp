@@ -156,10 +156,27 @@ Status validate_text_tensors(const Manifest& manifest) {
   return {};
 }
 
+Result<std::string> read_manifest_text(const std::filesystem::path& dir) {
+  constexpr const char* kHint = "make one with `waste synth` or `waste convert`";
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    return make_error(Errc::format, dir.string() + " does not exist (a model is a NAME.waste directory: " + kHint + ")");
+  }
+  if (!ec && status.type() != std::filesystem::file_type::directory) {
+    return make_error(Errc::format, dir.string() + " is not a WASTE container (not a directory): " + kHint);
+  }
+  const ContainerFiles files{dir};
+  if (!ec && !std::filesystem::exists(files.manifest(), ec) && !ec) {
+    return make_error(Errc::format, dir.string() + " is not a WASTE container (no manifest.json): " + kHint);
+  }
+  return read_text_file(files.manifest(), kMaxManifestBytes);
+}
+
 Result<ContainerInfo> ContainerInfo::open(const std::filesystem::path& dir) {
   ContainerInfo info;
   info.files.dir = dir;
-  auto text = read_text_file(info.files.manifest(), kMaxManifestBytes);
+  auto text = read_manifest_text(dir);
   if (!text) return std::unexpected(text.error());
   auto manifest = Manifest::parse(*text);
   if (!manifest) return std::unexpected(manifest.error().with_context(info.files.manifest().string()));

@@ -25,6 +25,15 @@ struct ContainerFiles {
   [[nodiscard]] std::filesystem::path chat() const { return dir / "chat.json"; }
 };
 
+// manifest.json of the container directory `dir`, read whole (at most 64 MiB). Every reader of
+// a container starts here, so a path that is not one gets the same words from every command
+// and from the daemon:
+//   "DIR does not exist (a model is a NAME.waste directory: make one with `waste synth` or `waste convert`)"
+//   "DIR is not a WASTE container (not a directory): make one with `waste synth` or `waste convert`"
+//   "DIR is not a WASTE container (no manifest.json): make one with `waste synth` or `waste convert`"
+// Other failures (permissions, size) name DIR/manifest.json.
+Result<std::string> read_manifest_text(const std::filesystem::path& dir);
+
 struct ContainerInfo {
   ContainerFiles files;
   Manifest manifest;

@@ -167,6 +167,11 @@ Result<Manifest> Manifest::parse(std::string_view json_text) {
   {
     auto fv = root.find("format_version");
     if (fv == root.end()) return make_error(Errc::format, "format_version is missing (expected 0)");
+    if (fv->is_number_integer() && fv->get<std::int64_t>() > kFormatVersion) {
+      // Written by a newer WASTE: say which version it is and which one this build reads.
+      return make_error(Errc::format, "format_version " + fv->dump() + " is newer than this build of WASTE reads (" +
+                                          std::to_string(kFormatVersion) + "); update WASTE to open this container");
+    }
     if (!fv->is_number_integer() || fv->get<std::int64_t>() != kFormatVersion) {
       return make_error(Errc::format, "format_version " + fv->dump() + " is not supported (expected 0)");
     }

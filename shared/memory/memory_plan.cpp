@@ -1,8 +1,6 @@
 #include "shared/memory/memory_plan.hpp"
 
-#include <fstream>
-#include <sstream>
-
+#include "shared/container/container.hpp"
 #include "shared/container/manifest.hpp"
 #include "shared/container/trunk.hpp"
 #include "shared/memory/client_sizing.hpp"
@@ -46,13 +44,10 @@ Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx
 }
 
 Result<MemoryPlan> plan_memory(const std::filesystem::path& container, std::uint32_t ctx_tokens) {
-  const std::filesystem::path file = container / "manifest.json";
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return make_error(Errc::io, file.string() + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto plan = plan_memory(std::string_view(text.str()), ctx_tokens);
-  if (!plan) return std::unexpected(plan.error().with_context(file.string()));
+  auto text = read_manifest_text(container);  // says so when `container` is not one
+  if (!text) return std::unexpected(text.error());
+  auto plan = plan_memory(std::string_view(*text), ctx_tokens);
+  if (!plan) return std::unexpected(plan.error().with_context((container / "manifest.json").string()));
   return plan;
 }
 

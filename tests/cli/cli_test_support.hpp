@@ -64,8 +64,10 @@ inline void write_text(const fs::path& p, const std::string& text) {
   out << text;
 }
 
-// Runs `waste ARGS...` with stdin from `input`; no shell, so arguments need no quoting.
-inline Ran run_waste(const std::vector<std::string>& args, const std::string& input = "") {
+inline fs::path ioserver_bin() { return waste_bin().parent_path().parent_path() / "ioserver" / "waste-ioserver"; }
+
+// Runs `BIN ARGS...` with stdin from `input`; no shell, so arguments need no quoting.
+inline Ran run_binary(const fs::path& binary, const std::vector<std::string>& args, const std::string& input = "") {
   ScratchDir io;
   REQUIRE_FALSE(io.path().empty());
   const fs::path in = io.path() / "in", out = io.path() / "out", err = io.path() / "err";
@@ -75,7 +77,7 @@ inline Ran run_waste(const std::vector<std::string>& args, const std::string& in
   posix_spawn_file_actions_addopen(&actions, 0, in.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  const std::string bin = waste_bin().string();
+  const std::string bin = binary.string();
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(bin.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -92,6 +94,10 @@ inline Ran run_waste(const std::vector<std::string>& args, const std::string& in
   ran.out = slurp(out);
   ran.err = slurp(err);
   return ran;
+}
+
+inline Ran run_waste(const std::vector<std::string>& args, const std::string& input = "") {
+  return run_binary(waste_bin(), args, input);
 }
 
 // `waste synth --preset tiny --tokenizer` once per process.

@@ -2,7 +2,9 @@
 // double), from a text file and from an id file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
@@ -78,7 +80,86 @@ TEST_CASE("waste eval needs two tokens and an input", "[cli][eval]") {
   CHECK(ran.err == "waste eval: need at least 2 tokens to score, got 1\n");
   ran = test::run_waste({"eval", model.string()});
   CHECK(ran.rc == 1);
-  CHECK(ran.err == "waste eval: give --file TEXT or --ids-file IDS\n");
+  CHECK(ran.err == "waste eval: give a prompt, --file TEXT or --ids-file IDS\n");
+  ran = test::run_waste({"eval", model.string(), "hello", "--file", (dir.path() / "one.txt").string()});
+  CHECK(ran.rc == 1);
+  CHECK(ran.err ==
+        "waste eval: give a prompt (next-token distribution) or --file/--ids-file (perplexity), not both\n");
+}
+
+TEST_CASE("waste eval MODEL prompt lists the most likely next tokens with logits and probabilities",
+          "[cli][eval]") {
+  const auto& model = test::tokenizer_container();
+  auto tok = Tokenizer::load(model);
+  REQUIRE(tok);
+  const std::string prompt = "The quick brown fox";
+  const std::vector<int> ids = tok->encode(prompt);
+  REQUIRE(ids.size() > 1);
+
+  // The oracle: the engine's logits after the whole prompt, softmax in double, ranked by logit
+  // (ties: lower id first).
+  EngineOptions options;
+  options.model = model;
+  options.threads = 1;
+  options.ctx_tokens = 64;
+  auto engine = Engine::open(options);
+  REQUIRE(engine);
+  auto logits_result = (*engine)->eval(ids);
+  REQUIRE(logits_result);
+  const std::vector<float> logits(logits_result->begin(), logits_result->end());
+  double max = logits[0];
+  for (const float v : logits) max = std::max(max, double(v));
+  double z = 0;
+  for (const float v : logits) z += std::exp(double(v) - max);
+  std::vector<int> order(logits.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return logits[std::size_t(a)] > logits[std::size_t(b)]; });
+
+  const std::vector<std::string> common = {"eval", model.string(), prompt, "--threads", "1", "--ctx", "64", "--in-process"};
+  auto args = common;
+  args.push_back("--json");
+  auto ran = test::run_waste(args);
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  const auto doc = nlohmann::json::parse(ran.out);
+  CHECK(doc["prompt_tokens"].get<std::size_t>() == ids.size());
+  CHECK(doc["vocab"].get<std::size_t>() == logits.size());
+  REQUIRE(doc["top"].size() == 10);  // --top defaults to 10
+  for (std::size_t i = 0; i < 10; ++i) {
+    const int id = order[i];
+    INFO("rank " << i);
+    CHECK(doc["top"][i]["id"].get<int>() == id);
+    CHECK(doc["top"][i]["logit"].get<double>() == double(logits[std::size_t(id)]));
+    CHECK(doc["top"][i]["prob"].get<double>() ==
+          Approx(std::exp(double(logits[std::size_t(id)]) - max) / z).epsilon(1e-12));
+    // A piece that is not whole UTF-8 is written with U+FFFD in place of the bad bytes.
+    const std::string piece = nlohmann::json(tok->decode_token(id)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    CHECK(doc["top"][i]["piece"].get<std::string>() == nlohmann::json::parse(piece).get<std::string>());
+  }
+
+  // Text: one line per token, "id  logit  prob  \"piece\"".
+  args = common;
+  args.insert(args.end(), {"--top", "3"});
+  ran = test::run_waste(args);
+  REQUIRE(ran.rc == 0);
+  std::vector<std::string> expected;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const int id = order[i];
+    char line[128];
+    std::snprintf(line, sizeof line, "%6d  %9.4f  %8.6f  ", id, double(logits[std::size_t(id)]),
+                  std::exp(double(logits[std::size_t(id)]) - max) / z);
+    expected.push_back(line + nlohmann::json(tok->decode_token(id)).dump(-1, ' ', false,
+                                                                         nlohmann::json::error_handler_t::replace));
+  }
+  CHECK(test::split_lines(ran.out) == expected);
+
+  // More than the vocabulary lists every token once.
+  args = common;
+  args.insert(args.end(), {"--top", "100000", "--json"});
+  ran = test::run_waste(args);
+  REQUIRE(ran.rc == 0);
+  CHECK(nlohmann::json::parse(ran.out)["top"].size() == logits.size());
 }
 
 }  // namespace waste

@@ -183,9 +183,15 @@ TEST_CASE("manifest damage gives exact messages", "[shared][container]") {
   SECTION("format_version 1") {
     json j = good;
     j["format_version"] = 1;
-    REQUIRE(parse_error(j) == "format_version 1 is not supported (expected 0)");
+    const std::string newer = "format_version 1 is newer than this build of WASTE reads (0); update WASTE to open this container";
+    REQUIRE(parse_error(j) == newer);
     c.set_manifest(j);
-    REQUIRE(c.open_error() == (c.dir.path() / "manifest.json").string() + ": format_version 1 is not supported (expected 0)");
+    REQUIRE(c.open_error() == (c.dir.path() / "manifest.json").string() + ": " + newer);
+  }
+  SECTION("format_version -1") {
+    json j = good;
+    j["format_version"] = -1;
+    REQUIRE(parse_error(j) == "format_version -1 is not supported (expected 0)");
   }
   SECTION("format_version missing") {
     json j = good;

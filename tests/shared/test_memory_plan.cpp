@@ -135,7 +135,9 @@ TEST_CASE("hazard: a manifest the engine refuses must not get a plan from lenien
   CHECK(no_top_k.error().message == "config: num_experts > 0 needs num_experts_per_token >= 1");
   auto missing = plan_memory(std::filesystem::path("/nonexistent/model.waste"));
   REQUIRE_FALSE(missing);
-  CHECK(missing.error().message == "/nonexistent/model.waste/manifest.json: cannot open");
+  CHECK(missing.error().message ==
+        "/nonexistent/model.waste does not exist (a model is a NAME.waste directory: make one with `waste synth` or "
+        "`waste convert`)");
 }
 
 TEST_CASE("client sizing: LUT buffers use 2^index_bits entries per stage, not entries", "[shared][memory]") {
