@@ -25,7 +25,7 @@ drop
 
 # Decode through the daemon with the arena holding everything: profile io_wait = IPC + misses.
 drop
-"$WASTE" bench "$MODEL" --daemon --budget $FULL --prompt-tokens $P -n "$N" --profile --json > "$OUT/daemon_full.json"
+"$WASTE" bench "$MODEL" --budget $FULL --prompt-tokens $P -n "$N" --profile --json > "$OUT/daemon_full.json"
 
 # One client alone (2 threads), then 4 at once (1 thread each: 4 x 1 = the 2 cores, oversubscribed 2x).
 drop
