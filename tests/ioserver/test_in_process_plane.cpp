@@ -57,7 +57,7 @@ Run run(const EngineOptions& options) {
 
 }  // namespace
 
-TEST_CASE("--in-process (the daemon's IoServer in this process) gives the daemon path's logits and tokens bit for bit",
+TEST_CASE("In-process (the daemon's IoServer in this process) gives the daemon path's logits and tokens bit for bit",
           "[ioserver][inprocess][oneplane]") {
   test::ScopedRuntimeDir runtime;
   ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
