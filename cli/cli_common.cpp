@@ -31,12 +31,13 @@ void add_engine_options(CLI::App& sub, EngineArgs& a) {
       ->check(int_range("--threads", 0, 1024));
   sub.add_flag("--verify", a.verify, "CRC-check every expert record read");
   sub.add_flag("--no-direct-io", a.no_direct_io, "Read expert banks through the page cache");
-  sub.add_option("--cache-records", a.cache_records, "Expert cache capacity in records (0 = no cache; overrides --budget)")
+  sub.add_option("--cache-records", a.cache_records,
+                 "With --in-process: arena slots of the in-process cache, in records (0 = the smallest arena, "
+                 "2 x top-k; overrides --budget)")
       ->type_name("RECORDS")
       ->default_str("from --budget")
       ->check(int_range("--cache-records", 0, std::int64_t(1) << 32));
-  sub.add_flag("--daemon", a.daemon, "Read experts through waste-ioserver (the default: attach, or start a private one)");
-  sub.add_flag("--in-process", a.in_process, "Read experts in this process, no daemon (debugging)");
+  sub.add_flag("--in-process", a.in_process, "Run the daemon's cache and readers inside this process (no daemon)");
   sub.add_option("--linger", a.linger_ms,
                  "If this command starts the container's waste-ioserver: milliseconds it stays after the last "
                  "client leaves ($WASTE_LINGER_MS, if set, is the default)")
@@ -121,10 +122,16 @@ Result<std::uint64_t> local_cache_records(const EngineArgs& a, std::uint64_t& bu
   return arena_slots(*plan, choice->budget_bytes);
 }
 
-Result<OpenEngine> open_engine(const EngineArgs& a) {
-  if (a.daemon && !a.use_daemon()) {
-    return make_error(Errc::argument, "--daemon cannot be combined with --in-process or --cache-records");
+Status check_cache_records(const EngineArgs& a) {
+  if (a.cache_records && !a.in_process) {
+    return make_error(Errc::argument,
+                      "--cache-records sizes the in-process cache; with a daemon use --budget (or add --in-process)");
   }
+  return ok();
+}
+
+Result<OpenEngine> open_engine(const EngineArgs& a) {
+  WASTE_TRY(check_cache_records(a));
   if (a.use_daemon()) return open_through_daemon(a);
   EngineOptions options = engine_options(a);
   OpenEngine out;

@@ -35,16 +35,15 @@ struct EngineArgs {
   int threads = 0;
   bool verify = false;
   bool no_direct_io = false;
-  std::optional<std::size_t> cache_records;  // in-process cache size in records (implies --in-process)
-  bool daemon = false;             // --daemon: insist on waste-ioserver (the default anyway)
-  bool in_process = false;         // --in-process: no daemon; a private in-process cache (debugging, tests)
+  std::optional<std::size_t> cache_records;  // with --in-process: the private arena's slots (else an error)
+  bool in_process = false;         // --in-process: the daemon's data plane inside this process (no daemon)
   int linger_ms = -1;              // --linger: a daemon this command starts stays this long after its last client
   int sequences = 1;               // sequences held at once (serve: --parallel), declared to the daemon
-  [[nodiscard]] bool use_daemon() const { return !in_process && !cache_records; }
+  [[nodiscard]] bool use_daemon() const { return !in_process; }
 };
 
 // Adds model (positional), --budget, --ctx, --threads, --verify, --no-direct-io,
-// --cache-records, --daemon, --in-process.
+// --cache-records, --in-process.
 void add_engine_options(CLI::App& sub, EngineArgs& args);
 
 // --temp, --top-p, --top-k, --seed.
@@ -74,11 +73,16 @@ struct OpenEngine {
 
 // Open the engine. By default through waste-ioserver: the daemon serving this container if one
 // runs, else the container's shareable one, started now (with --budget/--verify/--no-direct-io)
-// and exiting by itself `--linger` after its last client -- any number of commands share it. --in-process
-// (or --cache-records) reads records in this process with a cache sized from the budget.
+// and exiting by itself `--linger` after its last client -- any number of commands share it.
+// --in-process runs the daemon's data plane (a private IoServer) in this process, its arena
+// sized by --cache-records or the budget. --cache-records without --in-process is refused.
 Result<OpenEngine> open_engine(const EngineArgs& args);
 
-// In-process cache size in records: --cache-records, else the arena the budget (given or
+// Errc::argument when --cache-records is given without --in-process (it sizes the in-process
+// arena; a daemon's arena comes from its --budget).
+Status check_cache_records(const EngineArgs& args);
+
+// In-process arena size in records: --cache-records, else the arena the budget (given or
 // automatic, §4.2) leaves; `budget_bytes` gets the resolved budget (untouched with --cache-records).
 Result<std::uint64_t> local_cache_records(const EngineArgs& args, std::uint64_t& budget_bytes);
 

@@ -1,6 +1,7 @@
-// Where the forward pass gets expert records from. Two implementations with one contract:
-// LocalExpertSource (in-process reads and cache) and DaemonExpertSource (waste-ioserver's
-// shared-memory arena). The forward pass must produce identical bits with either.
+// Where the forward pass gets expert records from. Production reads go through one
+// implementation, DaemonExpertSource (waste-ioserver's shared-memory arena, or the same
+// IoServer in this process: compute/io/in_process_plane.hpp); tests add fixtures (e.g.
+// tests/compute/local_expert_source.*). The forward pass must produce identical bits with any.
 //
 // Contract, per MoE layer of one token (or one prefill window of distinct experts):
 //   request(layer, ids)   once, ids in selection order: pins them and starts every read at once

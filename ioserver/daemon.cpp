@@ -39,12 +39,12 @@ Result<DaemonSetup> resolve_setup(const DaemonOptions& options) {
   DaemonSetup setup;
   setup.options = options;
   std::error_code ec;
-  setup.model = fs::canonical(options.model, ec);
-  if (ec) return make_error(Errc::io, options.model.string() + ": " + ec.message());
+  setup.model = fs::canonical(options.io.container, ec);
+  if (ec) return make_error(Errc::io, options.io.container.string() + ": " + ec.message());
   if (!fs::is_directory(setup.model)) return make_error(Errc::format, setup.model.string() + ": not a container directory");
 
-  if (!options.instance.empty()) {
-    setup.instance = options.instance;
+  if (!options.io.instance.empty()) {
+    setup.instance = options.io.instance;
   } else {
     auto derived = ipc::instance_for_container(setup.model);
     if (!derived) return std::unexpected(derived.error());
@@ -52,10 +52,8 @@ Result<DaemonSetup> resolve_setup(const DaemonOptions& options) {
   }
   WASTE_TRY(ipc::validate_instance_name(setup.instance));
   if (options.reserved_clients < 1) {
-    return make_error(Errc::argument, "--clients must be at least 1, not " + std::to_string(options.reserved_clients));
-  }
-  if (options.policy != "lfru" && options.policy != "lru") {
-    return make_error(Errc::argument, "--policy must be lfru or lru, not '" + options.policy + "'");
+    return make_error(Errc::argument,
+                      "--reserve-clients must be at least 1, not " + std::to_string(options.reserved_clients));
   }
 
   auto plan = plan_memory(setup.model);
@@ -167,7 +165,7 @@ struct Daemon::Sockets {
 };
 
 Daemon::Daemon(DaemonSetup setup)
-    : setup_(std::move(setup)), ledger_(ledger_shape(setup_)), policy_(setup_.options.policy) {}
+    : setup_(std::move(setup)), ledger_(ledger_shape(setup_)), policy_(cache_policy_name(setup_.options.io.policy)) {}
 
 Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneFactory& factory) {
   // After the fork: the ledger entry carries the daemon's own pid.
@@ -211,17 +209,11 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
   d->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (d->wake_fd_ < 0) return make_error(Errc::io, std::string("eventfd: ") + std::strerror(errno));
 
-  DataPlaneConfig pc;
+  IoServerConfig pc = opt.io;
   pc.container = d->setup_.model;
   pc.instance = instance;
   pc.arena_slots = d->setup_.arena_slots;
-  pc.policy = opt.policy;
-  pc.reader_threads = opt.reader_threads;
-  pc.direct_io = opt.direct_io;
-  pc.verify_crc = opt.verify_crc;
-  pc.io_uring = opt.io_uring;
-  pc.max_clients = opt.max_clients;
-  pc.populate_arena = opt.populate_arena;
+  pc.private_memory = false;  // clients in other processes map it by name
   auto plane = factory(pc);
   if (!plane) return std::unexpected(plane.error().with_context(d->setup_.model.string()));
   d->plane_ = std::move(*plane);
@@ -260,7 +252,10 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
                 d->setup_.budget.explicit_budget ? "given" : "floor + " + std::to_string(d->setup_.budget.working_sets) + " working sets",
                 format_bytes(d->setup_.plan.floor_bytes), info.arena_slots,
                 format_bytes(d->setup_.plan.max_record_bytes));
-  if (opt.io_uring) {
+  d->log_->info("data plane: {} cache, {} reader threads, direct I/O {}, CRC verify {}, at most {} clients",
+                cache_policy_name(opt.io.policy), opt.io.reader_threads, opt.io.direct_io ? "asked" : "off",
+                opt.io.verify_crc ? "on" : "off", opt.io.max_clients);
+  if (opt.io.io_uring) {
     // The data plane falls back to pread where the kernel (or a seccomp filter) refuses io_uring.
     const auto totals = d->plane_->stats().value("totals", nlohmann::json::object());
     if (totals.value("io_uring", false)) {

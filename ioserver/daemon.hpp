@@ -21,6 +21,7 @@
 
 #include "ioserver/control/client_registry.hpp"
 #include "ioserver/control/data_plane.hpp"
+#include "ioserver/io_server_config.hpp"
 #include "shared/ipc/protocol.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
@@ -36,18 +37,14 @@ class logger;
 
 namespace waste::ioserver {
 
+// The daemon's options: the data plane's (one IoServerConfig; Daemon::init fills in the
+// canonical container, the instance and arena_slots) plus what only the daemon has. The
+// command-line form of all of them is add_daemon_options (ioserver/control/daemon_cli.hpp),
+// shared by waste-ioserver and `waste-ctl start`.
 struct DaemonOptions {
-  std::filesystem::path model;
+  IoServerConfig io;                           // io.container = MODEL, io.instance: empty = derived
   std::optional<std::uint64_t> budget_bytes;   // nullopt = automatic
-  std::string instance;                        // empty = derived from the container path
-  std::string policy = "lfru";
-  int reader_threads = 2;
-  bool direct_io = true;
-  bool verify_crc = false;
-  bool io_uring = false;                       // read records through io_uring
   int reserved_clients = 1;                    // clients whose state the budget must hold
-  int max_clients = 16;
-  bool populate_arena = true;                  // pre-fault the arena's pages in idle time
   bool remove_log_on_clean_stop = false;       // auto daemons: no log left behind unless they fail
   // Auto-exit (the daemon a `waste` command starts): drain this long after the last client
   // detached or was reclaimed; before the first attach, after max(linger, first_attach_grace).

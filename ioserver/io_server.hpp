@@ -23,7 +23,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "ioserver/expert_cache/cache_policy.hpp"
+#include "ioserver/io_server_config.hpp"
 #include "ioserver/nvme/record_reader.hpp"
 #include "shared/ipc/client_lease.hpp"
 #include "shared/ipc/container_identity.hpp"
@@ -32,29 +35,6 @@
 namespace waste {
 
 using ipc::ClientLease;
-
-struct IoServerConfig {
-  std::filesystem::path container;
-  std::string instance;               // unique name part: segment and socket names derive from uid + this
-  std::uint64_t arena_slots = 0;      // expert slots in the arena (>= 1)
-  CachePolicy policy = CachePolicy::lfru;
-  int reader_threads = 2;             // 1..64
-  bool direct_io = true;
-  bool verify_crc = false;
-  bool io_uring = false;              // read records through io_uring (falls back to pread if refused)
-  int max_clients = 16;               // 1..64
-  // How long a demand that finds every slot pinned or in flight waits for one to be freed
-  // (a release-layer, a detach, a dead client's reclaim, a landed prefetch) before it fails.
-  std::chrono::milliseconds arena_wait{10000};
-  // Pre-fault the arena's pages in an idle-priority thread, so reads land in mapped memory.
-  bool populate_arena = true;
-  // Directory of the segment files: a tmpfs or hugetlbfs mount; empty = /dev/shm. Its free space
-  // is checked (statvfs) before any segment is created.
-  std::filesystem::path shm_dir;
-  // Anonymous MAP_SHARED memory and no names at all: for an IoServer inside its only client's
-  // process (`waste run --in-process`). attach() then returns a lease carrying the mappings.
-  bool private_memory = false;
-};
 
 inline constexpr int kLatencyBuckets = 32;  // bucket i counts reads of [2^i, 2^(i+1)) us (bucket 0: < 2 us)
 
@@ -94,6 +74,9 @@ struct IoStats {
   CachePolicy policy = CachePolicy::lfru;
   std::vector<ClientIoStats> clients;    // attached clients only
 };
+
+// The JSON form of IoStats: {"totals": {...}, "clients": [...]} (the daemon's `stats` reply).
+nlohmann::json stats_json(const IoStats& stats);
 
 class IoServer {
  public:

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "compute/io/local_expert_source.hpp"
+#include "compute/io/in_process_plane.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
 #include "shared/memory/memory_plan.hpp"
@@ -28,12 +28,7 @@ Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
   BenchEngine out;
   std::unique_ptr<ExpertSource> source;
   std::shared_ptr<const Trunk> trunk;
-  if (args.resident && a.daemon) {
-    return make_error(Errc::argument, "--compute-only reads every expert in-process; drop --daemon");
-  }
-  if (a.daemon && !a.use_daemon()) {
-    return make_error(Errc::argument, "--daemon cannot be combined with --in-process or --cache-records");
-  }
+  WASTE_TRY(check_cache_records(a));
   // The daemon is the default (as for every command); --compute-only is in-process by nature.
   if (a.use_daemon() && !args.resident) {
     std::vector<std::string> private_args;
@@ -51,17 +46,21 @@ Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
     if (!shared) return std::unexpected(shared.error());
     trunk = std::move(*shared);
   } else {
+    // In-process: the daemon's data plane in this process (a private IoServer) with the arena
+    // the budget (or --cache-records) gives; --compute-only holds every record.
     auto records = local_cache_records(a, out.open.budget_bytes);
     if (!records) return std::unexpected(records.error());
-    out.cache_records = *records;
-    options.cache_records = std::size_t(*records);
-    if (args.record_trace) {
-      auto local = LocalExpertSource::open(*info, LocalSourceOptions{options.direct_io, options.verify_records,
-                                                                     options.cache_records, options.reader_threads,
-                                                                     options.resident_experts});
-      if (!local) return std::unexpected(local.error());
-      source = std::move(*local);
-    }
+    InProcessPlaneOptions io;
+    io.arena_slots = *records;
+    io.reader_threads = options.reader_threads;
+    io.direct_io = options.direct_io;
+    io.verify_crc = options.verify_records;
+    io.resident = options.resident_experts;
+    auto plane = open_in_process_plane(a.model, *info, io);
+    if (!plane) return std::unexpected(plane.error());
+    out.cache_records = plane->arena_slots;
+    source = std::move(plane->source);
+    trunk = std::move(plane->trunk);
   }
   if (args.record_trace) {
     out.trace = std::make_shared<std::vector<TraceEvent>>();

@@ -56,7 +56,7 @@ Result<MultiClientReport> run_multi_client(const MultiClientArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   const double daemon_cpu_start = read_process_cpu_seconds(daemon->pid()).value_or(0.0);
   for (int i = 0; i < a.clients; ++i) {
-    std::vector<std::string> args{"bench", a.model, "--daemon", "--json"};
+    std::vector<std::string> args{"bench", a.model, "--json"};  // the daemon is the default
     args.insert(args.end(), a.child_args.begin(), a.child_args.end());
     outputs.push_back(dir / ("client-" + std::to_string(i) + ".json"));
     auto pid = spawn_self(args, outputs.back());

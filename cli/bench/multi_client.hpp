@@ -1,5 +1,5 @@
 // `waste bench --clients N`: N bench processes decoding at once through one waste-ioserver.
-// The parent starts the daemon (budget for N clients), spawns the children with --daemon --json,
+// The parent starts the daemon (budget for N clients), spawns the children with --json (they attach to it: the daemon is the default),
 // samples every process's memory from /proc/PID/smaps_rollup while they run, and reports the
 // aggregate decode rate and memory per process and in total. PSS counts each shared page
 // (arena, trunk image) once across the processes that map it, which is what "total RSS with

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ioserver/control/daemon_cli.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/orphan_segments.hpp"
@@ -116,23 +117,19 @@ void print_stats(const json& s) {
 
 }  // namespace
 
-int start(const StartArgs& args) {
+int start(const ioserver::DaemonOptions& options) {
   std::error_code ec;
-  if (!fs::is_directory(args.model, ec)) return fail(args.model + ": not a container directory");
+  const std::string model = options.io.container.string();
+  if (!fs::is_directory(model, ec)) return fail(model + ": not a container directory");
   clean_stale(/*quiet_when_none=*/true);
-  std::string instance = args.name;
-  if (instance.empty()) {
-    auto derived = ipc::instance_for_container(args.model);
+  ioserver::DaemonOptions named = options;
+  if (named.io.instance.empty()) {
+    auto derived = ipc::instance_for_container(model);
     if (!derived) return fail(derived.error().message);
-    instance = *derived;
+    named.io.instance = *derived;
   }
-  std::vector<std::string> argv = {fs::absolute(args.model).string(), "--name", instance};
-  if (!args.budget.empty()) argv.insert(argv.end(), {"--budget", args.budget});
-  if (!args.policy.empty()) argv.insert(argv.end(), {"--policy", args.policy});
-  if (args.clients > 0) argv.insert(argv.end(), {"--clients", std::to_string(args.clients)});
-  if (args.no_direct_io) argv.push_back("--no-direct-io");
-  if (!args.log.empty()) argv.insert(argv.end(), {"--log", fs::absolute(args.log).string()});
-  if (auto st = ipc::run_ioserver(argv); !st) return fail(st.error().message);
+  const std::string instance = named.io.instance;
+  if (auto st = ipc::run_ioserver(ioserver::daemon_argv(named)); !st) return fail(st.error().message);
 
   auto info = ipc::read_daemon_info(ipc::info_path(instance));
   if (!info) return fail(info.error().message);

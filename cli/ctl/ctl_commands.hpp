@@ -4,19 +4,13 @@
 #include <optional>
 #include <string>
 
+#include "ioserver/daemon.hpp"
+
 namespace waste::ctl {
 
-struct StartArgs {
-  std::string model;
-  std::string budget;      // empty = automatic
-  std::string name;        // empty = derived
-  std::string policy;      // empty = daemon default
-  int clients = 0;         // 0 = daemon default
-  bool no_direct_io = false;
-  std::string log;
-};
-
-int start(const StartArgs& args);
+// Start a daemon with `options` (the same set waste-ioserver takes: add_daemon_options) and wait
+// until it is ready.
+int start(const ioserver::DaemonOptions& options);
 int stop(const std::string& target, int drain_ms);
 int status();
 int stats(const std::string& target, bool json, bool watch, double interval_s, int count);

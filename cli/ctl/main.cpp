@@ -1,21 +1,19 @@
 // waste-ctl: start, stop and inspect waste-ioserver daemons.
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/ctl/ctl_commands.hpp"
+#include "ioserver/control/daemon_cli.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"waste-ctl: manage waste-ioserver daemons (one per container)"};
   app.require_subcommand(1);
 
-  waste::ctl::StartArgs start_args;
+  // The daemon's own option set (ioserver/control/daemon_cli.hpp): the same as waste-ioserver's.
+  waste::ioserver::DaemonCli start_cli;
   auto* start = app.add_subcommand("start", "start a daemon for MODEL and wait until it is ready");
-  start->add_option("MODEL", start_args.model, "container directory")->required();
-  start->add_option("--budget", start_args.budget, "RAM budget (e.g. 8G); default: automatic");
-  start->add_option("--name", start_args.name, "instance name (default: derived from the container path)");
-  start->add_option("--policy", start_args.policy, "expert cache policy")->check(CLI::IsMember({"lfru", "lru"}));
-  start->add_option("--clients", start_args.clients, "clients whose state the budget reserves room for");
-  start->add_flag("--no-direct-io", start_args.no_direct_io, "read through the page cache");
-  start->add_option("--log", start_args.log, "daemon log file");
+  waste::ioserver::add_daemon_options(*start, start_cli);
 
   std::string stop_target;
   int drain_ms = 2000;
@@ -40,7 +38,14 @@ int main(int argc, char** argv) {
   auto* cleanup = app.add_subcommand("cleanup", "remove the files and shared memory of crashed daemons");
 
   CLI11_PARSE(app, argc, argv);
-  if (start->parsed()) return waste::ctl::start(start_args);
+  if (start->parsed()) {
+    auto options = waste::ioserver::daemon_options(start_cli);
+    if (!options) {
+      std::fprintf(stderr, "waste-ctl: %s\n", options.error().message.c_str());
+      return 2;
+    }
+    return waste::ctl::start(*options);
+  }
   if (stop->parsed()) return waste::ctl::stop(stop_target, drain_ms);
   if (status->parsed()) return waste::ctl::status();
   if (stats->parsed()) return waste::ctl::stats(stats_target, as_json, watch, interval_s, count);

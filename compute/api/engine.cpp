@@ -7,7 +7,7 @@
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
 #include "compute/io/daemon_attach.hpp"
-#include "compute/io/local_expert_source.hpp"
+#include "compute/io/in_process_plane.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/runtime/thread_pool.hpp"
@@ -145,6 +145,21 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
     return make_error(Errc::unsupported, where + ": models without routed experts are not supported");
   }
 
+  // No daemon and no source: the daemon's own data plane inside this process (private IoServer,
+  // read through DaemonExpertSource), its trunk image included.
+  if (!source) {
+    InProcessPlaneOptions io;
+    io.arena_slots = options.cache_records;
+    io.reader_threads = options.reader_threads;
+    io.direct_io = options.direct_io;
+    io.verify_crc = options.verify_records;
+    io.resident = options.resident_experts;
+    auto plane = open_in_process_plane(options.model, impl->info, io);
+    if (!plane) return std::unexpected(plane.error());
+    source = std::move(plane->source);
+    if (!trunk) trunk = std::move(plane->trunk);
+  }
+
   if (trunk) {
     impl->trunk = std::move(trunk);
   } else {
@@ -164,12 +179,6 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   }
   if (source) {
     impl->source = std::move(source);
-  } else if (c.n_experts > 0) {
-    auto local = LocalExpertSource::open(
-        impl->info, LocalSourceOptions{options.direct_io, options.verify_records, options.cache_records,
-                                       options.reader_threads, options.resident_experts});
-    if (!local) return std::unexpected(local.error());
-    impl->source = std::move(*local);
   }
   {
     auto state = model::RunState::create(c, options.ctx_tokens);
@@ -183,17 +192,11 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   for (const auto& [layer, bank] : impl->info.manifest.banks) {
     if (layer >= 0 && layer < c.n_layers) impl->codebook_base[std::size_t(layer)] = bank.codebook_base;
   }
-  // Automatic width only where a prefetch can overlap: the in-process source needs reader
-  // threads (it has none in resident mode, where nothing is left to fetch).
-  bool can_prefetch = true;
-  if (const auto* local = dynamic_cast<const LocalExpertSource*>(impl->source.get())) {
-    can_prefetch = local->reader_threads() > 0;
-  }
-  const int lookahead =
-      options.lookahead >= 0 ? options.lookahead
-      : can_prefetch ? forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(), c.top_k,
-                                                   c.n_experts, impl->pool->size())
-                     : 0;
+  // Automatic width from the source's cache (0 when it holds every record: resident mode).
+  const int lookahead = options.lookahead >= 0
+                            ? options.lookahead
+                            : forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(),
+                                                      c.top_k, c.n_experts, impl->pool->size());
   forward::Forward::Inputs in{c,
                               impl->weights,
                               *impl->trunk,

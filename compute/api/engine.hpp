@@ -2,9 +2,10 @@
 // server and the tests. An Engine owns one sequence (RunState); it is not thread-safe, and
 // nothing in it calls exit(): every failure comes back as a Result with context.
 //
-// Expert records come from an ExpertSource: by default an in-process LocalExpertSource, or one
-// the caller supplies (waste-ioserver's shared-memory DaemonExpertSource). The caller may also
-// supply a Trunk built over a shared trunk image, so several engines share one copy.
+// Expert records come from an ExpertSource: through waste-ioserver (EngineOptions::daemon), by
+// default the daemon's own data plane inside this process (a private IoServer read through
+// DaemonExpertSource, compute/io/in_process_plane.hpp), or one the caller supplies. The caller
+// may also supply a Trunk built over a shared trunk image, so several engines share one copy.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +47,8 @@ struct EngineOptions {
   int ctx_tokens = 4096;           // positions per sequence (MLA latent cache length)
   bool verify_records = false;     // CRC-check every record read from disk
   bool direct_io = true;           // O_DIRECT for the banks when the filesystem allows it
-  std::size_t cache_records = 0;   // LocalExpertSource cache capacity in records (0 = no cache)
-  int reader_threads = 2;          // LocalExpertSource read-ahead threads (0 = synchronous reads)
+  std::size_t cache_records = 0;   // in-process arena slots (0 = the minimum, 2 * top_k)
+  int reader_threads = 2;          // in-process IoServer reader threads (1..64; 0 is taken as 1)
   int lookahead = -1;              // next-layer experts prefetched per MoE layer in decode:
                                    // -1 = automatic from the source's cache size, 0 = off, else 1..64
   int prefill_chunk = 64;          // prompt tokens per chunked-prefill call (1 = token by token), <= 64
@@ -135,9 +136,10 @@ struct SequenceFeed {
 
 class Engine {
  public:
-  // `source` null => a LocalExpertSource built from the options. `trunk` null => trunk.bin is
-  // loaded into a private image; otherwise that Trunk (e.g. over the daemon's shared image) is
-  // used and must belong to the same container.
+  // `source` null => through the daemon (options.daemon.enabled) or the in-process data plane
+  // (a private IoServer sized by cache_records; its trunk image too unless `trunk` is given).
+  // `trunk` null with a caller's source => trunk.bin is loaded into a private image; otherwise
+  // that Trunk (e.g. over the daemon's shared image) is used and must belong to the same container.
   static Result<std::unique_ptr<Engine>> open(const EngineOptions& options,
                                                std::unique_ptr<ExpertSource> source = nullptr,
                                                std::shared_ptr<const Trunk> trunk = nullptr);

@@ -40,7 +40,7 @@ Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const
     return d;
   }
   d.instance_ = "bench-" + std::to_string(::getpid());
-  std::vector<std::string> args{absolute.string(), "--name", d.instance_, "--clients", std::to_string(clients),
+  std::vector<std::string> args{absolute.string(), "--name", d.instance_, "--reserve-clients", std::to_string(clients),
                                 "--remove-log-on-stop"};
   if (!budget.empty()) {
     args.push_back("--budget");

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ioserver/io_server_config.hpp"
 #include "shared/result.hpp"
 
 namespace waste::ioserver {
@@ -25,20 +26,6 @@ struct PlaneLease {
   // `lease` without looking inside. IoServerPlane puts: generation, pid, trunk_bytes, daemon_pid,
   // ring_segment, wake_segment, shm_dir (see compute/io/daemon_connect.cpp).
   nlohmann::json extra = nlohmann::json::object();
-};
-
-struct DataPlaneConfig {
-  std::filesystem::path container;
-  std::string instance;
-  std::uint64_t arena_slots = 0;
-  std::string policy = "lfru";
-  int reader_threads = 2;
-  bool direct_io = true;
-  bool verify_crc = false;
-  bool io_uring = false;
-  int max_clients = 16;
-  bool populate_arena = true;   // pre-fault slot pages at idle priority
-  std::filesystem::path shm_dir;   // segment directory (tmpfs or hugetlbfs); empty = /dev/shm
 };
 
 class DataPlane {
@@ -63,15 +50,18 @@ class DataPlane {
   }
   virtual void reclaim_dead_clients() = 0;
   // {"totals": {hits, misses, bytes_read, queue_depth, direct_io, io_uring, slots_used, latency_us_log2[]},
-  //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}
+  //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}; IoServerPlane's is
+  //  stats_json(IoServer::stats()) (ioserver/data_plane/stats.cpp).
   [[nodiscard]] virtual nlohmann::json stats() const = 0;
   virtual Status set_policy(std::string_view policy) = 0;   // "lfru" | "lru"
   virtual void stop() = 0;                                   // idempotent
 };
 
-using DataPlaneFactory = std::function<Result<std::unique_ptr<DataPlane>>(const DataPlaneConfig&)>;
+// Gets DaemonOptions::io with container (canonical), instance and arena_slots filled in by the
+// daemon's set-up.
+using DataPlaneFactory = std::function<Result<std::unique_ptr<DataPlane>>(const IoServerConfig&)>;
 
-// The real data path (IoServer). Defined in io_server_plane.cpp.
-Result<std::unique_ptr<DataPlane>> make_io_server_plane(const DataPlaneConfig& config);
+// The real data path (IoServer::create(config)). Defined in io_server_plane.cpp.
+Result<std::unique_ptr<DataPlane>> make_io_server_plane(const IoServerConfig& config);
 
 }  // namespace waste::ioserver

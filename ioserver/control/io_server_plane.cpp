@@ -39,45 +39,7 @@ class IoServerPlane final : public DataPlane {
   Status set_cache_slots(std::uint32_t usable_slots) override { return server_->set_cache_slots(usable_slots); }
   void reclaim_dead_clients() override { server_->reclaim_dead_clients(); }
 
-  [[nodiscard]] json stats() const override {
-    const IoStats s = server_->stats();
-    json latency = json::array();
-    for (auto v : s.read_latency_us_log2) latency.push_back(v);
-    json totals = {{"hits", s.hits},
-                   {"misses", s.misses},
-                   {"bytes_read", s.bytes_read},
-                   {"reads", s.reads},
-                   {"prefetch_reads", s.prefetch_reads},
-                   {"read_errors", s.read_errors},
-                   {"evictions", s.evictions},
-                   {"clients_reclaimed", s.clients_reclaimed},
-                   {"breaches", s.breaches},
-                   {"usable_slots", s.usable_slots},
-                   {"arena_waits", s.arena_waits},
-                   {"demands_waiting", s.demands_waiting},
-                   {"arena_populated_bytes", s.arena_populated_bytes},
-                   {"read_latency_us_log2", latency},
-                   {"queue_depth", s.read_queue_depth},
-                   {"direct_io", s.direct_io},
-                   {"io_uring", s.io_uring},
-                   {"slots_total", s.slots_total},
-                   {"slots_used", s.slots_used},
-                   {"slots_pinned", s.slots_pinned},
-                   {"record_bytes", s.record_bytes},
-                   {"policy", cache_policy_name(s.policy)}};
-    json clients = json::array();
-    for (const auto& c : s.clients) {
-      clients.push_back(json{{"client_idx", c.client_idx},
-                             {"pid", c.pid},
-                             {"hits", c.hits},
-                             {"misses", c.misses},
-                             {"bytes_read", c.bytes_read},
-                             {"prefetch_reads", c.prefetch_reads},
-                             {"pinned_slots", c.pinned_slots},
-                             {"queue_depth", c.request_queue_depth}});
-    }
-    return json{{"totals", totals}, {"clients", clients}};
-  }
+  [[nodiscard]] json stats() const override { return stats_json(server_->stats()); }
 
   Status set_policy(std::string_view policy) override {
     const auto p = parse_cache_policy(policy);
@@ -92,22 +54,8 @@ class IoServerPlane final : public DataPlane {
 
 }  // namespace
 
-Result<std::unique_ptr<DataPlane>> make_io_server_plane(const DataPlaneConfig& config) {
-  IoServerConfig c;
-  c.container = config.container;
-  c.instance = config.instance;
-  c.arena_slots = config.arena_slots;
-  const auto policy = parse_cache_policy(config.policy);
-  if (!policy) return make_error(Errc::argument, "cache policy '" + config.policy + "' is not lfru or lru");
-  c.policy = *policy;
-  c.reader_threads = config.reader_threads;
-  c.direct_io = config.direct_io;
-  c.verify_crc = config.verify_crc;
-  c.io_uring = config.io_uring;
-  c.max_clients = config.max_clients;
-  c.populate_arena = config.populate_arena;
-  c.shm_dir = config.shm_dir;
-  auto server = IoServer::create(c);
+Result<std::unique_ptr<DataPlane>> make_io_server_plane(const IoServerConfig& config) {
+  auto server = IoServer::create(config);
   if (!server) return std::unexpected(server.error());
   return std::unique_ptr<DataPlane>(std::make_unique<IoServerPlane>(std::move(*server)));
 }

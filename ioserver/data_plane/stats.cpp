@@ -1,4 +1,7 @@
-// IoServer's statistics: totals, per-client counters and the cache's occupancy, for waste-ctl.
+// IoServer's statistics: totals, per-client counters and the cache's occupancy, and their JSON
+// form (the daemon's `stats` reply, which waste-ctl prints): built here only.
+#include <nlohmann/json.hpp>
+
 #include "ioserver/data_plane/io_server_impl.hpp"
 
 namespace waste {
@@ -54,6 +57,46 @@ IoStats IoServer::stats() const {
     st.clients.push_back(cs);
   }
   return st;
+}
+
+nlohmann::json stats_json(const IoStats& s) {
+  using nlohmann::json;
+  json latency = json::array();
+  for (auto v : s.read_latency_us_log2) latency.push_back(v);
+  json totals = {{"hits", s.hits},
+                 {"misses", s.misses},
+                 {"bytes_read", s.bytes_read},
+                 {"reads", s.reads},
+                 {"prefetch_reads", s.prefetch_reads},
+                 {"read_errors", s.read_errors},
+                 {"evictions", s.evictions},
+                 {"clients_reclaimed", s.clients_reclaimed},
+                 {"breaches", s.breaches},
+                 {"usable_slots", s.usable_slots},
+                 {"arena_waits", s.arena_waits},
+                 {"demands_waiting", s.demands_waiting},
+                 {"arena_populated_bytes", s.arena_populated_bytes},
+                 {"read_latency_us_log2", latency},
+                 {"queue_depth", s.read_queue_depth},
+                 {"direct_io", s.direct_io},
+                 {"io_uring", s.io_uring},
+                 {"slots_total", s.slots_total},
+                 {"slots_used", s.slots_used},
+                 {"slots_pinned", s.slots_pinned},
+                 {"record_bytes", s.record_bytes},
+                 {"policy", cache_policy_name(s.policy)}};
+  json clients = json::array();
+  for (const auto& c : s.clients) {
+    clients.push_back(json{{"client_idx", c.client_idx},
+                           {"pid", c.pid},
+                           {"hits", c.hits},
+                           {"misses", c.misses},
+                           {"bytes_read", c.bytes_read},
+                           {"prefetch_reads", c.prefetch_reads},
+                           {"pinned_slots", c.pinned_slots},
+                           {"queue_depth", c.request_queue_depth}});
+  }
+  return json{{"totals", totals}, {"clients", clients}};
 }
 
 }  // namespace waste

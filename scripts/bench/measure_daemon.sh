@@ -16,7 +16,7 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || echo "warning: c
 # Trace of the standard workload (greedy, so every run routes the same), then replay it twice
 # through a daemon whose arena holds everything: pass 2 is all hits = the pure IPC round trip.
 drop
-"$WASTE" bench "$MODEL" --prompt-tokens $P -n "$N" --cache-records 1792 --lookahead 0 \
+"$WASTE" bench "$MODEL" --prompt-tokens $P -n "$N" --in-process --cache-records 1792 --lookahead 0 \
   --record-trace "$OUT/trace.txt" --json > "$OUT/trace_run.json"
 drop
 "$WASTE" bench "$MODEL" --io-only --trace "$OUT/trace.txt" --budget $FULL --passes 2 --json > "$OUT/io_only_full.json"
@@ -25,7 +25,7 @@ drop
 
 # Decode through the daemon with the arena holding everything: profile io_wait = IPC + misses.
 drop
-"$WASTE" bench "$MODEL" --daemon --budget $FULL --prompt-tokens $P -n "$N" --profile --json > "$OUT/daemon_full.json"
+"$WASTE" bench "$MODEL" --budget $FULL --prompt-tokens $P -n "$N" --profile --json > "$OUT/daemon_full.json"
 
 # One client alone (2 threads), then 4 at once (1 thread each: 4 x 1 = the 2 cores, oversubscribed 2x).
 drop

@@ -25,9 +25,9 @@ PY
 }
 # 1. a 500 MB expert cache (187 records of 2,666,496 bytes; the budget floor is 856 MB, so the
 #    reference's "500M" can only be its cache): lookahead widths
-for L in 0 2 4 6 8 -1; do bench "c500M_la${L}" --cache-records 187 --lookahead "$L" --profile; done
+for L in 0 2 4 6 8 -1; do bench "c500M_la${L}" --in-process --cache-records 187 --lookahead "$L" --profile; done
 # 2. every expert cached: 1792 records = all 7x256, then resident (compute only)
-for L in 0 -1; do bench "full_la${L}" --cache-records 1792 --lookahead "$L" --profile; done
+for L in 0 -1; do bench "full_la${L}" --in-process --cache-records 1792 --lookahead "$L" --profile; done
 bench "compute_only" --compute-only --profile
 # 3. prefill token by token vs chunked (same budget)
-bench "c500M_chunk1" --cache-records 187 --prefill-chunk 1
+bench "c500M_chunk1" --in-process --cache-records 187 --prefill-chunk 1

@@ -117,7 +117,7 @@ TEST_CASE("waste bench --lookahead sets the prefetch width and never changes the
   for (const char* width : {"0", "2"}) {
     INFO("lookahead " << width);
     const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens",
-                               "4", "-n", "3", "--lookahead", width, "--cache-records", "64", "--json"});
+                               "4", "-n", "3", "--lookahead", width, "--in-process", "--cache-records", "64", "--json"});
     CHECK(doc["lookahead"].get<int>() == std::stoi(width));
     const auto& d = doc["decode"];
     CHECK(d["experts_hit"].get<std::uint64_t>() + d["experts_missed"].get<std::uint64_t>() == 3 * shape.per_token);
@@ -133,7 +133,7 @@ TEST_CASE("waste bench --record-trace writes every request the run made", "[cli]
   test::ScratchDir dir;
   const auto trace = dir.path() / "trace.txt";
   const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "5",
-                             "-n", "3", "--cache-records", "0", "--record-trace", trace.string(), "--json"});
+                             "-n", "3", "--in-process", "--cache-records", "64", "--record-trace", trace.string(), "--json"});
   const auto lines = test::split_lines(test::slurp(trace));
   REQUIRE(!lines.empty());
   CHECK(lines[0].starts_with("# waste expert trace v1"));
@@ -150,7 +150,8 @@ TEST_CASE("waste bench --record-trace writes every request the run made", "[cli]
     ++demand_lines;
     demand_ids += std::uint64_t(std::count(ids.begin(), ids.end(), ',') + 1);
   }
-  // One prefill chunk plus 3 decode steps, each visiting every MoE layer once.
+  // One prefill chunk (one window: the arena holds every record) plus 3 decode steps, each
+  // visiting every MoE layer once.
   CHECK(last_step == 3);
   CHECK(demand_lines == 4u * std::uint64_t(shape.moe_layers));
   // Each id in a request is one demand lookup in the source's counters.

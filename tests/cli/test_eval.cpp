@@ -166,7 +166,7 @@ TEST_CASE("waste eval MODEL prompt lists the most likely next tokens with logits
 
 namespace waste {
 
-TEST_CASE("waste eval --daemon (records through waste-ioserver) scores exactly as in-process", "[cli][eval][daemon]") {
+TEST_CASE("waste eval through waste-ioserver (the default) scores exactly as --in-process", "[cli][eval][daemon]") {
   const auto ioserver = test::waste_bin().parent_path().parent_path() / "ioserver" / "waste-ioserver";
   INFO("needs " << ioserver << " (build the waste-ioserver target)");
   REQUIRE(std::filesystem::exists(ioserver));
@@ -177,12 +177,12 @@ TEST_CASE("waste eval --daemon (records through waste-ioserver) scores exactly a
   test::write_text(dir.path() / "ids.txt", "1 17 42 99 5 7 8 200 13 77 300 12");
   const std::vector<std::string> args = {"eval", model.string(), "--threads", "1", "--ctx", "64", "--ids-file",
                                          (dir.path() / "ids.txt").string(), "--json"};
-  const auto local = test::run_waste(args);
+  auto local_args = args;
+  local_args.push_back("--in-process");
+  const auto local = test::run_waste(local_args);
   INFO(local.err);
   REQUIRE(local.rc == 0);
-  auto daemon_args = args;
-  daemon_args.push_back("--daemon");
-  const auto daemon = test::run_waste(daemon_args);
+  const auto daemon = test::run_waste(args);
   INFO(daemon.err);
   REQUIRE(daemon.rc == 0);
   const auto a = nlohmann::json::parse(local.out), b = nlohmann::json::parse(daemon.out);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "compute/forward/forward.hpp"
-#include "compute/io/local_expert_source.hpp"
+#include "local_expert_source.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/run_state.hpp"
 #include "compute/model/weights.hpp"

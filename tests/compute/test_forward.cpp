@@ -10,7 +10,7 @@
 
 #include "compute/api/engine.hpp"
 #include "compute/forward/forward.hpp"
-#include "compute/io/local_expert_source.hpp"
+#include "local_expert_source.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/run_state.hpp"
 #include "compute/model/weights.hpp"
@@ -254,15 +254,16 @@ TEST_CASE("Logits are bit-identical with 1 and 2 threads", "[compute][forward]")
   }
 }
 
-TEST_CASE("Logits are bit-identical with the expert cache on and off", "[compute][forward]") {
+TEST_CASE("Logits are bit-identical with the smallest and a whole-model expert cache", "[compute][forward]") {
   const auto dir = test::synth_container("tiny");
   ExpertSourceStats cold{}, warm{};
-  const auto no_cache = run_logits(dir, 2, 0, &cold);
+  // cache_records 0: the in-process arena's minimum (2 * top_k slots); 100000: every record.
+  const auto smallest = run_logits(dir, 2, 0, &cold);
   const auto cached = run_logits(dir, 2, 100000, &warm);
-  CHECK(cold.hits == 0);
-  CHECK(warm.hits > 0);
-  CHECK(warm.hits + warm.misses == cold.misses);
-  CHECK(bit_identical(no_cache, cached));
+  CHECK(warm.hits > cold.hits);
+  CHECK(warm.misses < cold.misses);
+  CHECK(warm.hits + warm.misses == cold.hits + cold.misses);  // the same demands
+  CHECK(bit_identical(smallest, cached));
 }
 
 TEST_CASE("Routing keeps selection order, breaks ties to the lower id, biases selection only",

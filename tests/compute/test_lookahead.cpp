@@ -107,7 +107,8 @@ TEST_CASE("Automatic lookahead width follows the cache size", "[compute][lookahe
 
   // The engine asks its source: tiny has 3 MoE layers x top-2 = 6 records per token.
   const auto dir = test::synth_container("tiny");
-  CHECK(run(dir, 0, -1).lookahead == 0);
+  // cache_records 0: the in-process arena's minimum, 2 * top_k = 4 slots (half to one working set).
+  CHECK(run(dir, 0, -1).lookahead == 1);
   CHECK(run(dir, 2, -1).lookahead == 0);
   CHECK(run(dir, 3, -1).lookahead == 1);
   CHECK(run(dir, 6, -1).lookahead == 2);

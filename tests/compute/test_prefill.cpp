@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
-#include "compute/io/local_expert_source.hpp"
+#include "local_expert_source.hpp"
 #include "shared/container/container.hpp"
 #include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
-#include "compute/io/local_expert_source.hpp"
+#include "local_expert_source.hpp"
 #include "shared/container/container.hpp"
 #include "test_forward_fixtures.hpp"
 

@@ -16,21 +16,12 @@
 #include "test_support.hpp"
 
 using namespace waste;
+using test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
 
 constexpr std::uint64_t kRecordBytes = 8192;
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
 
 struct PatternServer {
   std::unique_ptr<IoServer> server;

@@ -20,8 +20,10 @@
 #include "shared/ipc/process_liveness.hpp"
 #include "shared/memory/machine_ledger.hpp"
 #include "test_control_support.hpp"
+#include "test_support.hpp"
 
 using namespace waste;
+using test::eventually;
 using namespace waste::ioserver;
 using nlohmann::json;
 namespace fs = std::filesystem;
@@ -109,8 +111,8 @@ struct InProcessDaemonIn {
   explicit InProcessDaemonIn(const InProcessOptions& io, bool require_ok = true) {
     std::ofstream(model.path / "manifest.json") << io.manifest;
     DaemonOptions o;
-    o.model = model.path;
-    o.instance = io.instance;
+    o.io.container = model.path;
+    o.io.instance = io.instance;
     o.budget_bytes = io.budget;
     o.handle_signals = false;
     o.log_to_stderr = false;
@@ -120,7 +122,7 @@ struct InProcessDaemonIn {
     auto s = resolve_setup(o);
     REQUIRE(s);
     setup = *s;
-    auto d = Daemon::init(setup, [this](const DataPlaneConfig&) -> Result<std::unique_ptr<DataPlane>> {
+    auto d = Daemon::init(setup, [this](const IoServerConfig&) -> Result<std::unique_ptr<DataPlane>> {
       return std::unique_ptr<DataPlane>(std::make_unique<FakePlane>(log));
     });
     if (!d) {
@@ -158,17 +160,6 @@ struct InProcessDaemon {
 
 ipc::DetachRequest lease_of(const ipc::AttachReply& a, int pid = ::getpid()) {
   return ipc::DetachRequest{a.client_idx, pid, a.lease.value("generation", std::uint64_t{0})};
-}
-
-// Bounded wait for a condition the daemon's loop makes true (not a timing assertion).
-template <class F>
-bool eventually(F&& f, std::chrono::milliseconds bound = std::chrono::milliseconds(10000)) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 
 #include <signal.h>
 
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "shared/ipc/control_client.hpp"
@@ -129,6 +133,70 @@ TEST_CASE("stale socket, info file and segments of a kill -9'd daemon are found 
   CHECK(fresh->pid != info->pid);
   REQUIRE(test::run_command(ctl("stop " + name)).exit_code == 0);
   CHECK_FALSE(shm_exists(ipc::arena_segment_name(name)));
+}
+
+
+TEST_CASE("waste-ctl start and waste-ioserver take one daemon option set: same help, same refusals",
+          "[ioserver][control][cli]") {
+  test::ScopedRuntimeDir runtime;
+  test::TempDir t("opts");
+  // Both binaries refuse the same out-of-range value with the same words (exit 2, nothing started).
+  for (const auto& [bin, who] : {std::pair{std::string(WASTE_CTL_BIN) + " start", std::string("waste-ctl")},
+                                 std::pair{std::string(WASTE_IOSERVER_BIN), std::string("waste-ioserver")}}) {
+    INFO(who);
+    auto r = test::run_command(bin + " " + t.path.string() + " --max-clients 65");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output == who + ": --max-clients must be between 1 and 64, not 65\n");
+    r = test::run_command(bin + " " + t.path.string() + " --clients 2");
+    CHECK(r.exit_code == 2);
+    CHECK(r.output == who + ": --clients was renamed --reserve-clients (clients whose state the budget reserves "
+                            "room for; --max-clients caps how many attach)\n");
+  }
+  // Every option line of waste-ioserver's help (but its own --foreground) is in waste-ctl start's.
+  const auto daemon_help = test::run_command(std::string(WASTE_IOSERVER_BIN) + " --help").output;
+  const auto ctl_help = test::run_command(ctl("start --help")).output;
+  std::istringstream lines(daemon_help);
+  int options = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("  --") != 0 || line.find("--foreground") != std::string::npos) continue;
+    INFO(line);
+    CHECK(ctl_help.find(line) != std::string::npos);
+    ++options;
+  }
+  CHECK(options == 14);  // --budget .. --first-attach-grace
+  for (const char* name : {"--verify", "--io-uring", "--max-clients", "--reader-threads", "--reserve-clients"}) {
+    INFO(name);
+    CHECK(ctl_help.find(std::string("  ") + name) != std::string::npos);
+  }
+}
+
+TEST_CASE("waste-ctl start hands --max-clients, --reader-threads and --verify to the daemon", "[ioserver][control]") {
+  test::ScopedRuntimeDir runtime;
+  test::TempDir t("pass");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  const std::string name = "pass-" + std::to_string(::getpid());
+  auto started = test::run_command(ctl("start " + model.string() + " --name " + name +
+                                       " --budget 64M --max-clients 2 --reader-threads 3 --verify"));
+  INFO(started.output);
+  REQUIRE(started.exit_code == 0);
+  auto info = ipc::read_daemon_info(ipc::info_path(name));
+  REQUIRE(info);
+  auto client = ipc::ControlClient::connect(info->socket);
+  REQUIRE(client);
+  // Two leases fit, the third is refused: the daemon got --max-clients 2.
+  auto a = client->attach({::getpid(), 1ULL << 20});
+  auto b = client->attach({::getpid(), 1ULL << 20});
+  REQUIRE((a && b));
+  auto c = client->attach({::getpid(), 1ULL << 20});
+  REQUIRE_FALSE(c);
+  CHECK(c.error().message.find("attach: all 2 client slots are in use") != std::string::npos);
+  std::ifstream in(info->log);
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(log);
+  CHECK(log.find("data plane: lfru cache, 3 reader threads, direct I/O asked, CRC verify on, at most 2 clients") !=
+        std::string::npos);
+  REQUIRE(test::run_command(ctl("stop " + name)).exit_code == 0);
 }
 
 #endif

@@ -15,26 +15,11 @@
 #include "test_support.hpp"
 
 using namespace waste;
+using test::eventually;
+using test::exact;
 using namespace std::chrono_literals;
 
 namespace {
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
-
-bool exact(std::span<const std::byte> bytes, int layer, int expert) {
-  for (std::size_t i = 0; i < bytes.size(); ++i) {
-    if (bytes[i] != test::pattern_byte(layer, expert, i)) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -194,7 +179,7 @@ TEST_CASE("An in-process IoServer on private memory serves the same bytes as the
 }
 
 TEST_CASE("The DataPlane adapter detaches by lease and resizes the cache", "[ioserver][ipc]") {
-  ioserver::DataPlaneConfig config;
+  IoServerConfig config;
   config.container = test::synth_container();
   config.instance = test::unique_instance("plane");
   config.arena_slots = 4;

@@ -15,19 +15,10 @@
 #include "test_support.hpp"
 
 using namespace waste;
+using test::eventually;
 using namespace std::chrono_literals;
 
 namespace {
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
 
 IoServerConfig container_config(const std::string& what, std::uint64_t slots) {
   IoServerConfig config;

@@ -16,6 +16,7 @@
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/segment_names.hpp"
 #include "test_control_support.hpp"
+#include "test_support.hpp"
 
 using namespace waste;
 namespace fs = std::filesystem;
@@ -23,6 +24,12 @@ namespace fs = std::filesystem;
 #if defined(WASTE_CLI_BIN) && defined(WASTE_IOSERVER_BIN)
 
 namespace {
+
+// Whole commands start, run and exit under these waits: a longer bound than test::eventually's.
+template <class F>
+bool eventually(F&& f) {
+  return test::eventually(std::forward<F>(f), std::chrono::milliseconds(30000));
+}
 
 // `waste ARGS...` with stdin from a pipe we hold (a chat waits on it) and stdout to a file.
 struct Command {
@@ -85,16 +92,6 @@ std::vector<int> client_pids(const ipc::DaemonInfo& d) {
   if (!s) return pids;
   for (const auto& e : (*s)["clients"]) pids.push_back(e["pid"].get<int>());
   return pids;
-}
-
-template <class F>
-bool eventually(F&& f, std::chrono::milliseconds bound = std::chrono::milliseconds(30000)) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (!f()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
 }
 
 fs::path tokenizer_container(const fs::path& dir) {

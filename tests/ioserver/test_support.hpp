@@ -1,17 +1,20 @@
 // Helpers shared by the ioserver tests: synthetic containers, an oracle pread of records,
-// injectable readers, unique instance names.
+// injectable readers, unique instance names, a bounded wait (eventually) and the pattern check (exact).
 #pragma once
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -26,6 +29,18 @@ namespace waste::test {
 inline std::string unique_instance(const std::string& what) {
   static std::atomic<int> counter{0};
   return "t" + std::to_string(::getpid()) + "-" + what + "-" + std::to_string(counter++);
+}
+
+// Bounded wait for a condition another thread or process makes true: polls every 5 ms and
+// returns the condition's value at the end (a bound, never a timing assertion).
+template <class Pred>
+bool eventually(Pred&& pred, std::chrono::milliseconds limit = std::chrono::milliseconds(10000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pred();
 }
 
 // A synthetic container under the build tree, built once per (experts) and reused.
@@ -69,6 +84,14 @@ inline std::vector<std::byte> pread_record(const std::filesystem::path& dir, int
 // Records are a pure function of (layer, expert, byte index): a reader without files.
 inline std::byte pattern_byte(int layer, int expert, std::size_t i) {
   return std::byte((layer * 131 + expert * 17 + i * 7 + (i >> 8)) & 0xFF);
+}
+
+// Every byte of `bytes` is PatternReader's record (layer, expert).
+inline bool exact(std::span<const std::byte> bytes, int layer, int expert) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != pattern_byte(layer, expert, i)) return false;
+  }
+  return true;
 }
 
 class PatternReader : public RecordReader {

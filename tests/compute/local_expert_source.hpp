@@ -1,4 +1,8 @@
-// LocalExpertSource: the in-process ExpertSource. Records are read with one aligned pread each
+// TEST-ONLY. No production path uses this class: `--in-process` and Engine::open without a
+// daemon run the daemon's own IoServer in the process (compute/io/in_process_plane.hpp). It
+// stays as a test fixture: a simple second ExpertSource the forward-pass tests wrap.
+//
+// LocalExpertSource: an in-process ExpertSource. Records are read with one aligned pread each
 // (ExpertBanks::read_record) into 4 KiB-aligned buffers and kept in a bounded LRU cache keyed by
 // (layer, expert). Capacity is counted in records; 0 disables the cache (every demand request is
 // a miss read into a private buffer). Records pinned by the current request are never evicted;

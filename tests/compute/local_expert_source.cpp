@@ -1,4 +1,4 @@
-#include "compute/io/local_expert_source.hpp"
+#include "local_expert_source.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,0 +1,39 @@
+// IoServerConfig: the data plane's settings, in one struct for every user: IoServer::create,
+// the DataPlane factory (ioserver/control/data_plane.hpp), the daemon's options
+// (DaemonOptions::io, filled by add_daemon_options) and the in-process plane
+// (compute/io/in_process_plane.cpp, with private_memory).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "ioserver/expert_cache/cache_policy.hpp"
+
+namespace waste {
+
+struct IoServerConfig {
+  std::filesystem::path container;    // the NAME.waste directory
+  std::string instance;               // unique name part: segment and socket names derive from uid + this
+  std::uint64_t arena_slots = 0;      // expert slots in the arena (>= 1)
+  CachePolicy policy = CachePolicy::lfru;
+  int reader_threads = 2;             // 1..64
+  bool direct_io = true;
+  bool verify_crc = false;
+  bool io_uring = false;              // read records through io_uring (falls back to pread if refused)
+  int max_clients = 16;               // 1..64
+  // How long a demand that finds every slot pinned or in flight waits for one to be freed
+  // (a release-layer, a detach, a dead client's reclaim, a landed prefetch) before it fails.
+  std::chrono::milliseconds arena_wait{10000};
+  // Pre-fault the arena's pages in an idle-priority thread, so reads land in mapped memory.
+  bool populate_arena = true;
+  // Directory of the segment files: a tmpfs or hugetlbfs mount; empty = /dev/shm. Its free space
+  // is checked (statvfs) before any segment is created.
+  std::filesystem::path shm_dir;
+  // Anonymous MAP_SHARED memory and no names at all: for an IoServer inside its only client's
+  // process (`--in-process`, compute/io/in_process_plane.cpp). attach() then returns a lease carrying the mappings.
+  bool private_memory = false;
+};
+
+}  // namespace waste
