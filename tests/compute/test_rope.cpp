@@ -14,6 +14,7 @@
 #include "compute/api/engine.hpp"
 #include "compute/forward/rope.hpp"
 #include "shared/container/model_config.hpp"
+#include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"
 
 using namespace waste;
@@ -216,4 +217,39 @@ TEST_CASE("Rotary MLA: chunked prefill, decode and lookahead agree bit for bit o
     CHECK(std::memcmp(a->data(), b->data(), a->size() * sizeof(float)) == 0);
     CHECK(std::memcmp(a->data(), c->data(), a->size() * sizeof(float)) == 0);
   }
+}
+
+TEST_CASE("The deepseek-v3 and kimi-k2 presets carry the published shapes, rotary and routing",
+          "[compute][rope]") {
+  synth::SynthRequest request;
+  request.preset = "deepseek-v3";
+  request.layers = 4;
+  auto v3 = synth::make_spec(request);  // pure: nothing is written
+  INFO((v3 ? std::string() : v3.error().message));
+  REQUIRE(v3);
+  const ModelConfig& a = v3->skeleton.config;
+  CHECK(a.n_layers == 4);
+  CHECK(a.first_dense == 3);
+  CHECK(a.n_moe_layers() == 1);
+  CHECK(a.n_experts == 256);
+  CHECK(a.n_group == 8);
+  CHECK(a.topk_group == 4);
+  CHECK(a.n_heads == 128);
+  CHECK(a.n_mtp == 1);
+  CHECK(a.rope.enabled);
+  CHECK(a.rope.factor == 40.0);
+  CHECK(forward::yarn_range(a.rope, a.qk_rope).high == 23.0);
+
+  request.preset = "kimi-k2";
+  request.layers = 2;
+  auto k2 = synth::make_spec(request);
+  REQUIRE(k2);
+  const ModelConfig& b = k2->skeleton.config;
+  CHECK(b.n_experts == 384);
+  CHECK(b.n_heads == 64);
+  CHECK_FALSE(b.grouped_routing());
+  CHECK(b.routed_scale == 2.827f);
+  CHECK(b.rope.theta == 50000.0);
+  CHECK(b.rope.factor == 32.0);
+  CHECK(b.n_mtp == 0);
 }
