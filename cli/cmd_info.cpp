@@ -32,6 +32,38 @@ std::string layer_summary(const ModelConfig& c) {
   return out;
 }
 
+// "rotary theta 10000, YaRN factor 40 (original 4096, beta_fast 32, beta_slow 1), softmax scale x1.8739"
+std::string rotary_summary(const ModelConfig& c) {
+  const RopeConfig& r = c.rope;
+  if (!r.enabled) return c.n_mla_layers() > 0 ? "none (NoPE: the qk_rope dims pass unrotated)" : "none";
+  char buf[256];
+  if (!r.yarn) {
+    std::snprintf(buf, sizeof buf, "theta %g, no scaling (interleaved pairs)", r.theta);
+    return buf;
+  }
+  const double m = r.attention_mscale();
+  std::snprintf(buf, sizeof buf,
+                "theta %g, YaRN factor %g (original %d, beta_fast %g, beta_slow %g), softmax scale x%.4f", r.theta,
+                r.factor, r.original_max_pos, r.beta_fast, r.beta_slow, m * m);
+  return buf;
+}
+
+// "sigmoid + e_score_correction_bias, 8 groups (best 4 kept), renormalized, x2.5"
+std::string routing_summary(const ModelConfig& c, bool has_bias) {
+  std::string out = c.scoring == RouterScoring::softmax ? "softmax" : "sigmoid";
+  if (has_bias) out += " + e_score_correction_bias (selection only)";
+  if (c.grouped_routing()) {
+    out += ", " + std::to_string(c.n_group) + " groups of " + std::to_string(c.n_experts / c.n_group) + " (best " +
+           std::to_string(c.topk_group) + " kept)";
+  } else {
+    out += ", no group limit";
+  }
+  if (c.renormalize) out += ", renormalized";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ", x%g", c.routed_scale);
+  return out + buf;
+}
+
 std::string human_count(std::uint64_t n) {
   char buf[32];
   if (n >= 1'000'000'000ull) std::snprintf(buf, sizeof buf, "%.2f B", n / 1e9);
@@ -64,6 +96,8 @@ int run_info(const InfoArgs& args) {
   const std::uint64_t active = trunk_params - embed_params + std::uint64_t(n_moe) * c.top_k * per_expert;
   const std::uint64_t record = c.n_experts > 0 ? info->geometry.record_bytes : 0;
   const std::uint64_t per_token = record * std::uint64_t(c.top_k) * std::uint64_t(n_moe);
+  bool has_bias = false;
+  for (const auto& t : m.trunk) has_bias = has_bias || t.name.ends_with("gate.e_score_correction_bias");
 
   if (args.json) {
     nlohmann::json j;
@@ -80,6 +114,27 @@ int run_info(const InfoArgs& args) {
     j["top_k"] = c.top_k;
     j["shared_experts"] = c.n_shared;
     j["moe_layers"] = n_moe;
+    j["rotary"] = {{"enabled", c.rope.enabled}};
+    if (c.rope.enabled) {
+      j["rotary"]["theta"] = c.rope.theta;
+      j["rotary"]["yarn_factor"] = c.rope.yarn ? c.rope.factor : 1.0;
+      if (c.rope.yarn) {
+        j["rotary"]["original_max_position_embeddings"] = c.rope.original_max_pos;
+        j["rotary"]["beta_fast"] = c.rope.beta_fast;
+        j["rotary"]["beta_slow"] = c.rope.beta_slow;
+      }
+      j["rotary"]["softmax_mscale2"] = c.rope.attention_mscale() * c.rope.attention_mscale();
+    }
+    if (c.n_experts > 0) {
+      j["routing"] = {{"scoring", c.scoring == RouterScoring::softmax ? "softmax" : "sigmoid"},
+                      {"bias", has_bias},
+                      {"n_group", c.grouped_routing() ? c.n_group : 1},
+                      {"topk_group", c.grouped_routing() ? c.topk_group : 1},
+                      {"renormalize", c.renormalize},
+                      {"routed_scale", c.routed_scale}};
+    }
+    j["mtp_layers"] = c.n_mtp;
+    j["mtp_ignored"] = c.n_mtp > 0;
     j["expert_format"] = m.quant.fmt;
     j["expert_stages"] = m.quant.stages;
     j["expert_entries"] = m.quant.entries;
@@ -110,8 +165,14 @@ int run_info(const InfoArgs& args) {
     std::printf("expert quant: %s (%d stages x %d entries x dim %d, %d-bit indices, %.2f bits/weight)\n",
                 m.quant.fmt.c_str(), m.quant.stages, m.quant.entries, m.quant.vec_dim, m.quant.index_bits,
                 m.quant.bits_per_weight());
+    std::printf("routing:      %s\n", routing_summary(c, has_bias).c_str());
     std::printf("record:       %llu bytes; %llu expert bytes per token (top-%d x %d layers)\n",
                 (unsigned long long)record, (unsigned long long)per_token, c.top_k, n_moe);
+  }
+  if (c.n_mla_layers() > 0) std::printf("rotary:       %s\n", rotary_summary(c).c_str());
+  if (c.n_mtp > 0) {
+    std::printf("mtp:          %d multi-token-prediction layer%s in the source, ignored (not converted, never run)\n",
+                c.n_mtp, c.n_mtp == 1 ? "" : "s");
   }
   std::printf("parameters:   %s total, %s active (RVQ experts counted as their logical weights)\n",
               human_count(total).c_str(), human_count(active).c_str());

@@ -66,7 +66,9 @@ const CommandRegistration kRegistration{Command{
     "synth", "Write a synthetic v0 container with deterministic random weights",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<SynthArgs>();
-      auto* preset = sub.add_option("--preset", args->request.preset, "Preset name (configs/presets/NAME.json)")
+      auto* preset = sub.add_option("--preset", args->request.preset,
+                                    "Preset name (configs/presets/NAME.json): tiny, tiny-k3, tiny-v3, tiny-k2, "
+                                    "kimi-linear, kimi-k3, deepseek-v3, kimi-k2")
                          ->type_name("NAME")
                          ->default_str("none");
       auto* config = sub.add_option("--config", args->config_file, "HF-style config.json (+ optional \"synth\" knobs)")

@@ -107,9 +107,10 @@ static_assert(kernels::kLutQuantBlock == sizing::kLutQuantBlock);
 // Selection (§3.6 steps 1-3) on its own, for tests: ids in selection order, final weights.
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s);
 
-// The `n` ids a router would pick first (same scan and bias as route()), for lookahead.
-// scored/taken need E entries; ids gets n.
-void top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,
+// The `n` ids a router would pick first (router_scores + router_rank, as route()), for
+// lookahead. scored/taken need E entries; ids gets the returned count, min(n, experts in the
+// kept groups).
+int top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,
              unsigned char* taken, int* ids);
 
 struct ExpertContext {

@@ -1,4 +1,5 @@
-// Multi-head latent attention with kv_b_proj absorbed, NoPE (waste-v0-reference.md §3.5), for
+// Multi-head latent attention with kv_b_proj absorbed (waste-v0-reference.md §3.5), NoPE or
+// with DeepSeek-V3's decoupled rotary on the qk_rope dims (docs/design/deepseek.md), for
 // a run of consecutive tokens (one in decode, a prefill chunk otherwise). The cache holds
 // [c, k_r] per token; keys and values are never expanded per head. The projections take every
 // token at once; each head dequantises its kv_b rows once for all the tokens.
@@ -7,6 +8,7 @@
 #include <cstring>
 
 #include "compute/forward/forward.hpp"
+#include "compute/forward/rope.hpp"
 
 namespace waste::forward {
 
@@ -56,16 +58,28 @@ void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w,
 
   // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into the token's cache slot; a token reads only
   // its own sequence's slots up to its position, so every token's slot can be written first.
+  // With rotary, q_rope of every head and the shared k_r are rotated at the token's position
+  // here, k_r once before it is cached (c carries no position, so kv_b stays absorbable).
   matvec_tokens(exec, w.kv_a, x, hid, n, s.ckv.data(), width);
+  const int pairs = c.rope.enabled ? rope / 2 : 0;
+  double inv_freq[kMaxRopeDim / 2];
+  float cos_t[kMaxRopeDim / 2], sin_t[kMaxRopeDim / 2];
+  if (pairs > 0) rope_inv_freq(c.rope, rope, inv_freq);
   for (int t = 0; t < n; ++t) {
     const float* ckv = s.ckv.data() + std::int64_t(t) * width;
     const TokenCache tc = slot_of(t);
     float* slot = tc.cache + std::int64_t(tc.pos) * width;
     rms_norm(ckv, w.kv_a_norm.data(), lora, c.rms_eps, slot);
     std::memcpy(slot + lora, ckv + lora, std::size_t(rope) * sizeof(float));
+    if (pairs > 0) {
+      rope_angles(inv_freq, pairs, tc.pos, cos_t, sin_t);
+      rope_rotate(slot + lora, pairs, cos_t, sin_t);
+      float* q_t = s.q.data() + std::int64_t(t) * q_width;
+      for (int h = 0; h < nh; ++h) rope_rotate(q_t + std::int64_t(h) * qd + nope, pairs, cos_t, sin_t);
+    }
   }
 
-  const float scale = 1.0f / std::sqrt(float(qd));
+  const float scale = mla_softmax_scale(c);
   const auto* kt = &exec.kernels;
   exec.pool.parallel_for(nh, 1, [&](std::int64_t h_begin, std::int64_t h_end) {
     for (std::int64_t h = h_begin; h < h_end; ++h) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "compute/forward/forward.hpp"
+#include "compute/forward/router.hpp"
 #include "shared/memory/client_sizing.hpp"
 
 namespace waste::forward {
@@ -213,23 +214,10 @@ void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, in
 }
 
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s) {
-  const int E = c.n_experts, top_k = c.top_k;
-  for (int e = 0; e < E; ++e) {
-    s.probs[e] = sigmoid(router_logits[e]);
-    s.scored[e] = w.score_bias.empty() ? s.probs[e] : s.probs[e] + w.score_bias[e];
-    s.taken[e] = 0;
-  }
-  // k full scans keeping the first strict maximum: ties go to the lower id, order is kept.
-  for (int j = 0; j < top_k; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      if (s.taken[e]) continue;
-      if (best < 0 || s.scored[e] > s.scored[best]) best = e;
-    }
-    s.taken[best] = 1;
-    s.ids[j] = best;
-    s.weights[j] = s.probs[best];
-  }
+  const int top_k = c.top_k;
+  router_scores(c, w.score_bias, router_logits, s.probs.data(), s.scored.data());
+  router_rank(c, !w.score_bias.empty(), s.scored.data(), top_k, s.taken.data(), s.ids.data());
+  for (int j = 0; j < top_k; ++j) s.weights[j] = s.probs[std::size_t(s.ids[j])];
   if (c.renormalize && top_k > 1) {
     float sum = 0.0f;
     for (int j = 0; j < top_k; ++j) sum += s.weights[j];
@@ -238,22 +226,11 @@ void route(const ModelConfig& c, const model::MoeWeights& w, const float* router
   for (int j = 0; j < top_k; ++j) s.weights[j] *= c.routed_scale;
 }
 
-void top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,
-             unsigned char* taken, int* ids) {
-  const int E = c.n_experts;
-  for (int e = 0; e < E; ++e) {
-    scored[e] = sigmoid(router_logits[e]) + (w.score_bias.empty() ? 0.0f : w.score_bias[e]);
-    taken[e] = 0;
-  }
-  for (int j = 0; j < n; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      if (taken[e]) continue;
-      if (best < 0 || scored[e] > scored[best]) best = e;
-    }
-    taken[best] = 1;
-    ids[j] = best;
-  }
+int top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,
+            unsigned char* taken, int* ids) {
+  // scored doubles as the probabilities' buffer: router_scores reads each p before its s'.
+  router_scores(c, w.score_bias, router_logits, scored, scored);
+  return router_rank(c, !w.score_bias.empty(), scored, n, taken, ids);
 }
 
 void ffn_forward(const Exec& exec, const ModelConfig& c, const model::FfnWeights& w, const float* x, float* a,
@@ -328,9 +305,10 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 
   // Lookahead: the next layer's router on this layer's input predicts its experts (§4.5).
   if (extras.next != nullptr && extras.lookahead > 0) {
-    const int n = std::min({extras.lookahead, kMaxLookahead, c.n_experts});
+    const int want = std::min({extras.lookahead, kMaxLookahead, c.n_experts});
     matvec(exec, extras.next->router, x, s.la_router.data());
-    top_ids(c, *extras.next, s.la_router.data(), n, s.la_scored.data(), s.la_taken.data(), s.la_ids.data());
+    const int n = top_ids(c, *extras.next, s.la_router.data(), want, s.la_scored.data(), s.la_taken.data(),
+                          s.la_ids.data());
     ex.source.prefetch(extras.next_layer, std::span<const int>(s.la_ids.data(), std::size_t(n)));
     watch.lap(profile::Stage::lookahead);
   }

@@ -52,8 +52,9 @@ Result<ChatFormat> ChatFormat::parse(std::string_view json_text, std::string_vie
   if (doc.is_discarded()) return make_error(Errc::format, where + ": not valid JSON");
   if (!doc.is_object()) return make_error(Errc::format, where + ": expected a JSON object");
   for (const auto& [key, value] : doc.items()) {
-    if (key != "system" && key != "user" && key != "assistant" && key != "open") {
-      return make_error(Errc::format, where + ": unknown key \"" + key + "\" (expected system, user, assistant, open)");
+    if (key != "system" && key != "user" && key != "assistant" && key != "open" && key != "tool_calls") {
+      return make_error(Errc::format,
+                        where + ": unknown key \"" + key + "\" (expected system, user, assistant, open, tool_calls)");
     }
   }
   ChatFormat format;
@@ -64,6 +65,17 @@ Result<ChatFormat> ChatFormat::parse(std::string_view json_text, std::string_vie
     if (!doc["open"].is_string()) return make_error(Errc::format, where + ": \"open\" must be a string");
     format.open = doc["open"].get<std::string>();
     WASTE_TRY(check_length(format.open, where + ": \"open\""));
+  }
+  if (doc.contains("tool_calls")) {
+    const auto& tc = doc["tool_calls"];
+    if (!tc.is_object()) return make_error(Errc::format, where + ": \"tool_calls\" must be an object of strings");
+    for (const auto& [name, value] : tc.items()) {
+      if (!value.is_string()) {
+        return make_error(Errc::format, where + ": \"tool_calls\".\"" + name + "\" must be a string");
+      }
+      format.tool_calls.emplace_back(name, value.get<std::string>());
+      WASTE_TRY(check_length(format.tool_calls.back().second, where + ": \"tool_calls\".\"" + name + "\""));
+    }
   }
   return format;
 }

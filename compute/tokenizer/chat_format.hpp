@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compute/tokenizer/tokenizer.hpp"
@@ -39,8 +40,12 @@ struct ChatFormat {
   ChatAffixes user;
   ChatAffixes assistant;
   std::string open;
+  // "tool_calls": the model's tool-call markup, name -> token string (e.g. "section_begin" ->
+  // "<|tool_calls_section_begin|>"), for the tool-call parser (issue 12); prompts do not use it.
+  std::vector<std::pair<std::string, std::string>> tool_calls;
 
-  // All fields optional: {"system": [p, s], "user": [p, s], "assistant": [p, s], "open": "..."}.
+  // All fields optional: {"system": [p, s], "user": [p, s], "assistant": [p, s], "open": "...",
+  // "tool_calls": {"name": "token", ...}}.
   // Standard JSON string escapes apply.
   static Result<ChatFormat> parse(std::string_view json_text, std::string_view origin);
   static Result<ChatFormat> load(const std::filesystem::path& file);

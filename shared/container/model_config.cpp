@@ -66,6 +66,13 @@ class ConfigReader {
   std::string where_;
 };
 
+#define WASTE_ASSIGN(lhs, expr)                               \
+  do {                                                        \
+    auto waste_assign_result_ = (expr);                       \
+    if (!waste_assign_result_) return std::unexpected(std::move(waste_assign_result_.error())); \
+    lhs = *waste_assign_result_;                              \
+  } while (0)
+
 constexpr std::int64_t k2p16 = 1 << 16;
 constexpr std::int64_t k2p20 = 1 << 20;
 constexpr std::int64_t k2p24 = 1 << 24;
@@ -87,14 +94,89 @@ std::string arch_from(const json& outer_or_config) {
   return raw;
 }
 
-}  // namespace
+// DeepSeek-V3 / R1 / Kimi-K2 configs (converted by compute/convert): rotary unless mla_use_nope.
+bool is_deepseek_family(const json& outer, const json& text) {
+  for (const json* o : {&outer, &text}) {
+    auto a = o->find("architectures");
+    if (a != o->end() && a->is_array() && !a->empty() && a->front().is_string() &&
+        a->front().get<std::string>().find("Deepseek") != std::string::npos) {
+      return true;
+    }
+    auto mt = o->find("model_type");
+    if (mt != o->end() && mt->is_string()) {
+      const std::string t = mt->get<std::string>();
+      if (t == "deepseek_v3" || t == "deepseek_v2" || t == "kimi_k2") return true;
+    }
+  }
+  return false;
+}
 
-#define WASTE_ASSIGN(lhs, expr)                               \
-  do {                                                        \
-    auto waste_assign_result_ = (expr);                       \
-    if (!waste_assign_result_) return std::unexpected(std::move(waste_assign_result_.error())); \
-    lhs = *waste_assign_result_;                              \
-  } while (0)
+// One of two synonymous keys (DeepSeek's and Kimi's name): both given and different is refused.
+Result<const json*> synonym(const json& text, const std::string& where, const char* a, const char* b) {
+  auto ia = text.find(a), ib = text.find(b);
+  const json* va = ia != text.end() && !ia->is_null() ? &*ia : nullptr;
+  const json* vb = ib != text.end() && !ib->is_null() ? &*ib : nullptr;
+  if (va && vb && *va != *vb) {
+    return make_error(Errc::format, where + ": " + a + " " + va->dump() + " and " + b + " " + vb->dump() +
+                                        " contradict each other");
+  }
+  return va ? va : vb;
+}
+
+// scoring_func, n_group / topk_group, topk_method (docs/design/deepseek.md, "Routing").
+Status parse_routing(const json& text, const std::string& where, ModelConfig& c) {
+  auto scoring = synonym(text, where, "scoring_func", "moe_router_activation_func");
+  if (!scoring) return std::unexpected(scoring.error());
+  if (*scoring) {
+    const json& v = **scoring;
+    if (v == "sigmoid") c.scoring = RouterScoring::sigmoid;
+    else if (v == "softmax") c.scoring = RouterScoring::softmax;
+    else return make_error(Errc::format, where + ".scoring_func: " + v.dump() + " is not sigmoid or softmax");
+  }
+  auto groups = synonym(text, where, "n_group", "num_expert_group");
+  if (!groups) return std::unexpected(groups.error());
+  auto int_of = [&](const json* v, const char* key, int fallback, int lo, int hi) -> Result<int> {
+    if (v == nullptr) return fallback;
+    if (!v->is_number_integer() || v->get<std::int64_t>() < lo || v->get<std::int64_t>() > hi) {
+      return make_error(Errc::format, where + "." + key + ": " + v->dump() + " is not an integer in " +
+                                          std::to_string(lo) + ".." + std::to_string(hi));
+    }
+    return int(v->get<std::int64_t>());
+  };
+  WASTE_ASSIGN(c.n_group, int_of(*groups, "n_group", 1, 1, kMaxExpertGroups));
+  auto tg = text.find("topk_group");
+  WASTE_ASSIGN(c.topk_group, int_of(tg != text.end() && !tg->is_null() ? &*tg : nullptr, "topk_group", c.n_group,
+                                    1, c.n_group));
+  std::string method = "noaux_tc";
+  if (auto m = text.find("topk_method"); m != text.end() && !m->is_null()) {
+    if (!m->is_string()) return make_error(Errc::format, where + ".topk_method: expected a string");
+    method = m->get<std::string>();
+    if (method != "noaux_tc" && method != "greedy" && method != "group_limited_greedy") {
+      return make_error(Errc::format, where + ".topk_method: \"" + method +
+                                          "\" is not noaux_tc, group_limited_greedy or greedy");
+    }
+  }
+  // Plain greedy top-k (DeepSeek-V2-Lite) and use_grouped_topk false ignore the groups.
+  auto ugt = text.find("use_grouped_topk");
+  if (method == "greedy" || (ugt != text.end() && ugt->is_boolean() && !ugt->get<bool>())) {
+    c.n_group = c.topk_group = 1;
+  }
+  if (c.n_experts > 0 && c.n_group > 1) {
+    const int per = c.n_experts / c.n_group;
+    if (c.n_experts % c.n_group != 0 || per < 2) {
+      return make_error(Errc::format, where + ".n_group: " + std::to_string(c.n_group) + " does not split " +
+                                          std::to_string(c.n_experts) + " experts into groups of at least 2");
+    }
+    if (c.top_k > c.topk_group * per) {
+      return make_error(Errc::format, where + ".topk_group: " + std::to_string(c.topk_group) + " groups of " +
+                                          std::to_string(per) + " experts hold fewer than num_experts_per_token " +
+                                          std::to_string(c.top_k));
+    }
+  }
+  return ok();
+}
+
+}  // namespace
 
 Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   if (!config_in.is_object()) return make_error(Errc::format, "config: expected an object");
@@ -142,6 +224,8 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   WASTE_ASSIGN(c.routed_scale, r.get_float("routed_scaling_factor", 1.0f));
   WASTE_ASSIGN(c.situ_beta, r.get_float("activation_situ_beta", 1.0f));
   WASTE_ASSIGN(c.situ_linear_beta, r.get_float("activation_situ_linear_beta", 0.0f));
+  WASTE_TRY(parse_routing(*text, where, c));
+  WASTE_ASSIGN(c.n_mtp, r.get_int("num_nextn_predict_layers", 0, 0, 16));
   c.renormalize = r.get_flag("moe_renormalize");
   c.latent_norm = r.get_flag("latent_moe_use_norm");
   c.mla_output_gate = r.get_flag("mla_use_output_gate");
@@ -179,6 +263,7 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
       }
     }
   }
+  WASTE_ASSIGN(c.rope, parse_rope_config(*text, where, is_deepseek_family(config_in, *text), c.qk_rope));
   c.attention.assign(c.n_layers, LayerAttention::mla);
   for (int l1 : kda_layers) c.attention[l1 - 1] = LayerAttention::kda;
 
@@ -257,6 +342,12 @@ json ModelConfig::to_json() const {
   j["first_k_dense_replace"] = first_dense;
   j["routed_scaling_factor"] = routed_scale;
   if (renormalize) j["moe_renormalize"] = true;
+  if (scoring == RouterScoring::softmax) j["scoring_func"] = "softmax";
+  if (n_group > 1) {
+    j["n_group"] = n_group;
+    j["topk_group"] = topk_group;
+  }
+  if (n_mtp > 0) j["num_nextn_predict_layers"] = n_mtp;
   if (latent_dim > 0) j["routed_expert_hidden_size"] = latent_dim;
   if (latent_norm) j["latent_moe_use_norm"] = true;
   if (act_situ) {
@@ -274,6 +365,7 @@ json ModelConfig::to_json() const {
   j["qk_rope_head_dim"] = qk_rope;
   j["v_head_dim"] = v_head;
   if (mla_output_gate) j["mla_use_output_gate"] = true;
+  rope_config_to_json(rope, j);
   if (attn_res_block > 0) j["attn_res_block_size"] = attn_res_block;
   json lac;
   lac["num_heads"] = kda_heads;

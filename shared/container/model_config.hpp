@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "shared/container/rope_config.hpp"
 #include "shared/result.hpp"
 
 namespace waste {
@@ -16,9 +17,13 @@ namespace waste {
 // Expert ids travel as 16 bits: the record header's expert_id, the daemon's cache key and the
 // ring requests. A config with more experts is refused at parse time rather than truncated.
 inline constexpr int kMaxExperts = 1 << 16;
+// n_group bound: the router keeps one score per group on the stack.
+inline constexpr int kMaxExpertGroups = 64;
 
 enum class LayerAttention : std::uint8_t { kda, mla };
 enum class LayerFfn : std::uint8_t { dense, moe };
+enum class RouterScoring : std::uint8_t { sigmoid, softmax };
+
 
 struct ModelConfig {
   std::string arch;            // "kimi-linear", "kimi-k3", or the raw architectures[0]
@@ -38,6 +43,10 @@ struct ModelConfig {
   int first_dense = 0;         // first_k_dense_replace: layers < first_dense are dense
   float routed_scale = 1.0f;   // routed_scaling_factor
   bool renormalize = false;    // moe_renormalize
+  RouterScoring scoring = RouterScoring::sigmoid;  // scoring_func / moe_router_activation_func
+  int n_group = 1;             // n_group / num_expert_group: contiguous expert groups
+  int topk_group = 1;          // topk_group: groups kept before the top-k
+  int n_mtp = 0;               // num_nextn_predict_layers: MTP layers, never run (not in the container)
   int latent_dim = 0;          // routed_expert_hidden_size (K3 latent MoE); 0 = none
   bool latent_norm = false;    // latent_moe_use_norm
   bool act_situ = false;       // hidden_act == "situ"
@@ -52,6 +61,7 @@ struct ModelConfig {
   int qk_rope = 0;             // qk_rope_head_dim
   int v_head = 0;              // v_head_dim
   bool mla_output_gate = false;  // mla_use_output_gate (K3)
+  RopeConfig rope;
 
   // KDA (linear_attn_config)
   int kda_heads = 0;           // num_heads
@@ -72,6 +82,7 @@ struct ModelConfig {
   [[nodiscard]] int n_kda_layers() const;
   [[nodiscard]] int n_mla_layers() const;
   [[nodiscard]] int n_moe_layers() const;
+  [[nodiscard]] bool grouped_routing() const { return n_group > 1 && topk_group < n_group; }
 
   // Parse from the manifest's "config" (or its nested "text_config"). Errors name the key:
   // "config.hidden_size: 0 is out of range 1..1048576".

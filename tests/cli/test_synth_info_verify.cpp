@@ -170,3 +170,36 @@ TEST_CASE("waste synth options: formats, layers, tokenizer, bad values", "[cli][
   auto not_a_model = run("info " + (s.dir / "nothing").string());
   REQUIRE(not_a_model.rc == 1);
 }
+
+TEST_CASE("waste info shows the DeepSeek-V3 family's rotary, routing groups and ignored MTP", "[cli][container]") {
+  Scratch s;
+  const auto v3 = (s.dir / "v3").string();
+  auto synth = run("synth --preset tiny-v3 --layers 2 --out " + v3);
+  INFO(synth.out);
+  REQUIRE(synth.rc == 0);
+  auto text = run("info " + v3);
+  INFO(text.out);
+  REQUIRE(text.rc == 0);
+  REQUIRE(text.out.find("rotary:       theta 10000, YaRN factor 40 (original 4096, beta_fast 32, beta_slow 1), "
+                        "softmax scale x1.8739\n") != std::string::npos);
+  REQUIRE(text.out.find("routing:      sigmoid + e_score_correction_bias (selection only), 4 groups of 4 (best 2 "
+                        "kept), renormalized, x2.5\n") != std::string::npos);
+  REQUIRE(text.out.find("mtp:          1 multi-token-prediction layer in the source, ignored (not converted, never "
+                        "run)\n") != std::string::npos);
+  auto j = nlohmann::json::parse(run("info --json " + v3).out);
+  REQUIRE(j["rotary"]["enabled"] == true);
+  REQUIRE(j["rotary"]["theta"] == 10000.0);
+  REQUIRE(j["rotary"]["yarn_factor"] == 40.0);
+  REQUIRE(j["routing"]["n_group"] == 4);
+  REQUIRE(j["routing"]["topk_group"] == 2);
+  REQUIRE(j["mtp_layers"] == 1);
+  REQUIRE(j["mtp_ignored"] == true);
+
+  // Kimi-Linear stays NoPE, with no group limit.
+  const auto tiny = (s.dir / "tiny").string();
+  REQUIRE(run("synth --preset tiny --out " + tiny).rc == 0);
+  auto kimi = run("info " + tiny);
+  REQUIRE(kimi.out.find("rotary:       none (NoPE: the qk_rope dims pass unrotated)\n") != std::string::npos);
+  REQUIRE(kimi.out.find(", no group limit, renormalized, x2\n") != std::string::npos);
+  REQUIRE(kimi.out.find("mtp:") == std::string::npos);
+}

@@ -63,6 +63,42 @@ TEST_CASE("DeepSeek-V3 keys and MoE tensor names map to the Kimi ones; MTP layer
   CHECK(container_name(*s, "model.layers.1.self_attn.q_a_proj.weight_scale_inv") == std::nullopt);
 }
 
+TEST_CASE("DeepSeek-V3 rotary and routing keys survive normalisation; norm_topk_prob false adds nothing",
+          "[convert][config]") {
+  json raw = kimi_text();
+  raw.erase("num_experts");
+  raw.erase("num_experts_per_token");
+  raw.erase("linear_attn_config");
+  raw.erase("moe_renormalize");
+  raw.erase("mla_use_nope");
+  raw["architectures"] = {"DeepseekV3ForCausalLM"};
+  raw["model_type"] = "kimi_k2";
+  raw["n_routed_experts"] = 4;
+  raw["num_experts_per_tok"] = 2;
+  raw["n_group"] = 2;
+  raw["topk_group"] = 1;
+  raw["norm_topk_prob"] = false;
+  raw["rope_theta"] = 50000.0;
+  raw["rope_scaling"] = {{"type", "yarn"}, {"factor", 32.0}, {"original_max_position_embeddings", 4096},
+                         {"beta_fast", 1.0}, {"beta_slow", 1.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  auto s = normalize_config(raw);
+  INFO((s ? std::string() : s.error().message));
+  REQUIRE(s.has_value());
+  CHECK(s->model.rope.enabled);  // no mla_use_nope on a DeepSeek architecture: rotary
+  CHECK(s->model.rope.theta == 50000.0);
+  CHECK(s->model.rope.factor == 32.0);
+  CHECK(s->model.grouped_routing());
+  CHECK_FALSE(s->model.renormalize);
+  CHECK_FALSE(s->config.contains("moe_renormalize"));  // v0 presence-tests it: never written as false
+  CHECK(s->config["num_experts"] == 4);
+  CHECK(s->config["n_routed_experts"] == 4);  // the checkpoint's own keys are kept
+
+  raw["rope_scaling"]["type"] = "dynamic";
+  auto refused = normalize_config(raw);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message.find("config.rope_scaling: type \"dynamic\" is not supported") != std::string::npos);
+}
+
 TEST_CASE("a malformed weight_block_size is refused", "[convert][config]") {
   json raw = kimi_text();
   raw["quantization_config"] = {{"weight_block_size", {128}}};

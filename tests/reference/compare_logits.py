@@ -58,7 +58,11 @@ def read_dump(path: str):
 
 
 def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
-            float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True) -> bool:
+            float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True,
+            shifted_min: float = 0.0) -> bool:
+    """shifted_min > 0: also run the oracle with token t at position 2t (every distance doubled)
+    and require the engine to differ from it by more than shifted_min: positions matter. (A
+    constant shift would not do: rotary scores depend only on position differences.)"""
     import numpy as np
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -111,6 +115,19 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
         print(line, file=out)
     print(f"overall max|diff| {worst:.3e} over {len(steps)} steps (tol {tol:g}): "
           f"{'PASS' if ok else 'FAIL'}", file=out)
+    if shifted_min > 0:
+        shifted = Oracle(container, torch.float64 if float64 else torch.float32, vq4p_int8_lut,
+                         pos_step=2)
+        for t in prefix:
+            shifted.step(t)
+        moved = 0.0
+        for tok, eng in steps:
+            ref = shifted.step(tok).double().numpy()
+            moved = max(moved, float(np.abs(eng.astype(np.float64) - ref).max()))
+        shift_ok = moved > shifted_min
+        print(f"positions 2t instead of t: max|engine - moved oracle| {moved:.3e} "
+              f"(must exceed {shifted_min:g}): {'PASS' if shift_ok else 'FAIL'}", file=out)
+        ok = ok and shift_ok
     return ok
 
 

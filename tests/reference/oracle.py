@@ -1,4 +1,7 @@
-"""PyTorch oracle of the Kimi-Linear / Kimi K3 forward pass (waste-v0-reference.md 3.3-3.9).
+"""PyTorch oracle of the Kimi-Linear / Kimi K3 forward pass (waste-v0-reference.md 3.3-3.9),
+and of the DeepSeek-V3 family's (V3, R1, Kimi-K2): MLA with decoupled RoPE + YaRN and the
+group-limited noaux_tc router, written from DeepSeek-V3's published model maths
+(docs/design/deepseek.md).
 
 Written from the equations with plain dense ops: every quantized tensor (trunk and routed
 experts) is dequantized to a dense matrix first, the routed experts included (no lookup tables),
@@ -63,18 +66,48 @@ def kda_recurrent_step(S, q, k, v, g, beta):
     return o, S
 
 
-def mla_unabsorbed(q, c_hist, kr_hist, w_kv_b, n_heads, nope, v_dim):
+def yarn_inv_freq(dim: int, base: float, factor: float, orig: int, beta_fast: float,
+                  beta_slow: float) -> torch.Tensor:
+    """Per-pair rotation frequencies (float64): base^(-2i/dim), and with YaRN (factor > 1) the
+    pairs past the correction range divided by factor, a linear ramp in between."""
+    i = torch.arange(dim // 2, dtype=torch.float64)
+    freqs = base ** (-2.0 * i / dim)
+    if factor <= 1.0:
+        return freqs
+    # The pair index that completes r rotations over the original context length.
+    def corr(r):
+        return dim * math.log(orig / (r * 2 * math.pi)) / (2 * math.log(base))
+    low = max(math.floor(corr(beta_fast)), 0)
+    high = min(math.ceil(corr(beta_slow)), dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((i - low) / (high - low)).clamp(0.0, 1.0)
+    return freqs * (1 - ramp) + freqs / factor * ramp
+
+
+def apply_rope(x: torch.Tensor, pos: int, inv_freq: torch.Tensor) -> torch.Tensor:
+    """Rotate the last dim of x at `pos`: consecutive pairs (x[2i], x[2i+1]) as complex numbers
+    times exp(j * pos * inv_freq[i]) (DeepSeek-V3's interleaved convention)."""
+    z = torch.view_as_complex(x.to(torch.float64).reshape(*x.shape[:-1], -1, 2).contiguous())
+    rot = torch.polar(torch.ones_like(inv_freq), pos * inv_freq)
+    return torch.view_as_real(z * rot).reshape(x.shape).to(x.dtype)
+
+
+def mla_unabsorbed(q, c_hist, kr_hist, w_kv_b, n_heads, nope, v_dim, scale=None):
     """Multi-head latent attention over the whole history, un-absorbed (section 3.5).
 
-    q [nh, nope+rope]; c_hist [T, kv_lora] normed latents; kr_hist [T, rope] raw (no RoPE);
-    w_kv_b [nh*(nope+v), kv_lora]. Returns o [nh, v].
+    q [nh, nope+rope]; c_hist [T, kv_lora] normed latents; kr_hist [T, rope] (raw for NoPE,
+    rotated at each key's position otherwise); w_kv_b [nh*(nope+v), kv_lora]; scale defaults
+    to 1/sqrt(nope+rope). Returns o [nh, v].
     """
     w = w_kv_b.view(n_heads, nope + v_dim, -1)
     k_nope = torch.einsum("hdc,tc->thd", w[:, :nope], c_hist)           # [T, nh, nope]
     k_rope = kr_hist[:, None, :].expand(-1, n_heads, -1)                # shared by all heads
     keys = torch.cat([k_nope, k_rope], dim=-1)                          # [T, nh, qd]
     vals = torch.einsum("hdc,tc->thd", w[:, nope:], c_hist)             # [T, nh, v]
-    scores = torch.einsum("hd,thd->ht", q, keys) / math.sqrt(q.shape[-1])
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    scores = torch.einsum("hd,thd->ht", q, keys) * scale
     attn = torch.softmax(scores, dim=-1)
     return torch.einsum("ht,thd->hd", attn, vals)
 
@@ -88,11 +121,24 @@ def attn_res(blocks, ps, norm_w, proj_w, eps):
     return (alpha[:, None] * cands).sum(0)
 
 
-def route(logits, bias, top_k, renorm, routed_scale):
-    """Sigmoid router: select top_k by p + bias (ties -> lower id), weights from unbiased p,
-    renormalized when asked and top_k > 1, then times routed_scale. Returns (ids, weights)."""
-    p = torch.sigmoid(logits)
+def route(logits, bias, top_k, renorm, routed_scale, scoring="sigmoid", n_group=1, topk_group=1):
+    """Router: p = sigmoid (or softmax) of the logits; select top_k by p + bias (ties -> lower
+    id), weights from unbiased p, renormalized when asked and top_k > 1, then times
+    routed_scale. With n_group > 1 (DeepSeek-V3's group-limited noaux_tc): each contiguous group
+    scores the sum of its two largest p + bias (its largest without a bias), the topk_group
+    best groups are kept and the rest masked to -inf before the top_k. Returns (ids, weights)."""
+    p = torch.softmax(logits, dim=-1) if scoring == "softmax" else torch.sigmoid(logits)
     sel = p + bias if bias is not None else p
+    if n_group > 1 and topk_group < n_group:
+        groups = sel.view(n_group, -1)
+        if bias is not None:
+            gscore = torch.sort(groups, dim=-1, descending=True).values[:, :2].sum(-1)
+        else:
+            gscore = groups.max(-1).values
+        keep = torch.sort(gscore, descending=True, stable=True).indices[:topk_group]
+        mask = torch.ones(n_group, dtype=torch.bool)
+        mask[keep] = False
+        sel = groups.masked_fill(mask[:, None], float("-inf")).reshape(-1)
     # Stable descending sort keeps the lower id first among equal scores.
     order = torch.sort(sel, descending=True, stable=True).indices[:top_k]
     w = p[order]
@@ -140,8 +186,12 @@ def vq4p_lut_matvec(x, idx, row_scales, books):
 
 # ----------------------------------------------------------------------------- the model
 class Oracle:
-    def __init__(self, container: Container, dtype=torch.float32, vq4p_int8_lut: bool = True):
+    def __init__(self, container: Container, dtype=torch.float32, vq4p_int8_lut: bool = True,
+                 pos_step: int = 1):
         self.c = container
+        # Token t sits at position t * pos_step; != 1 only to show that rotary models depend on
+        # positions (a constant shift would not: RoPE scores depend on position differences).
+        self.pos_step = pos_step
         # VQ4P containers: reproduce the int8 LUT step of the v0 kernel (off = exact W x).
         self.vq4p_lut = vq4p_int8_lut and container.index_bits == 6
         self.cfg = container.config
@@ -222,11 +272,23 @@ class Oracle:
         q = q.view(nh, nope + rope)
         ckv = self.mv(pre + "kv_a_proj_with_mqa.weight", x)
         c = rms_norm(ckv[:cfg.kv_lora], self.w(pre + "kv_a_layernorm.weight"), cfg.eps)
+        k_rope = ckv[cfg.kv_lora:]
+        scale = 1.0 / math.sqrt(nope + rope)
+        if cfg.rope:
+            # Decoupled RoPE: every head's q_pe and the one shared k_pe, at this token's position;
+            # the key is cached already rotated. YaRN's mscale enters the softmax scale squared.
+            inv = yarn_inv_freq(rope, cfg.rope_theta, cfg.yarn_factor, cfg.yarn_orig,
+                                cfg.yarn_beta_fast, cfg.yarn_beta_slow)
+            q = torch.cat([q[:, :nope], apply_rope(q[:, nope:], self.pos, inv)], dim=-1)
+            k_rope = apply_rope(k_rope, self.pos, inv)
+            if cfg.yarn and cfg.yarn_factor > 1 and cfg.yarn_mscale_all_dim:
+                m = 0.1 * cfg.yarn_mscale_all_dim * math.log(cfg.yarn_factor) + 1.0
+                scale = scale * m * m
         c_list, kr_list = self.mla_cache[layer]
         c_list.append(c)
-        kr_list.append(ckv[cfg.kv_lora:])
+        kr_list.append(k_rope)
         o = mla_unabsorbed(q, torch.stack(c_list), torch.stack(kr_list),
-                           self.w(pre + "kv_b_proj.weight"), nh, nope, vd).reshape(nh * vd)
+                           self.w(pre + "kv_b_proj.weight"), nh, nope, vd, scale).reshape(nh * vd)
         if self.c.has(pre + "g_proj.weight"):
             o = o * torch.sigmoid(self.mv(pre + "g_proj.weight", x))
         return self.mv(pre + "o_proj.weight", o)
@@ -248,7 +310,8 @@ class Oracle:
         logits = self.mv(pre + "gate.weight", x)
         bias_name = pre + "gate.e_score_correction_bias"
         bias = self.w(bias_name).reshape(-1) if self.c.is_f32(bias_name) else None
-        ids, weights = route(logits, bias, cfg.top_k, cfg.renorm, cfg.routed_scale)
+        ids, weights = route(logits, bias, cfg.top_k, cfg.renorm, cfg.routed_scale, cfg.scoring,
+                             cfg.n_group, cfg.topk_group)
         self.routes[-1].append((layer, ids, weights.tolist()))
         latent = self.c.has(pre + "routed_expert_down_proj.weight")
         xin = self.mv(pre + "routed_expert_down_proj.weight", x) if latent else x
@@ -317,7 +380,7 @@ class Oracle:
         if use_ar and blocks:
             x = attn_res(blocks, x, self.w("model.output_attn_res_norm.weight"),
                          self.w("model.output_attn_res_proj.weight"), cfg.eps)
-        self.pos += 1
+        self.pos += self.pos_step
         self.last_hidden = x
         return self.mv("lm_head.weight", rms_norm(x, self.w("model.norm.weight"), cfg.eps))
 

@@ -5,8 +5,8 @@ the container's (codebook-reconstructed) weights, and report how far the float w
   run_convert_diff.py --waste BIN --dump-tool BIN --arch kimi-linear|k3|deepseek-v3 --workdir DIR
                       [--tol 1e-4] [--no-logits]
 
---no-logits stops after verify (DeepSeek-V3: its RoPE attention is not the engine's NoPE MLA, so
-only the container is checked). Exit 0 pass, 1 fail, 77 skip (no torch, see compare_logits.py).
+--no-logits stops after verify. DeepSeek-V3 (fp8 checkpoint, RoPE + YaRN, 2 expert groups) is
+compared like the others; its float-weight drift is not computed (the fp8 pairs are not decoded here). Exit 0 pass, 1 fail, 77 skip (no torch, see compare_logits.py).
 """
 from __future__ import annotations
 
@@ -144,6 +144,9 @@ def main() -> int:
     run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)), "--decode", "8"])
     ok = compare_logits.compare(cdir, dump, prompt, args.tol, not args.float32_oracle)
     steps, _ = compare_logits.read_dump(dump)
+    if args.arch == "deepseek-v3":
+        print("float-weight drift: not computed for the fp8 checkpoint")
+        return 0 if ok else 1
     drift = float_drift(cdir, src, prompt, steps)
     print(f"float-weight drift: max |logit(float weights) - logit(container)| = {drift:.3e}")
     return 0 if ok else 1

@@ -86,6 +86,28 @@ class ModelConfig:
         self.kda_heads = int(lac.get("num_heads", 0) or 0)
         self.kda_dim = int(lac.get("head_dim", 0) or 0)
         self.conv_k = int(lac.get("short_conv_kernel_size", 4) or 4)
+        # DeepSeek-V3 family (docs/design/deepseek.md): rotary on the qk_rope dims unless
+        # mla_use_nope is true; absent, it is on for DeepSeek architectures only.
+        arch = (cfg.get("architectures") or [""])[0] or ""
+        outer = cfg.get("_outer") or {}
+        outer_arch = (outer.get("architectures") or [""])[0] or ""
+        deepseek = ("Deepseek" in arch or "Deepseek" in outer_arch
+                    or cfg.get("model_type") in ("deepseek_v3", "deepseek_v2", "kimi_k2"))
+        nope = cfg.get("mla_use_nope")
+        self.rope = (not nope if nope is not None else deepseek) and self.qk_rope > 0
+        self.rope_theta = num("rope_theta", 10000.0, float)
+        rs = cfg.get("rope_scaling") or {}
+        self.yarn = self.rope and (rs.get("type") or rs.get("rope_type")) == "yarn"
+        self.yarn_factor = float(rs.get("factor", 1.0)) if self.yarn else 1.0
+        self.yarn_orig = int(rs.get("original_max_position_embeddings", 0)) if self.yarn else 0
+        self.yarn_beta_fast = float(rs.get("beta_fast", 32.0))
+        self.yarn_beta_slow = float(rs.get("beta_slow", 1.0))
+        self.yarn_mscale_all_dim = float(rs.get("mscale_all_dim", 0.0) or 0.0)
+        self.scoring = cfg.get("scoring_func") or cfg.get("moe_router_activation_func") or "sigmoid"
+        self.n_group = int(cfg.get("n_group") or cfg.get("num_expert_group") or 1)
+        self.topk_group = int(cfg.get("topk_group") or self.n_group)
+        if cfg.get("topk_method") == "greedy" or cfg.get("use_grouped_topk") is False:
+            self.n_group = self.topk_group = 1
         kda_1based = set(int(i) for i in lac.get("kda_layers", []) or [])
         self.is_kda = [(layer + 1) in kda_1based for layer in range(self.n_layers)]
         if self.hidden < 1 or self.vocab < 1 or self.n_layers < 1:

@@ -105,7 +105,9 @@ TEST_CASE("chat.json errors are exact", "[tokenizer]") {
   CHECK(ChatFormat::parse("{", "c.json").error().message == "c.json: not valid JSON");
   CHECK(ChatFormat::parse("[]", "c.json").error().message == "c.json: expected a JSON object");
   CHECK(ChatFormat::parse(R"({"usr": ["a", "b"]})", "c.json").error().message ==
-        "c.json: unknown key \"usr\" (expected system, user, assistant, open)");
+        "c.json: unknown key \"usr\" (expected system, user, assistant, open, tool_calls)");
+  CHECK(ChatFormat::parse(R"({"tool_calls": {"begin": 1}})", "c.json").error().message ==
+        "c.json: \"tool_calls\".\"begin\" must be a string");
   CHECK(ChatFormat::parse(R"({"user": ["a"]})", "c.json").error().message ==
         "c.json: \"user\" must be an array of two strings [prefix, suffix]");
   CHECK(ChatFormat::parse(R"({"open": 3})", "c.json").error().message == "c.json: \"open\" must be a string");
@@ -131,4 +133,19 @@ TEST_CASE("A container without chat.json has no format", "[tokenizer]") {
   REQUIRE(some->has_value());
   CHECK((*some)->open == "<|im_start|>assistant\n");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Kimi-K2 and DeepSeek-V3 formats load with their tool-call markup", "[tokenizer]") {
+  const auto k2 = ChatFormat::load(kConfigs / "kimi-k2.json");
+  REQUIRE(k2.has_value());
+  CHECK(k2->open_turn() == "<|im_assistant|>assistant<|im_middle|>");
+  REQUIRE(k2->tool_calls.size() == 7);
+  // nlohmann's object keeps its keys sorted: argument_begin, call_begin, call_end, result_prefix, ...
+  CHECK(k2->tool_calls[5] == std::pair<std::string, std::string>{"section_begin", "<|tool_calls_section_begin|>"});
+  const auto ds = ChatFormat::load(kConfigs / "deepseek-v3.json");
+  REQUIRE(ds.has_value());
+  CHECK(ds->user.prefix == "<｜User｜>");
+  CHECK(ds->assistant.suffix == "<｜end▁of▁sentence｜>");
+  REQUIRE(ds->tool_calls.size() == 7);
+  CHECK(ds->tool_calls[2] == std::pair<std::string, std::string>{"name_sep", "<｜tool▁sep｜>"});
 }
