@@ -219,10 +219,10 @@ class EbnfParser {
   Result<Expr> primary(int depth) {
     const char c = t_[i_];
     if (c == '"') {
-      ++i_;
+      const std::size_t at = i_++;
       std::string bytes;
       for (;;) {
-        if (at_end() || t_[i_] == '\n') return fail("unterminated string literal");
+        if (at_end() || t_[i_] == '\n') return fail_at(at, "unterminated string literal");
         if (t_[i_] == '"') {
           ++i_;
           break;
@@ -256,6 +256,7 @@ class EbnfParser {
         std::uint32_t hi = *lo;
         if (i_ + 1 < t_.size() && t_[i_] == '-' && t_[i_ + 1] != ']') {
           ++i_;
+          if (t_[i_] == '\n') return fail_at(at, "unterminated character class");
           auto h = character();
           if (!h) return std::unexpected(h.error());
           hi = *h;
