@@ -6,7 +6,10 @@ namespace waste::grammar {
 
 const TokenSet& MaskCache::lookup(const Stack& stack) {
   const std::size_t n = std::min(stack.size(), kContext);
-  const Stack suffix(stack.end() - std::ptrdiff_t(n), stack.end());
+  Stack suffix(stack.end() - std::ptrdiff_t(n), stack.end());
+  // No token can use up more than max_length() repetitions: deep in a long counted repetition
+  // every place shares one entry.
+  for (std::int32_t& pos : suffix) pos = grammar_.canonical(pos, index_.max_length());
   const bool partial = stack.size() > kContext;
   std::string key(reinterpret_cast<const char*>(suffix.data()), suffix.size() * sizeof(std::int32_t));
   key += partial ? 'p' : 'f';
