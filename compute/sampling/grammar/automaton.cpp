@@ -6,6 +6,28 @@
 
 namespace waste::grammar {
 
+Grammar::Grammar(std::vector<Element> elements, std::vector<std::array<std::uint64_t, 4>> sets, std::vector<Rule> rules,
+                 std::vector<std::vector<std::int32_t>> chains, int root)
+    : elements_(std::move(elements)), sets_(std::move(sets)), rules_(std::move(rules)), chains_(std::move(chains)),
+      root_(root) {
+  rule_of_.assign(elements_.size(), -1);
+  for (std::size_t r = 0; r < rules_.size(); ++r) {
+    for (std::int32_t pos : rules_[r].alts) {
+      for (std::int32_t p = pos;; ++p) {
+        rule_of_[std::size_t(p)] = std::int32_t(r);
+        if (elements_[std::size_t(p)].kind == Kind::end) break;
+      }
+    }
+  }
+}
+
+std::int32_t Grammar::canonical(std::int32_t pos, std::size_t horizon) const {
+  const Rule& rule = rules_[std::size_t(rule_of_[std::size_t(pos)])];
+  if (rule.chain < 0 || std::size_t(rule.chain_index) <= horizon + 1) return pos;
+  const Rule& same = rules_[std::size_t(chains_[std::size_t(rule.chain)][horizon])];  // chain_index horizon + 1
+  return pos - rule.alts[0] + same.alts[0];
+}
+
 StackSet Grammar::initial() const {
   StackSet out;
   for (std::int32_t a : rules_[std::size_t(root_)].alts) expand(Stack{a}, out, 0);

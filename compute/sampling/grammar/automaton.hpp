@@ -34,12 +34,15 @@ class Grammar {
   };
   struct Rule {
     std::string name;
-    std::vector<std::int32_t> alts;  // start positions
+    std::vector<std::int32_t> alts;  // start positions (a rule's elements are contiguous)
+    // Counted repetition x{m,n} lowers to a chain O1..O(n-m) of rules laid out alike; Oj = "up
+    // to j more x". chain: index into chains_ (-1: not in one), chain_index: j.
+    std::int32_t chain = -1;
+    std::int32_t chain_index = 0;
   };
 
   Grammar(std::vector<Element> elements, std::vector<std::array<std::uint64_t, 4>> sets, std::vector<Rule> rules,
-          int root)
-      : elements_(std::move(elements)), sets_(std::move(sets)), rules_(std::move(rules)), root_(root) {}
+          std::vector<std::vector<std::int32_t>> chains, int root);
 
   // The stacks before any byte.
   [[nodiscard]] StackSet initial() const;
@@ -60,6 +63,11 @@ class Grammar {
   // the pair (created on first use, kept while both live).
   std::shared_ptr<MaskCache> cache_for(const std::shared_ptr<const TokenIndex>& index) const;
 
+  // A position with the same future as pos for every byte string of at most `horizon` bytes: in a
+  // chain rule Oj with j > horizon (no such string can use up its repetitions) the same place in
+  // O(horizon + 1). Lets the mask cache share one entry across a long counted repetition.
+  [[nodiscard]] std::int32_t canonical(std::int32_t pos, std::size_t horizon) const;
+
   static void normalize(StackSet& set);
   static bool has_empty(const StackSet& set);
   static bool has_live(const StackSet& set);  // a non-empty stack
@@ -71,6 +79,8 @@ class Grammar {
   std::vector<Element> elements_;
   std::vector<std::array<std::uint64_t, 4>> sets_;
   std::vector<Rule> rules_;
+  std::vector<std::vector<std::int32_t>> chains_;  // rule ids, chain_index 1, 2, ...
+  std::vector<std::int32_t> rule_of_;              // element position -> rule
   int root_;
   mutable std::mutex cache_mutex_;  // guards caches_
   mutable std::vector<std::pair<std::weak_ptr<const TokenIndex>, std::shared_ptr<MaskCache>>> caches_;

@@ -114,7 +114,8 @@ class Lowering {
         if (set_list_[i].test(c)) sets[i][c >> 6] |= std::uint64_t(1) << (c & 63);
       }
     }
-    return std::make_shared<const Grammar>(std::move(elements_), std::move(sets), std::move(rules_), root);
+    return std::make_shared<const Grammar>(std::move(elements_), std::move(sets), std::move(rules_), std::move(chains_),
+                                           root);
   }
 
  private:
@@ -189,7 +190,9 @@ class Lowering {
       elements_.push_back({Grammar::Kind::ref, id});
       return;
     }
-    // O1 ::= x | ε; Oj ::= x O(j-1) | ε.
+    // O1 ::= x | ε; Oj ::= x O(j-1) | ε. Every Oj (j > 1) has the same layout: a chain.
+    const auto chain = std::int32_t(chains_.size());
+    chains_.emplace_back();
     int prev = -1;
     for (int j = 1; j <= e.max - e.min; ++j) {
       std::vector<Expr> alts;
@@ -197,7 +200,8 @@ class Lowering {
       for (const Expr& item : items) alts.push_back(prev < 0 ? item : Expr::seq({item, Expr::ref(prev)}));
       alts.push_back(Expr::empty());
       const int id = int(rules_.size());
-      rules_.push_back(Grammar::Rule{rules_[std::size_t(rule)].name + "/opt", {}});
+      rules_.push_back(Grammar::Rule{rules_[std::size_t(rule)].name + "/opt", {}, chain, j});
+      chains_.back().push_back(id);
       pending_.emplace_back(id, Expr::alt(std::move(alts)));
       prev = id;
       if (rules_.size() > kMaxElements) break;
@@ -273,6 +277,7 @@ class Lowering {
   std::vector<Grammar::Element> elements_;
   std::vector<Grammar::Rule> rules_;
   std::vector<std::pair<int, Expr>> pending_;
+  std::vector<std::vector<std::int32_t>> chains_;
   std::map<std::string, std::int32_t> set_ids_;
   std::vector<ByteSet> set_list_;
 };

@@ -25,41 +25,66 @@ struct TokenSet {
   std::vector<std::int32_t> uncertain;
 };
 
-// verdict(token id, v) for every ordinary token, v: 0 rejected, 1 accepted, 2 uncertain. With
-// partial = false an empty stack means the grammar is complete (no uncertain tokens).
+// Stack sets interned as states with a lazily filled byte transition table: a walk over the
+// vocabulary meets the same few sets again and again (inside a string every byte leads back to
+// one set), so after the first visit a byte costs one table read instead of stack copies.
+class SetDfa {
+ public:
+  explicit SetDfa(const Grammar& g) : g_(g) {}
+  std::int32_t intern(const StackSet& set);
+  std::int32_t step(std::int32_t state, unsigned char b);
+  [[nodiscard]] bool live(std::int32_t state) const { return info_[std::size_t(state)] & 1u; }
+  [[nodiscard]] bool has_empty(std::int32_t state) const { return info_[std::size_t(state)] & 2u; }
+  [[nodiscard]] std::size_t states() const { return sets_.size(); }
+
+ private:
+  const Grammar& g_;
+  std::unordered_map<std::string, std::int32_t> ids_;
+  std::vector<StackSet> sets_;
+  std::vector<std::uint8_t> info_;        // bit 0: a non-empty stack; bit 1: an empty stack
+  std::vector<std::int32_t> next_;        // state * 256 + byte -> state, -1 = not computed
+  StackSet scratch_;
+};
+
 enum class Verdict : std::uint8_t { rejected, accepted, uncertain };
+
+// verdict(token id, v) for every ordinary token from the stacks `start`. With partial = false an
+// empty stack means the grammar is complete (so nothing is uncertain).
 template <class F>
-void walk_vocabulary(const Grammar& g, const TokenIndex& index, const StackSet& start, bool partial, F&& verdict);
+void walk_vocabulary(SetDfa& dfa, const TokenIndex& index, std::int32_t start, bool partial, F&& verdict);
 
 class MaskCache {
  public:
   static constexpr std::size_t kContext = 4;
 
-  MaskCache(const Grammar& grammar, const TokenIndex& index) : grammar_(grammar), index_(index) {}
+  MaskCache(const Grammar& grammar, const TokenIndex& index)
+      : grammar_(grammar), index_(index), dfa_(std::make_unique<SetDfa>(grammar)) {}
 
   // The sets for this stack (non-empty); thread-safe; the reference stays valid.
   const TokenSet& lookup(const Stack& stack);
   [[nodiscard]] std::size_t entries() const;
 
  private:
-  std::unique_ptr<TokenSet> compute(const Stack& suffix, bool partial) const;
+  std::unique_ptr<TokenSet> compute(const Stack& suffix, bool partial);
 
   const Grammar& grammar_;
   const TokenIndex& index_;
-  mutable std::mutex mutex_;  // guards entries_ (a miss computes outside it)
+  mutable std::mutex mutex_;  // guards entries_ and dfa_ (a miss computes under it)
   std::unordered_map<std::string, std::unique_ptr<TokenSet>> entries_;
+  std::unique_ptr<SetDfa> dfa_;  // restarted between walks past kMaxDfaStates (1 KiB each)
+  static constexpr std::size_t kMaxDfaStates = 1u << 16;
 };
 
 template <class F>
-void walk_vocabulary(const Grammar& g, const TokenIndex& index, const StackSet& start, bool partial, F&& verdict) {
+void walk_vocabulary(SetDfa& dfa, const TokenIndex& index, std::int32_t start, bool partial, F&& verdict) {
   const auto sorted = index.sorted();
   const auto lcp = index.lcp();
-  std::vector<StackSet> level(index.max_length() + 1);
+  std::vector<std::int32_t> level(index.max_length() + 1);
   std::vector<char> ctx(index.max_length() + 1, 0);  // an empty stack was seen at depth <= d
   level[0] = start;
-  ctx[0] = partial && Grammar::has_empty(start);
-  std::size_t valid = 0;          // level[0..valid] belong to the previous token's prefix
-  std::size_t dead = 0;           // > 0: the previous token's prefix of this length is dead
+  ctx[0] = partial && dfa.has_empty(start);
+  std::size_t valid = 0;  // level[0..valid] belong to the previous token's prefix
+  std::size_t dead = 0;   // > 0: the previous token's prefix of this length is dead
   Verdict dead_verdict = Verdict::rejected;
   for (std::size_t i = 0; i < sorted.size(); ++i) {
     const std::string& tok = index.bytes(sorted[i]);
@@ -71,9 +96,9 @@ void walk_vocabulary(const Grammar& g, const TokenIndex& index, const StackSet& 
     dead = 0;
     std::size_t d = std::min<std::size_t>(shared, valid);
     while (d < tok.size()) {
-      if (d > 0 && !Grammar::has_live(level[d])) break;
-      g.step(level[d], static_cast<unsigned char>(tok[d]), level[d + 1]);
-      ctx[d + 1] = ctx[d] || (partial && Grammar::has_empty(level[d + 1]));
+      if (d > 0 && !dfa.live(level[d])) break;
+      level[d + 1] = dfa.step(level[d], static_cast<unsigned char>(tok[d]));
+      ctx[d + 1] = ctx[d] || (partial && dfa.has_empty(level[d + 1]));
       ++d;
     }
     valid = d;
@@ -84,7 +109,7 @@ void walk_vocabulary(const Grammar& g, const TokenIndex& index, const StackSet& 
       verdict(sorted[i], dead_verdict);
       continue;
     }
-    if (!level[d].empty()) {
+    if (dfa.live(level[d]) || dfa.has_empty(level[d])) {
       verdict(sorted[i], Verdict::accepted);
     } else {
       verdict(sorted[i], ctx[d] ? Verdict::uncertain : Verdict::rejected);
