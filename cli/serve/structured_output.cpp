@@ -1,5 +1,8 @@
 #include "cli/serve/structured_output.hpp"
 
+#include <deque>
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace waste::serve {
@@ -7,9 +10,46 @@ namespace {
 
 using GrammarResult = std::expected<std::shared_ptr<const grammar::Grammar>, ApiError>;
 
+// Compiled grammars by their source (a schema's sorted dump, or EBNF text), so requests with the
+// same schema share one Grammar and with it the engine's token-set cache (warm masks from the
+// second request on). FIFO-bounded; the lock covers lookups and inserts, never a compile.
+class GrammarCache {
+ public:
+  static constexpr std::size_t kMaxEntries = 64;
+  std::shared_ptr<const grammar::Grammar> find(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : it->second;
+  }
+  void insert(const std::string& key, std::shared_ptr<const grammar::Grammar> grammar) {
+    std::lock_guard lock(mutex_);
+    if (!entries_.emplace(key, std::move(grammar)).second) return;
+    order_.push_back(key);
+    if (order_.size() > kMaxEntries) {
+      entries_.erase(order_.front());
+      order_.pop_front();
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const grammar::Grammar>> entries_;
+  std::deque<std::string> order_;
+};
+
+GrammarCache& grammar_cache() {
+  static GrammarCache cache;
+  return cache;
+}
+
 GrammarResult compile_schema(const nlohmann::json& schema, const std::string& param) {
+  const std::string key =
+      schema.is_null() ? std::string("object")
+                       : "schema:" + schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (auto cached = grammar_cache().find(key)) return cached;
   auto compiled = schema.is_null() ? grammar::compile_any_json_object() : grammar::compile_json_schema(schema);
   if (!compiled) return std::unexpected(bad_param(param, "'" + param + "': " + compiled.error().message));
+  grammar_cache().insert(key, *compiled);
   return *compiled;
 }
 
@@ -118,12 +158,17 @@ std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
     branch->stages = call_stages(tokenizer, after_name(), chosen[k].second, close);
     choice.branches.emplace_back(key, std::move(branch));
   }
-  auto names = grammar::compile_ebnf(names_rule + "\n");
-  if (!names) {
-    return std::unexpected(bad_param("tool_choice", "'tool_choice': the tool-name grammar did not compile: " +
-                                                        names.error().message));
+  names_rule += "\n";
+  choice.grammar = grammar_cache().find("ebnf:" + names_rule);
+  if (!choice.grammar) {
+    auto names = grammar::compile_ebnf(names_rule);
+    if (!names) {
+      return std::unexpected(bad_param("tool_choice", "'tool_choice': the tool-name grammar did not compile: " +
+                                                          names.error().message));
+    }
+    choice.grammar = std::move(*names);
+    grammar_cache().insert("ebnf:" + names_rule, choice.grammar);
   }
-  choice.grammar = std::move(*names);
   plan->stages.push_back(forced(tokenizer, open + name_lead));
   plan->stages.push_back(std::move(choice));
   return plan;

@@ -212,6 +212,28 @@ TEST_CASE("A schema the grammar engine refuses is a 400 naming the parameter and
         "the vocabulary)");
 }
 
+TEST_CASE("Requests with the same schema share one compiled grammar (and its warm token sets)", "[serve][structured]") {
+  auto tokenizer = Tokenizer::load(test::tokenizer_container());
+  REQUIRE(tokenizer);
+  auto index = grammar::build_token_index(*tokenizer);
+  REQUIRE(index);
+  const ChatFormat format = k3();
+  auto plan_of = [&](const std::string& schema) {
+    const ParsedRequest r = chat(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format":
+        {"type": "json_schema", "json_schema": {"name": "x", "schema": )" + schema + "}}}");
+    auto plan = make_constraint(r, format, *tokenizer, *index);
+    REQUIRE(plan);
+    REQUIRE(*plan);
+    REQUIRE((*plan)->stages.size() == 1);
+    return (*plan)->stages[0].grammar;
+  };
+  const auto a = plan_of(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})");
+  const auto b = plan_of(R"({"required": ["a"], "properties": {"a": {"type": "integer"}}, "type": "object"})");
+  const auto c = plan_of(R"({"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]})");
+  CHECK(a == b);  // the same schema, keys in another order
+  CHECK(a != c);
+}
+
 TEST_CASE("Tools on a chat format without tool markup are refused", "[serve][structured]") {
   ChatFormat plain = k3();
   plain.tools.reset();
