@@ -179,6 +179,50 @@ TEST_CASE("Constrained answers batched get the bits they get alone, and parse", 
   }
 }
 
+TEST_CASE("chatml's JSON form: forced calls (required between two tools, named) parse into their arguments",
+          "[serve][scheduler][structured]") {
+  auto engine = open_engine();
+  auto tokenizer = Tokenizer::load(test::tokenizer_container());
+  REQUIRE(tokenizer);
+  auto format = ChatFormat::load(std::filesystem::path(WASTE_SOURCE_DIR) / "configs/chat/chatml.json");
+  REQUIRE(format);
+  const ChatStop stop = chat_stop(*tokenizer, *format);
+  auto index = grammar::build_token_index(*tokenizer, stop.ids);
+  REQUIRE(index);
+  Scheduler scheduler(*engine, *tokenizer, {2, 8, 64});
+  const std::string messages = R"("messages": [{"role": "user", "content": "Go."}])";
+  for (const std::string choice : {std::string(R"("required")"),
+                                   std::string(R"({"type": "function", "function": {"name": "get_weather"}})")}) {
+    INFO(choice);
+    const ParsedRequest r = chat(R"({"model": "m", )" + messages + R"(, "tools": )" + kTools +
+                                 R"(, "tool_choice": )" + choice + "}");
+    auto plan = make_constraint(r, *format, *tokenizer, *index);
+    REQUIRE(plan);
+    GenerationJob job;
+    job.prompt = build_chat_prompt(*tokenizer, *format, r.messages, true, r.tools_json);
+    job.constraint = *plan;
+    job.sampling.temperature = 1.0f;
+    job.sampling.seed = 7;
+    job.max_tokens = 300;
+    job.stop_ids = stop.ids;
+    job.stop_texts = {stop.text};
+    auto s = scheduler.submit(job);
+    REQUIRE(s);
+    const Run run = drain(**s);
+    INFO(run.text);
+    CHECK(run.finish == Finish::stop);
+    CHECK(run.text.rfind("<tool_call>\n{\"name\": \"", 0) == 0);
+    const ParsedToolCalls calls = parse_tool_calls(*format->tools, run.text, "call_x_");
+    CHECK(calls.content.empty());
+    REQUIRE(calls.calls.size() == 1);
+    CHECK(calls.calls[0].id == "call_x_0");
+    if (r.tool_choice == ToolChoice::named) CHECK(calls.calls[0].name == "get_weather");
+    ChatToolCall as_kimi = calls.calls[0];
+    as_kimi.id = "functions." + as_kimi.name + ":0";  // check_call's id rule is Kimi's
+    check_call(as_kimi);
+  }
+}
+
 TEST_CASE("A schema the grammar engine refuses is a 400 naming the parameter and the keyword", "[serve][structured]") {
   auto tokenizer = Tokenizer::load(test::tokenizer_container());
   REQUIRE(tokenizer);
