@@ -1,4 +1,7 @@
 // The GBNF-like grammar file: what it matches, and parse errors with their line and column.
+#include <fstream>
+#include <sstream>
+
 #include "tests/grammar/grammar_test_support.hpp"
 
 namespace waste::grammar::test {
@@ -56,6 +59,26 @@ TEST_CASE("EBNF: a rule that can match nothing stops the match cleanly", "[gramm
   Matcher m(g, byte_index());
   REQUIRE_FALSE(m.accept_bytes("a"));
   CHECK(m.accept_bytes("b").error().message == "grammar: the text \"b\" is not allowed here");
+}
+
+}  // namespace waste::grammar::test
+
+namespace waste::grammar::test {
+
+TEST_CASE("the example files in configs/grammar compile (and the example grammar matches)", "[grammar]") {
+  auto read = [](const char* name) {
+    std::ifstream in(std::string(WASTE_SOURCE_DIR) + "/configs/grammar/" + name, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  auto g = ebnf(read("kv_object.gbnf"));
+  CHECK(full_match(g, R"({a:1,bc:"x y",d:{e:{}}})"));
+  CHECK_FALSE(full_match(g, R"({A:1})"));
+  for (const char* s : {"person.json", "tool_call.json", "tree.json"}) {
+    INFO(s);
+    CHECK(compile_json_schema(nlohmann::json::parse(read(s))).has_value());
+  }
 }
 
 }  // namespace waste::grammar::test

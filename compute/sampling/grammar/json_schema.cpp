@@ -1,9 +1,12 @@
 // JSON Schema (a subset of draft 2020-12) -> grammar. Output is compact JSON (no whitespace
 // between tokens), properties in the schema's key order (nlohmann sorts keys). Every keyword is
 // either enforced, an annotation (ignored by validation too), or refused with its name and path.
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 

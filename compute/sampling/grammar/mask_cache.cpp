@@ -51,22 +51,26 @@ std::int32_t SetDfa::step(std::int32_t state, unsigned char b) {
 
 std::unique_ptr<TokenSet> MaskCache::compute(const Stack& suffix, bool partial) {
   auto set = std::make_unique<TokenSet>();
-  std::vector<std::int32_t> accepted;
+  const std::size_t words = (std::size_t(index_.vocab()) + 63) / 64;
+  std::vector<std::uint64_t> bits(words, 0);
+  std::size_t accepted = 0;
   if (dfa_->states() > kMaxDfaStates) dfa_ = std::make_unique<SetDfa>(grammar_);
   walk_vocabulary(*dfa_, index_, dfa_->intern(StackSet{suffix}), partial, [&](std::int32_t id, Verdict v) {
     if (v == Verdict::accepted) {
-      accepted.push_back(id);
+      bits[std::size_t(id) >> 6] |= std::uint64_t(1) << (id & 63);
+      ++accepted;
     } else if (v == Verdict::uncertain) {
       set->uncertain.push_back(id);
     }
   });
-  const std::size_t words = (std::size_t(index_.vocab()) + 63) / 64;
   // Dense when a bitset is smaller than the id list.
-  if (accepted.size() * 32 > std::size_t(index_.vocab())) {
-    set->accepted_bits.assign(words, 0);
-    for (std::int32_t id : accepted) set->accepted_bits[std::size_t(id) >> 6] |= std::uint64_t(1) << (id & 63);
+  if (accepted * 32 > std::size_t(index_.vocab())) {
+    set->accepted_bits = std::move(bits);
   } else {
-    set->accepted_ids = std::move(accepted);
+    set->accepted_ids.reserve(accepted);
+    for (std::size_t w = 0; w < words; ++w) {
+      for (std::uint64_t x = bits[w]; x != 0; x &= x - 1) set->accepted_ids.push_back(std::int32_t(w * 64 + std::size_t(__builtin_ctzll(x))));
+    }
   }
   return set;
 }

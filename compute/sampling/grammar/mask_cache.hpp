@@ -48,8 +48,9 @@ class SetDfa {
 
 enum class Verdict : std::uint8_t { rejected, accepted, uncertain };
 
-// verdict(token id, v) for every ordinary token from the stacks `start`. With partial = false an
-// empty stack means the grammar is complete (so nothing is uncertain).
+// verdict(token id, v) for every ordinary token from the stacks `start` that is accepted or
+// uncertain, and for some rejected ones (a run dead at its first byte is skipped). With
+// partial = false an empty stack means the grammar is complete (so nothing is uncertain).
 template <class F>
 void walk_vocabulary(SetDfa& dfa, const TokenIndex& index, std::int32_t start, bool partial, F&& verdict);
 
@@ -87,9 +88,14 @@ void walk_vocabulary(SetDfa& dfa, const TokenIndex& index, std::int32_t start, b
   std::size_t dead = 0;   // > 0: the previous token's prefix of this length is dead
   Verdict dead_verdict = Verdict::rejected;
   for (std::size_t i = 0; i < sorted.size(); ++i) {
-    const std::string& tok = index.bytes(sorted[i]);
+    const std::string_view tok = index.sorted_bytes(i);
     const std::size_t shared = lcp[i];
     if (dead > 0 && shared >= dead) {
+      if (dead == 1 && dead_verdict == Verdict::rejected) {
+        // Dead at the first byte: skip the rest of that byte's run.
+        i = index.first_byte_end(static_cast<unsigned char>(tok[0])) - 1;
+        continue;
+      }
       verdict(sorted[i], dead_verdict);
       continue;
     }

@@ -18,6 +18,17 @@ TokenIndex::TokenIndex(std::vector<std::string> tokens, std::vector<Kind> kinds)
   std::sort(sorted_.begin(), sorted_.end(), [&](std::int32_t a, std::int32_t b) {
     return tokens_[std::size_t(a)] != tokens_[std::size_t(b)] ? tokens_[std::size_t(a)] < tokens_[std::size_t(b)] : a < b;
   });
+  offsets_.reserve(sorted_.size() + 1);
+  offsets_.push_back(0);
+  for (std::int32_t id : sorted_) {
+    flat_ += tokens_[std::size_t(id)];
+    offsets_.push_back(std::uint32_t(flat_.size()));
+  }
+  std::size_t i = 0;
+  for (unsigned b = 0; b < 256; ++b) {
+    while (i < sorted_.size() && static_cast<unsigned char>(tokens_[std::size_t(sorted_[i])][0]) == b) ++i;
+    first_byte_end_[b] = i;
+  }
   lcp_.assign(sorted_.size(), 0);
   for (std::size_t i = 1; i < sorted_.size(); ++i) {
     const std::string& a = tokens_[std::size_t(sorted_[i - 1])];

@@ -3,9 +3,11 @@
 // once, and a dead prefix skips its whole run of tokens).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace waste::grammar {
@@ -22,6 +24,13 @@ class TokenIndex {
   [[nodiscard]] std::span<const std::int32_t> sorted() const { return sorted_; }
   // lcp()[i]: bytes sorted()[i] shares with sorted()[i-1] (0 for i = 0).
   [[nodiscard]] std::span<const std::uint32_t> lcp() const { return lcp_; }
+  // The bytes of sorted()[i], from one buffer laid out in sorted order (a walk reads it in order).
+  [[nodiscard]] std::string_view sorted_bytes(std::size_t i) const {
+    return std::string_view(flat_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+  }
+  // One past the last sorted index whose first byte is b (a prefix dead at its first byte skips
+  // the whole run).
+  [[nodiscard]] std::size_t first_byte_end(unsigned char b) const { return first_byte_end_[b]; }
   [[nodiscard]] std::span<const std::int32_t> eos_ids() const { return eos_; }
   [[nodiscard]] std::size_t max_length() const { return max_len_; }
 
@@ -31,6 +40,9 @@ class TokenIndex {
   std::vector<std::int32_t> sorted_;
   std::vector<std::uint32_t> lcp_;
   std::vector<std::int32_t> eos_;
+  std::string flat_;
+  std::vector<std::uint32_t> offsets_;
+  std::array<std::size_t, 256> first_byte_end_{};
   std::size_t max_len_ = 0;
 };
 
