@@ -2,7 +2,12 @@
 // line (stdout) and a stats line (stderr).
 // waste run MODEL "prompt text": text mode (the container's tokenizer): stream the decoded text
 // as it is generated, then one stats line (stderr); --chat-format/--system wrap the prompt.
+// --json-schema FILE / --grammar FILE (text mode): every step masks the tokens the grammar
+// cannot continue with before sampling; the run ends when the match is finished, or at an
+// end token (eos / the chat format's stop) once the match is complete.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,6 +16,9 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/api/engine.hpp"
+#include "compute/sampling/grammar/grammar.hpp"
+#include "compute/sampling/sampler.hpp"
+#include "compute/tokenizer/tokenizer.hpp"
 
 namespace waste::cli {
 namespace {
@@ -28,7 +36,38 @@ struct RunArgs {
   std::string file;         // text mode: the prompt read from this file
   bool quiet = false;       // -q: no stats line
   bool json = false;        // --json: one JSON document on stdout instead of streamed output
+  std::string json_schema;  // text mode: constrain the output to this JSON Schema file
+  std::string grammar;      // text mode: constrain the output to this EBNF grammar file
 };
+
+// What a constrained run adds to the report.
+struct GrammarReport {
+  bool complete = false;         // the output is a complete match
+  double mask_seconds = 0;       // all mask_logits calls
+  double first_mask_seconds = 0; // the first one (cold token-set cache)
+  int masks = 0;
+};
+
+// --json-schema / --grammar: the compiled grammar, errors naming the file.
+Result<std::shared_ptr<const grammar::Grammar>> load_grammar(const RunArgs& a) {
+  const std::string& path = a.json_schema.empty() ? a.grammar : a.json_schema;
+  auto text = read_text(path);
+  if (!text) return std::unexpected(text.error());
+  if (!a.grammar.empty()) {
+    auto g = grammar::compile_ebnf(*text);
+    if (!g) return std::unexpected(g.error().with_context(path));
+    return g;
+  }
+  nlohmann::json schema;
+  try {
+    schema = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return make_error(Errc::format, path + ": not valid JSON: " + e.what());
+  }
+  auto g = grammar::compile_json_schema(schema);
+  if (!g) return std::unexpected(g.error().with_context(path));
+  return g;
+}
 
 RunStats make_stats(const GenerateResult& result, const Engine& engine) {
   RunStats stats;
@@ -41,18 +80,116 @@ RunStats make_stats(const GenerateResult& result, const Engine& engine) {
 }
 
 // The end of a run: the stats line on stderr, or with --json the whole result on stdout.
-void report(const RunArgs& a, const GenerateResult& result, const Engine& engine, const std::string* text) {
+void report(const RunArgs& a, const GenerateResult& result, const Engine& engine, const std::string* text,
+            const GrammarReport* g = nullptr) {
   const RunStats stats = make_stats(result, engine);
   if (a.json) {
     nlohmann::json doc;
     doc["tokens"] = result.tokens;
     if (text) doc["text"] = *text;
     doc["stop"] = stop_reason_name(result.stop);
+    if (g) {
+      doc["grammar"] = {{"complete", g->complete},
+                        {"masks", g->masks},
+                        {"mask_seconds", g->mask_seconds},
+                        {"first_mask_seconds", g->first_mask_seconds}};
+    }
     doc["stats"] = stats_json(stats);
     print_json(doc);
   } else if (!a.quiet) {
     std::fprintf(stderr, "%s\n", stats_line(stats).c_str());
   }
+}
+
+// The constrained loop: eval, mask, sample, accept, stream. End tokens (eos, the chat stop ids)
+// are allowed only once the match is complete and end the run without being printed or fed.
+int run_constrained(const RunArgs& a, Engine& engine, const GenerateParams& params, const Tokenizer& tokenizer,
+                    const std::vector<int>& prompt, int eos) {
+  auto g = load_grammar(a);
+  if (!g) return report_error("run", g.error());
+  std::vector<int> ends = params.stop_tokens;
+  if (eos >= 0) ends.push_back(eos);
+  std::vector<std::string> bytes(std::size_t(tokenizer.vocab()));
+  std::vector<int> specials;
+  for (int id = 0; id < tokenizer.vocab(); ++id) {
+    if (!tokenizer.valid_id(id)) continue;
+    if (tokenizer.is_special(id)) {
+      specials.push_back(id);
+    } else {
+      bytes[std::size_t(id)] = tokenizer.decode_token(id);
+    }
+  }
+  std::vector<int> eos_ids;
+  for (int id : ends) {
+    if (id >= 0 && id < tokenizer.vocab()) eos_ids.push_back(id);
+  }
+  auto index = grammar::build_token_index(std::move(bytes), std::move(specials), std::move(eos_ids));
+  if (!index) return report_error("run", index.error());
+  grammar::Matcher matcher(*g, *index);
+
+  GenerateResult result;
+  result.prompt_tokens = int(prompt.size());
+  GrammarReport gr;
+  auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  auto fed = engine.eval(prompt);
+  if (!fed) return report_error("run", fed.error());
+  result.prompt_seconds = since(start);
+  start = std::chrono::steady_clock::now();
+  std::vector<float> logits(fed->begin(), fed->end());
+  Sampler sampler(params.sampling);
+  StopTextStream stream;
+  std::string text;
+  const int ctx = engine.info().ctx_tokens;
+  for (int step = 0; step < params.max_tokens; ++step) {
+    if (matcher.finished()) {
+      result.stop = StopReason::stop_token;
+      break;
+    }
+    const auto mask_start = std::chrono::steady_clock::now();
+    matcher.mask_logits(logits);
+    const double dt = since(mask_start);
+    gr.mask_seconds += dt;
+    if (gr.masks++ == 0) gr.first_mask_seconds = dt;
+    if (std::none_of(logits.begin(), logits.end(), [](float l) { return std::isfinite(l); })) {
+      return report_error("run", "grammar: no token of the vocabulary can continue the output here (after " +
+                                     std::to_string(step) + " tokens)");
+    }
+    const int next = sampler.sample(logits);
+    if (Status ok = matcher.accept_token(next); !ok) return report_error("run", ok.error());
+    result.tokens.push_back(next);
+    if (std::find(ends.begin(), ends.end(), next) != ends.end()) {
+      result.stop = next == eos ? StopReason::eos : StopReason::stop_token;
+      break;
+    }
+    const std::string out = stream.push(tokenizer.decode_token(next));
+    text += out;
+    if (!a.json) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    }
+    if (engine.position() >= ctx) {
+      result.stop = StopReason::context_full;
+      break;
+    }
+    const int one[1] = {next};
+    auto step_logits = engine.eval(one);
+    if (!step_logits) return report_error("run", step_logits.error().with_context("generated token " + std::to_string(step)));
+    logits.assign(step_logits->begin(), step_logits->end());
+  }
+  result.generate_seconds = since(start);
+  gr.complete = matcher.accepting();
+  const std::string tail = stream.finish();
+  text += tail;
+  if (!a.json) {
+    std::fwrite(tail.data(), 1, tail.size(), stdout);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  report(a, result, engine, &text, &gr);
+  return 0;
 }
 
 // Text mode: tokenize (wrapped in the chat format when there is one), stream complete UTF-8
@@ -77,6 +214,7 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
     tokenizer->encode(a.prompt, prompt);
   }
   const int eos = params.eos_token == -2 ? -1 : tokenizer->eos();
+  if (!a.json_schema.empty() || !a.grammar.empty()) return run_constrained(a, engine, params, *tokenizer, prompt, eos);
   StopTextStream stream(std::move(stop_texts));
   std::string text;
   auto result = engine.generate(prompt, params, [&](const TokenEvent& e) {
@@ -112,6 +250,14 @@ int run(RunArgs a) {
   }
   if (a.prompt.empty() == a.ids.empty()) {
     return report_error("run", "give either a prompt text (or --file) or --ids (not both)");
+  }
+  if (!a.json_schema.empty() && !a.grammar.empty()) return report_error("run", "give either --json-schema or --grammar (not both)");
+  if ((!a.json_schema.empty() || !a.grammar.empty()) && a.prompt.empty()) {
+    return report_error("run", "--json-schema and --grammar need a prompt text (text mode), not --ids");
+  }
+  if (!a.json_schema.empty() || !a.grammar.empty()) {
+    // Refuse a bad file before the model is opened.
+    if (auto g = load_grammar(a); !g) return report_error("run", g.error());
   }
   auto engine = open_engine(a.engine);
   if (!engine) return report_error("run", engine.error());
@@ -164,6 +310,8 @@ const CommandRegistration kRegistration{Command{
           ->default_str("none");
       sub.add_flag("-q,--quiet", args->quiet, "No stats line");
       sub.add_flag("--json", args->json, "Print one JSON document (tokens, text, stop, stats) instead");
+      sub.add_option("--json-schema", args->json_schema, "Constrain the output to this JSON Schema (text mode)");
+      sub.add_option("--grammar", args->grammar, "Constrain the output to this GBNF-like grammar file (text mode)");
       return [args] { return run(*args); };
     }}};
 

@@ -65,9 +65,22 @@ int serve_main(ServeArgs a) {
   auto format = load_chat_format(a.engine.model, a.chat_format);
   if (!format) return report_error("serve", format.error());
   a.scheduler.prefill_chunk = std::min(a.scheduler.prefill_chunk, (*engine)->info().prefill_chunk);
+  // The grammar engine's token index, built once (response_format and forced tool calls use it).
+  // The chat stop ids end a constrained answer too, where its grammar accepts.
+  std::shared_ptr<const grammar::TokenIndex> token_index;
+  {
+    std::vector<int> stop_ids;
+    if (*format) stop_ids = chat_stop(*tokenizer, **format).ids;
+    auto index = grammar::build_token_index(*tokenizer, stop_ids);
+    if (index) {
+      token_index = std::move(*index);
+    } else {
+      std::fprintf(stderr, "waste serve: constrained output unavailable: %s\n", index.error().message.c_str());
+    }
+  }
   {
     serve::Scheduler scheduler(**engine, *tokenizer, a.scheduler);
-    server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr});
+    server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr, token_index});
     std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s)\n", a.scheduler.parallel,
                  scheduler.ctx_tokens(), *format ? ", chat template" : ", no chat template");
     while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));

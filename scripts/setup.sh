@@ -11,6 +11,8 @@ packages=(
   libcpp-httplib-dev nginx
   # test-time only: the PyTorch oracle (with a fast BLAS), the libFuzzer runtime, plots
   python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev gnuplot-nox
+  # test-time only: the validator of the grammar tests' outputs (tests/grammar/random_schemas.py)
+  python3-jsonschema
   # test-time only: the NEON kernels, cross-compiled and run under qemu (tests/cross/)
   g++-12-aarch64-linux-gnu qemu-user
   )

@@ -9,6 +9,8 @@
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/openai_response.hpp"
 #include "cli/serve/peer_watch.hpp"
+#include "cli/serve/structured_output.hpp"
+#include "cli/serve/tool_call_parser.hpp"
 
 namespace waste::serve {
 namespace {
@@ -55,6 +57,7 @@ struct StreamState {
   Endpoint endpoint = Endpoint::chat;
   bool include_usage = false;
   bool want_logprobs = false;
+  std::optional<ToolCallParser> tools;  // chat with tools (tool_choice not none): calls are parsed out
   bool started = false;
   int silent_slices = 0;
 };
@@ -70,17 +73,34 @@ bool write_stream(StreamState& s, httplib::DataSink& sink, const std::vector<Del
       return false;
     }
   }
+  // Tool-call events become tool-call deltas; a token's logprobs go with its first chunk.
+  auto write_events = [&](const std::vector<ToolCallEvent>& events, const std::vector<TokenLogprob>* lpp) {
+    for (const ToolCallEvent& e : events) {
+      if (!write(sse_event(chat_chunk_json(s.ids, tool_event_delta_json(e), nullptr, s.include_usage, lpp)))) return false;
+      lpp = nullptr;
+    }
+    if (lpp && !write(sse_event(chat_chunk_json(s.ids, json{{"content", ""}}, nullptr, s.include_usage, lpp)))) {
+      return false;
+    }
+    return true;
+  };
   for (const Delta& d : deltas) {
     if (d.text.empty() && !(s.want_logprobs && d.logprob)) continue;  // held back: nothing to send yet
     std::vector<TokenLogprob> lp;
     if (s.want_logprobs && d.logprob) lp.push_back(*d.logprob);
     const std::vector<TokenLogprob>* lpp = lp.empty() ? nullptr : &lp;
+    if (s.tools) {
+      if (!write_events(s.tools->push(d.text), lpp)) return false;
+      continue;
+    }
     const json chunk = s.endpoint == Endpoint::chat
                            ? chat_chunk_json(s.ids, json{{"content", d.text}}, nullptr, s.include_usage, lpp)
                            : completion_chunk_json(s.ids, d.text, nullptr, s.include_usage, lpp);
     if (!write(sse_event(chunk))) return false;
   }
   if (!finished) return true;
+  if (s.tools && !write_events(s.tools->finish(), nullptr)) return false;
+  const bool tool_calls = s.tools && s.tools->calls() > 0;
   const Finish finish = s.stream->finish_reason();
   if (finish == Finish::error || finish == Finish::cancelled) {
     // Mid-stream failure: the portable form is a data event with a top-level "error".
@@ -89,7 +109,7 @@ bool write_stream(StreamState& s, httplib::DataSink& sink, const std::vector<Del
     if (!write(sse_event(error_json(error)))) return false;
   } else {
     const json chunk = s.endpoint == Endpoint::chat
-                           ? chat_chunk_json(s.ids, json::object(), finish_json(finish), s.include_usage)
+                           ? chat_chunk_json(s.ids, json::object(), finish_json(finish, tool_calls), s.include_usage)
                            : completion_chunk_json(s.ids, "", finish_json(finish), s.include_usage);
     if (!write(sse_event(chunk))) return false;
     if (s.include_usage &&
@@ -224,12 +244,23 @@ void HttpServer::install_routes() {
       }
       const Tokenizer& tokenizer = *model_.tokenizer;
       GenerationJob job;
+      const ChatToolMarkup* tool_markup = nullptr;  // set: the answer is parsed for tool calls
       if (endpoint == Endpoint::chat) {
         if (!model_.chat_format) {
           return send_error(res, bad_param("messages", "this model has no chat template (chat.json in the container "
                                                        "or --chat-format): use /v1/completions"));
         }
-        job.prompt = build_chat_prompt(tokenizer, *model_.chat_format, parsed->messages);
+        const ChatFormat& format = *model_.chat_format;
+        if (auto supported = check_tools_supported(*parsed, format); !supported) {
+          return send_error(res, supported.error());
+        }
+        auto constraint = make_constraint(*parsed, format, tokenizer, model_.token_index);
+        if (!constraint) return send_error(res, constraint.error());
+        job.constraint = std::move(*constraint);
+        if (format.tools && !parsed->tools.empty() && parsed->tool_choice != ToolChoice::none) {
+          tool_markup = &*format.tools;
+        }
+        job.prompt = build_chat_prompt(tokenizer, format, parsed->messages, true, parsed->tools_json);
         const ChatStop stop = chat_stop(tokenizer, *model_.chat_format);
         for (int id : stop.ids) {
           if (id >= 0) job.stop_ids.push_back(id);
@@ -261,6 +292,7 @@ void HttpServer::install_routes() {
         state->endpoint = endpoint;
         state->include_usage = parsed->include_usage;
         state->want_logprobs = parsed->logprobs;
+        if (tool_markup) state->tools.emplace(*tool_markup, response_id("call_") + "_");
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");  // nginx: pass each event through at once
         res.set_chunked_content_provider(
@@ -304,10 +336,18 @@ void HttpServer::install_routes() {
       if (finish == Finish::error) return send_error(res, ApiError{500, stream->error(), "server_error", "", ""});
       if (finish == Finish::cancelled) return send_error(res, unavailable("the server stopped before the answer was complete"));
       const std::vector<TokenLogprob>* lp = parsed->logprobs ? &logprobs : nullptr;
-      send_json(res, 200,
-                endpoint == Endpoint::chat
-                    ? chat_completion_json(ids, text, finish, stream->prompt_tokens(), stream->completion_tokens(), lp)
-                    : text_completion_json(ids, text, finish, stream->prompt_tokens(), stream->completion_tokens(), lp));
+      if (endpoint == Endpoint::completion) {
+        return send_json(res, 200, text_completion_json(ids, text, finish, stream->prompt_tokens(),
+                                                        stream->completion_tokens(), lp));
+      }
+      ParsedToolCalls calls;
+      if (tool_markup) {
+        calls = parse_tool_calls(*tool_markup, text, response_id("call_") + "_");
+      } else {
+        calls.content = std::move(text);
+      }
+      send_json(res, 200, chat_completion_json(ids, calls.content, finish, stream->prompt_tokens(),
+                                               stream->completion_tokens(), lp, calls.calls));
     };
   };
   s.Post("/v1/chat/completions", generation(Endpoint::chat));

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/serve/metrics.hpp"
+#include "cli/serve/output_constraint.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
@@ -40,6 +41,8 @@ struct ServeModel {
   Scheduler* scheduler = nullptr;
   const Tokenizer* tokenizer = nullptr;
   const ChatFormat* chat_format = nullptr;  // null: chat requests get 400 (no chat.json)
+  // The grammar engine's view of the vocabulary (null: constrained requests get 400).
+  std::shared_ptr<const grammar::TokenIndex> token_index;
 };
 
 enum class Phase : std::uint8_t { loading, ready, draining };

@@ -78,6 +78,42 @@ std::expected<std::string, ApiError> content_text(const json& content, const std
   return text;
 }
 
+// OpenAI's rule for function and schema names.
+bool valid_name(const json& v) {
+  if (!v.is_string()) return false;
+  const std::string& s = v.get_ref<const std::string&>();
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+}
+
+const char* kNameRule = " must be a string of 1 to 64 characters from a-z, A-Z, 0-9, _ and -";
+
+std::expected<std::vector<ChatToolCall>, ApiError> parse_tool_calls(const json& calls, const std::string& param) {
+  if (!calls.is_array()) return fail(param, "'" + param + "' must be an array");
+  std::vector<ChatToolCall> out;
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    if (!c.is_object()) return fail(p, "'" + p + "' must be an object");
+    const json* id = field(c, "id");
+    if (!id || !id->is_string()) return fail(p + ".id", "'" + p + ".id' must be a string");
+    if (const json* type = field(c, "type"); type && *type != "function") {
+      return fail(p + ".type", "'" + p + ".type' must be \"function\"");
+    }
+    const json* function = field(c, "function");
+    if (!function || !function->is_object()) return fail(p + ".function", "'" + p + ".function' must be an object");
+    const json* name = field(*function, "name");
+    if (!name || !valid_name(*name)) return fail(p + ".function.name", "'" + p + ".function.name'" + kNameRule);
+    const json* arguments = field(*function, "arguments");
+    if (!arguments || !arguments->is_string()) {
+      return fail(p + ".function.arguments", "'" + p + ".function.arguments' must be a string (JSON text)");
+    }
+    out.push_back({id->get<std::string>(), name->get<std::string>(), arguments->get<std::string>()});
+  }
+  return out;
+}
+
 std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& body) {
   const json* messages = field(body, "messages");
   if (!messages) return fail("messages", "'messages' is required");
@@ -99,13 +135,19 @@ std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& bod
     } else if (role == "assistant") {
       message.role = ChatRole::assistant;
       if (const json* calls = field(m, "tool_calls"); calls) {
-        return fail(p + ".tool_calls", "'" + p + ".tool_calls': tool calls are not supported yet");
+        auto parsed = parse_tool_calls(*calls, p + ".tool_calls");
+        if (!parsed) return std::unexpected(parsed.error());
+        message.tool_calls = std::move(*parsed);
       }
     } else if (role == "tool") {
-      // chat.json has no tool affixes yet (issue 12): a tool result is framed as a user turn.
-      message.role = ChatRole::user;
+      message.role = ChatRole::tool;
       const json* id = field(m, "tool_call_id");
       if (!id || !id->is_string()) return fail(p + ".tool_call_id", "'" + p + ".tool_call_id' must be a string");
+      message.tool_call_id = id->get<std::string>();
+      if (const json* name = field(m, "name"); name) {
+        if (!name->is_string()) return fail(p + ".name", "'" + p + ".name' must be a string");
+        message.name = name->get<std::string>();
+      }
     } else {
       return fail(p + ".role", "'" + p + ".role' " + role_it->dump() +
                                    " is not one of system, developer, user, assistant, tool");
@@ -225,17 +267,137 @@ std::expected<void, ApiError> parse_common(const json& body, ParsedRequest& r) {
   return {};
 }
 
+std::expected<void, ApiError> parse_tools(const json& body, ParsedRequest& r) {
+  const json* tools = field(body, "tools");
+  if (tools) {
+    if (!tools->is_array()) return fail("tools", "'tools' must be an array of function tools");
+    if (tools->size() > std::size_t(kMaxTools)) {
+      return fail("tools", "'tools' holds at most " + std::to_string(kMaxTools) + " tools");
+    }
+    json declared = json::array();
+    for (std::size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) return fail(p, "'" + p + "' must be an object");
+      const json* type = field(t, "type");
+      if (!type || *type != "function") return fail(p + ".type", "'" + p + ".type' must be \"function\"");
+      const json* function = field(t, "function");
+      if (!function || !function->is_object()) return fail(p + ".function", "'" + p + ".function' must be an object");
+      const json* name = field(*function, "name");
+      if (!name || !valid_name(*name)) return fail(p + ".function.name", "'" + p + ".function.name'" + kNameRule);
+      ToolDef tool{name->get<std::string>(), json{{"type", "object"}, {"properties", json::object()}}};
+      for (const ToolDef& seen : r.tools) {
+        if (seen.name == tool.name) {
+          return fail(p + ".function.name", "'" + p + ".function.name' \"" + tool.name + "\" is declared twice");
+        }
+      }
+      json entry{{"type", "function"}, {"function", {{"name", tool.name}}}};
+      if (const json* description = field(*function, "description"); description) {
+        if (!description->is_string()) {
+          return fail(p + ".function.description", "'" + p + ".function.description' must be a string");
+        }
+        entry["function"]["description"] = *description;
+      }
+      if (const json* parameters = field(*function, "parameters"); parameters) {
+        if (!parameters->is_object()) {
+          return fail(p + ".function.parameters", "'" + p + ".function.parameters' must be a JSON Schema object");
+        }
+        tool.parameters = *parameters;
+      }
+      entry["function"]["parameters"] = tool.parameters;
+      if (const json* strict = field(*function, "strict"); strict && !strict->is_boolean()) {
+        return fail(p + ".function.strict", "'" + p + ".function.strict' must be a boolean");
+      }
+      declared.push_back(std::move(entry));
+      r.tools.push_back(std::move(tool));
+    }
+    if (!r.tools.empty()) r.tools_json = declared.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+  r.tool_choice = r.tools.empty() ? ToolChoice::none : ToolChoice::automatic;
+  const json* choice = field(body, "tool_choice");
+  if (!choice) return {};
+  const std::string rule =
+      "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+  if (choice->is_string()) {
+    if (*choice == "none") {
+      r.tool_choice = ToolChoice::none;
+    } else if (*choice == "auto") {
+      r.tool_choice = ToolChoice::automatic;
+    } else if (*choice == "required") {
+      r.tool_choice = ToolChoice::required;
+    } else {
+      return fail("tool_choice", rule);
+    }
+  } else if (choice->is_object()) {
+    const json* type = field(*choice, "type");
+    const json* function = field(*choice, "function");
+    const json* name = function && function->is_object() ? field(*function, "name") : nullptr;
+    if (!type || *type != "function" || !name || !name->is_string()) return fail("tool_choice", rule);
+    r.tool_choice = ToolChoice::named;
+    r.tool_choice_name = name->get<std::string>();
+    const bool known = std::any_of(r.tools.begin(), r.tools.end(), [&](const ToolDef& t) { return t.name == r.tool_choice_name; });
+    if (!known) {
+      return fail("tool_choice.function.name", "'tool_choice.function.name' \"" + name->get<std::string>() +
+                                                   "\" is not one of the declared tools");
+    }
+  } else {
+    return fail("tool_choice", rule);
+  }
+  if (r.tool_choice == ToolChoice::required && r.tools.empty()) {
+    return fail("tool_choice", "'tool_choice' \"required\" needs a non-empty 'tools'");
+  }
+  if (r.tools.empty()) r.tool_choice = ToolChoice::none;  // "auto" with nothing to call
+  return {};
+}
+
+std::expected<void, ApiError> parse_response_format(const json& body, ParsedRequest& r) {
+  const json* format = field(body, "response_format");
+  if (!format) return {};
+  if (!format->is_object()) return fail("response_format", "'response_format' must be an object");
+  const json* type = field(*format, "type");
+  if (!type || !type->is_string() || (*type != "text" && *type != "json_object" && *type != "json_schema")) {
+    return fail("response_format.type",
+                "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+  }
+  if (*type == "text") return {};
+  if (*type == "json_object") {
+    r.response_format = ResponseFormat::json_object;
+  } else {
+    r.response_format = ResponseFormat::json_schema;
+    const json* spec = field(*format, "json_schema");
+    if (!spec || !spec->is_object()) {
+      return fail("response_format.json_schema", "'response_format.json_schema' must be an object");
+    }
+    const json* name = field(*spec, "name");
+    if (!name || !valid_name(*name)) {
+      return fail("response_format.json_schema.name", std::string("'response_format.json_schema.name'") + kNameRule);
+    }
+    if (const json* description = field(*spec, "description"); description && !description->is_string()) {
+      return fail("response_format.json_schema.description", "'response_format.json_schema.description' must be a string");
+    }
+    if (const json* strict = field(*spec, "strict"); strict && !strict->is_boolean()) {
+      return fail("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+    }
+    if (const json* schema = field(*spec, "schema"); schema) {
+      if (!schema->is_object()) {
+        return fail("response_format.json_schema.schema", "'response_format.json_schema.schema' must be a JSON Schema object");
+      }
+      r.response_schema = *schema;
+    }
+  }
+  if (r.tool_choice == ToolChoice::required || r.tool_choice == ToolChoice::named) {
+    return fail("response_format", "'response_format' " + type->dump() +
+                                       " cannot be combined with a required or named 'tool_choice'");
+  }
+  return {};
+}
+
 std::expected<void, ApiError> parse_chat(const json& body, ParsedRequest& r) {
-  if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
-    return fail("tools", "'tools' is not supported yet");
-  }
   if (const json* functions = field(body, "functions"); functions) {
-    return fail("functions", "'functions' is not supported yet");
+    return fail("functions", "'functions' is deprecated and not supported; use 'tools'");
   }
-  if (const json* format = field(body, "response_format"); format) {
-    const bool text = format->is_object() && format->contains("type") && (*format)["type"] == "text";
-    if (!text) return fail("response_format", "'response_format' other than {\"type\": \"text\"} is not supported yet");
-  }
+  if (auto tools = parse_tools(body, r); !tools) return std::unexpected(tools.error());
+  if (auto format = parse_response_format(body, r); !format) return std::unexpected(format.error());
   if (const json* audio = field(body, "audio"); audio) return fail("audio", "'audio' is not supported");
   auto messages = parse_messages(body);
   if (!messages) return std::unexpected(messages.error());
@@ -289,6 +451,10 @@ std::expected<void, ApiError> parse_completion(const json& body, ParsedRequest& 
 }
 
 }  // namespace
+
+bool ParsedRequest::has_tool_history() const {
+  return std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) { return !m.tool_calls.empty(); });
+}
 
 std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body_text) {
   json body;

@@ -1,8 +1,9 @@
 // OpenAI request bodies (POST /v1/chat/completions, /v1/completions) parsed and validated into a
 // typed request. Every failure is an ApiError (400) that names the parameter; nothing here
 // touches the engine or a file, so a body can only ever choose among the values it validates.
-// Unsupported features are refused, never ignored: n != 1, tools, response_format other than
-// text, image/audio parts, echo/suffix/best_of.
+// Unsupported features are refused, never ignored: n != 1, non-function tools, image/audio
+// parts, echo/suffix/best_of. Schemas are only checked for shape here; structured_output.*
+// compiles them (and refuses unsupported keywords).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli/serve/api_error.hpp"
 #include "compute/sampling/sampler.hpp"
@@ -22,10 +23,19 @@ namespace waste::serve {
 
 enum class Endpoint : std::uint8_t { chat, completion };
 
+// One function tool of `tools`.
+struct ToolDef {
+  std::string name;            // [a-zA-Z0-9_-]{1,64}, unique in the request
+  nlohmann::json parameters;   // a JSON Schema object; omitted = {"type": "object", "properties": {}}
+};
+
+enum class ToolChoice : std::uint8_t { none, automatic, required, named };
+enum class ResponseFormat : std::uint8_t { text, json_object, json_schema };
+
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;
-  std::vector<ChatMessage> messages;  // chat: in order (developer = system, tool = user turn)
+  std::vector<ChatMessage> messages;  // chat: in order (developer = system)
   bool prompt_is_ids = false;         // completion: the prompt was token ids
   std::string prompt_text;            // completion, text prompt
   std::vector<int> prompt_ids;        // completion, id prompt
@@ -39,6 +49,15 @@ struct ParsedRequest {
   // logit_bias: {token id: -100..100} added to the logits before sampling, in id order (the
   // scheduler checks the ids against the vocabulary).
   std::vector<std::pair<int, float>> logit_bias;
+
+  // Chat only.
+  std::vector<ToolDef> tools;
+  std::string tools_json;             // the declared tools array, compact JSON (keys sorted), for the prompt
+  ToolChoice tool_choice = ToolChoice::none;  // the spec's default: none without tools, auto with
+  std::string tool_choice_name;       // named: one of tools
+  ResponseFormat response_format = ResponseFormat::text;
+  nlohmann::json response_schema;     // json_schema: the schema (null = any JSON object)
+  [[nodiscard]] bool has_tool_history() const;  // an assistant message with tool_calls
 };
 
 // `body` is the raw request body. Invalid JSON (or invalid UTF-8 in it), a non-object, a wrong
@@ -50,5 +69,6 @@ inline constexpr int kMaxStops = 4;
 inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxCompletionLogprobs = 5;
 inline constexpr std::size_t kMaxLogitBias = 1024;  // entries in one logit_bias
+inline constexpr int kMaxTools = 128;
 
 }  // namespace waste::serve

@@ -23,9 +23,9 @@ json usage_json(int prompt_tokens, int completion_tokens) {
               {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
-json finish_json(Finish finish) {
+json finish_json(Finish finish, bool tool_calls) {
   switch (finish) {
-    case Finish::stop: return "stop";
+    case Finish::stop: return tool_calls ? "tool_calls" : "stop";
     case Finish::length: return "length";
     default: return nullptr;
   }
@@ -78,13 +78,24 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, std::size
 }
 
 json chat_completion_json(const ResponseIds& ids, const std::string& text, Finish finish, int prompt_tokens,
-                          int completion_tokens, const std::vector<TokenLogprob>* logprobs) {
+                          int completion_tokens, const std::vector<TokenLogprob>* logprobs,
+                          const std::vector<ChatToolCall>& tool_calls) {
   json doc = base(ids, "chat.completion");
   json message{{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  if (!tool_calls.empty()) {
+    if (text.empty()) message["content"] = nullptr;
+    json calls = json::array();
+    for (const ChatToolCall& call : tool_calls) {
+      calls.push_back(json{{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    }
+    message["tool_calls"] = std::move(calls);
+  }
   doc["choices"] = json::array({json{{"index", 0},
                                      {"message", message},
                                      {"logprobs", logprobs ? chat_logprobs_json(*logprobs) : json(nullptr)},
-                                     {"finish_reason", finish_json(finish)}}});
+                                     {"finish_reason", finish_json(finish, !tool_calls.empty())}}});
   doc["usage"] = usage_json(prompt_tokens, completion_tokens);
   return doc;
 }
@@ -120,6 +131,20 @@ json completion_chunk_json(const ResponseIds& ids, const std::string& text, cons
                                      {"finish_reason", finish}}});
   if (include_usage) doc["usage"] = nullptr;
   return doc;
+}
+
+json tool_event_delta_json(const ToolCallEvent& event) {
+  switch (event.kind) {
+    case ToolCallEvent::Kind::content: return json{{"content", event.text}};
+    case ToolCallEvent::Kind::call_start:
+      return json{{"tool_calls", json::array({json{{"index", event.index},
+                                                   {"id", event.id},
+                                                   {"type", "function"},
+                                                   {"function", {{"name", event.name}, {"arguments", ""}}}}})}};
+    case ToolCallEvent::Kind::arguments:
+      return json{{"tool_calls", json::array({json{{"index", event.index}, {"function", {{"arguments", event.text}}}}})}};
+  }
+  return json::object();
 }
 
 json usage_chunk_json(const ResponseIds& ids, Endpoint endpoint, int prompt_tokens, int completion_tokens) {

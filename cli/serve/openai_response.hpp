@@ -14,6 +14,7 @@
 #include "cli/serve/api_error.hpp"
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/request_stream.hpp"
+#include "cli/serve/tool_call_parser.hpp"
 
 namespace waste::serve {
 
@@ -32,18 +33,21 @@ std::string sse_event(const nlohmann::json& doc);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
-// "stop" or "length"; a cancelled or failed request has no OpenAI finish reason (null).
-nlohmann::json finish_json(Finish finish);
+// "stop" or "length" ("tool_calls" instead of "stop" when the answer holds calls); a cancelled
+// or failed request has no OpenAI finish reason (null).
+nlohmann::json finish_json(Finish finish, bool tool_calls = false);
 
 // Logprobs of the whole answer: chat's {content: [...], refusal: null}, completion's
 // {tokens, token_logprobs, top_logprobs, text_offset} (offsets count bytes from `offset0`).
 nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
 nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, std::size_t offset0 = 0);
 
-// Blocking answers.
+// Blocking answers. With tool calls: message.tool_calls [{id, type: "function", function: {name,
+// arguments}}], content null when there is no text, finish_reason "tool_calls".
 nlohmann::json chat_completion_json(const ResponseIds& ids, const std::string& text, Finish finish,
                                     int prompt_tokens, int completion_tokens,
-                                    const std::vector<TokenLogprob>* logprobs);
+                                    const std::vector<TokenLogprob>* logprobs,
+                                    const std::vector<ChatToolCall>& tool_calls = {});
 nlohmann::json text_completion_json(const ResponseIds& ids, const std::string& text, Finish finish,
                                     int prompt_tokens, int completion_tokens,
                                     const std::vector<TokenLogprob>* logprobs);
@@ -54,6 +58,10 @@ nlohmann::json chat_chunk_json(const ResponseIds& ids, nlohmann::json delta, con
                                bool include_usage, const std::vector<TokenLogprob>* logprobs = nullptr);
 nlohmann::json completion_chunk_json(const ResponseIds& ids, const std::string& text, const nlohmann::json& finish,
                                      bool include_usage, const std::vector<TokenLogprob>* logprobs = nullptr);
+// The chat delta for one parser event: {"content": …}, or OpenAI's tool-call fragments: first
+// {"tool_calls": [{index, id, type: "function", function: {name, arguments: ""}}]}, then
+// {"tool_calls": [{index, function: {arguments: "<raw slice>"}}]}.
+nlohmann::json tool_event_delta_json(const ToolCallEvent& event);
 nlohmann::json usage_chunk_json(const ResponseIds& ids, Endpoint endpoint, int prompt_tokens, int completion_tokens);
 
 // GET /v1/models and /v1/models/{id}.

@@ -19,12 +19,16 @@ std::uint64_t ns_since(std::chrono::steady_clock::time_point start) {
 
 struct Scheduler::Slot {
   Slot(GenerationJob j, std::shared_ptr<RequestStream> s)
-      : job(std::move(j)), stream(std::move(s)), sampler(job.sampling), text(job.stop_texts) {}
+      : job(std::move(j)), stream(std::move(s)), sampler(job.sampling), text(job.stop_texts) {
+    if (job.constraint) constraint.emplace(job.constraint);
+  }
   GenerationJob job;
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<EngineSequence> sequence;  // made on the engine thread at admission
   Sampler sampler;
   cli::StopTextStream text;
+  std::optional<ConstraintState> constraint;
+  std::vector<float> masked;  // constrained: this sequence's logits with the mask applied
   int prompt_fed = 0;   // prompt tokens fed so far
   int next_token = -1;  // >= 0: sampled, to be fed in the next pass (decoding)
   int generated = 0;
@@ -219,6 +223,30 @@ void Scheduler::end(Slot& slot, Finish reason, std::string error) {
   slot.stream->finish(reason, int(slot.job.prompt.size()), slot.generated, std::move(error));
 }
 
+// The next token: forced by the constraint, or sampled from the (masked) logits. -1 with the
+// request ended when the constraint cannot go on; -2 when a stop id ended it.
+int Scheduler::choose(Slot& slot, std::span<const float> logits) {
+  const auto is_stop = [&](int token) {
+    return std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) != slot.job.stop_ids.end();
+  };
+  if (!slot.constraint) return slot.sampler.sample(logits);
+  ConstraintState& c = *slot.constraint;
+  // A stop id sampled where a grammar stage accepts ends that stage; when more stages follow it is
+  // dropped and the next one decides, from the same logits (at most one retry per stage).
+  for (;;) {
+    if (const int forced = c.forced(); forced >= 0) return forced;
+    slot.masked.assign(logits.begin(), logits.end());
+    c.mask(slot.masked);
+    if (std::none_of(slot.masked.begin(), slot.masked.end(), [](float l) { return l > -INFINITY; })) {
+      end(slot, Finish::error, "the output constraint allows no token here");
+      return -1;
+    }
+    const int token = slot.sampler.sample(slot.masked);
+    if (!is_stop(token)) return token;
+    if (c.accept_stop()) return -2;
+  }
+}
+
 void Scheduler::sample(Slot& slot) {
   std::span<const float> logits = slot.sequence->logits();
   if (!slot.job.logit_bias.empty()) {
@@ -226,27 +254,36 @@ void Scheduler::sample(Slot& slot) {
     for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
     logits = slot.biased;
   }
-  const int token = slot.sampler.sample(logits);
+  const int token = choose(slot, logits);
+  if (token == -1) return;
   ++slot.generated;
   counters_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
-  if (std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) != slot.job.stop_ids.end()) {
+  if (token == -2 || (!slot.constraint && std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) !=
+                                              slot.job.stop_ids.end())) {
     const std::string tail = slot.text.finish();
     if (!tail.empty()) slot.stream->push(Delta{tail, std::nullopt});
     return end(slot, Finish::stop);
   }
+  const std::string bytes = tokenizer_.decode_token(token);
+  if (slot.constraint) {
+    if (Status accepted = slot.constraint->accept(token, bytes); !accepted) {
+      return end(slot, Finish::error, "output constraint: " + accepted.error().message);
+    }
+  }
   Delta delta;
   if (slot.job.top_logprobs >= 0) {
     delta.logprob = token_logprob(logits, token, slot.job.top_logprobs);
-    delta.logprob->text = tokenizer_.decode_token(token);
+    delta.logprob->text = bytes;
     for (const TopLogprob& t : delta.logprob->top) delta.logprob->top_text.push_back(tokenizer_.decode_token(t.token));
   }
-  delta.text = slot.text.push(tokenizer_.decode_token(token));
+  delta.text = slot.text.push(bytes);
   slot.stream->push(std::move(delta));
   if (slot.text.stopped()) return end(slot, Finish::stop);
-  if (slot.generated >= slot.job.max_tokens || slot.sequence->position() >= ctx_tokens_) {
+  const bool complete = slot.constraint && slot.constraint->done();
+  if (complete || slot.generated >= slot.job.max_tokens || slot.sequence->position() >= ctx_tokens_) {
     const std::string tail = slot.text.finish();
     if (!tail.empty()) slot.stream->push(Delta{tail, std::nullopt});
-    return end(slot, Finish::length);
+    return end(slot, complete ? Finish::stop : Finish::length);
   }
   slot.next_token = token;
 }

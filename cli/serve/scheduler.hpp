@@ -6,6 +6,8 @@
 // therefore the tokens Engine::generate gives the same request alone (the engine guarantees
 // the logits bit for bit; sampling reads nothing but the sequence's own logits).
 // New requests join at the next step; a cancelled one is dropped before the next pass.
+// A constrained request (output_constraint.hpp) has its forced tokens taken as they are and its
+// sampled tokens drawn from its own masked copy of its logits: still nothing but its own state.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "cli/serve/api_error.hpp"
+#include "cli/serve/output_constraint.hpp"
 #include "cli/serve/request_stream.hpp"
 #include "compute/api/engine.hpp"
 #include "compute/sampling/sampler.hpp"
@@ -35,6 +38,7 @@ struct GenerationJob {
   std::vector<std::string> stop_texts;  // end when the output text contains one (excluded)
   int top_logprobs = -1;              // -1 = no logprobs, else 0..20 alternatives per token
   std::vector<std::pair<int, float>> logit_bias;  // added to the logits before sampling (and logprobs)
+  std::shared_ptr<const ConstraintPlan> constraint;  // null = free sampling
 };
 
 struct SchedulerOptions {
@@ -80,6 +84,7 @@ class Scheduler {
   void loop();
   void step(std::vector<std::unique_ptr<Slot>>& active);
   void sample(Slot& slot);
+  int choose(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
 
   Engine& engine_;

@@ -42,7 +42,8 @@ TEST_CASE("A chat body becomes a typed request", "[serve][request]") {
   CHECK(r->messages[2].role == ChatRole::user);
   CHECK(r->messages[3].role == ChatRole::assistant);
   CHECK(r->messages[3].content.empty());
-  CHECK(r->messages[4].role == ChatRole::user);
+  CHECK(r->messages[4].role == ChatRole::tool);
+  CHECK(r->messages[4].tool_call_id == "functions.f:0");
   CHECK(r->messages[4].content == "42");
   CHECK(r->sampling.temperature == 0.5f);
   CHECK(r->sampling.top_p == 0.9f);
@@ -112,8 +113,8 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   e = chat_error(R"({"model": "m", "messages": [{"role": "tool", "content": "a"}]})");
   CHECK(e.param == "messages[0].tool_call_id");
   e = chat_error(R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{}]}]})");
-  CHECK(e.param == "messages[0].tool_calls");
-  CHECK(e.message == "'messages[0].tool_calls': tool calls are not supported yet");
+  CHECK(e.param == "messages[0].tool_calls[0].id");
+  CHECK(e.message == "'messages[0].tool_calls[0].id' must be a string");
 
   e = chat_error(with(R"("n": 2)"));
   CHECK(e.param == "n");
@@ -151,13 +152,11 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   CHECK(e.message == "'top_logprobs' requires 'logprobs': true");
   e = chat_error(with(R"("logprobs": true, "top_logprobs": 21)"));
   CHECK(e.message == "'top_logprobs' must be between 0 and 20");
-  // Hazard: a structured-output or tool request silently answered as free text.
-  e = chat_error(with(R"("tools": [{"type": "function", "function": {"name": "f"}}])"));
-  CHECK(e.param == "tools");
-  CHECK(e.message == "'tools' is not supported yet");
-  e = chat_error(with(R"("response_format": {"type": "json_object"})"));
-  CHECK(e.param == "response_format");
-  CHECK(e.message == "'response_format' other than {\"type\": \"text\"} is not supported yet");
+  // Hazard: a structured-output or tool request silently answered as free text (test_tools.cpp has the rest).
+  e = chat_error(with(R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "always")"));
+  CHECK(e.param == "tool_choice");
+  e = chat_error(with(R"("response_format": {"type": "json"})"));
+  CHECK(e.param == "response_format.type");
 }
 
 TEST_CASE("logit_bias: token ids to biases in id order; bad keys and values named", "[serve][request]") {

@@ -263,3 +263,40 @@ TEST_CASE("logit_bias moves the sampled tokens; an id outside the vocabulary is 
 }
 
 }  // namespace waste::serve
+
+namespace waste::serve {
+
+TEST_CASE("A forced plan's tokens come out as they are, beside free sequences that keep their bits",
+          "[serve][scheduler][tools]") {
+  auto reference = open_tiny();
+  const auto all = cases(reference->config().vocab);
+  const std::vector<int> expected0 = alone(*reference, all[0]);
+  const std::vector<int> expected3 = alone(*reference, all[3]);
+
+  auto engine = open_tiny();
+  const Tokenizer tokenizer = tiny_tokenizer();
+  Scheduler scheduler(*engine, tokenizer, {3, 4, 64});
+  auto plan = std::make_shared<ConstraintPlan>();
+  plan->stages.push_back({tokenizer.encode("<|tool_call_begin|>"), nullptr, {}});
+  plan->stages.push_back({tokenizer.encode("functions.f:0"), nullptr, {}});
+  std::vector<int> forced = plan->stages[0].forced;
+  forced.insert(forced.end(), plan->stages[1].forced.begin(), plan->stages[1].forced.end());
+  GenerationJob constrained = job_of(all[1]);
+  constrained.constraint = plan;
+  constrained.max_tokens = 100;
+  constrained.stop_ids = {forced[1]};  // hazard: a forced token is never taken for a stop id
+
+  auto a = scheduler.submit(job_of(all[0]));
+  auto b = scheduler.submit(std::move(constrained));
+  auto c = scheduler.submit(job_of(all[3]));
+  REQUIRE(a);
+  REQUIRE(b);
+  REQUIRE(c);
+  CHECK(tokens_of(**b) == forced);
+  CHECK((*b)->finish_reason() == Finish::stop);  // the plan is complete
+  CHECK((*b)->completion_tokens() == int(forced.size()));
+  CHECK(tokens_of(**a) == expected0);
+  CHECK(tokens_of(**c) == expected3);
+}
+
+}  // namespace waste::serve

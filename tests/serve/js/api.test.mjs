@@ -112,7 +112,8 @@ test('errors are OpenAI error objects with the right status', async () => {
     return true;
   });
   await assert.rejects(client.chat.completions.create({ model: 'tiny', messages,
-    tools: [{ type: 'function', function: { name: 'f' } }] }), (e) => e.status === 400 && e.param === 'tools');
+    tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } }),
+  (e) => e.status === 400 && e.param === 'tool_choice.function.name');
   await assert.rejects(client.chat.completions.create({ model: 'nope', messages }),
     (e) => e.status === 404 && e.code === 'model_not_found' && e.param === 'model');
   const wrongKey = new OpenAI({ apiKey: 'sk-wrong', baseURL: `${server.url}/v1`, maxRetries: 0 });

@@ -1,0 +1,67 @@
+#include "cli/serve/output_constraint.hpp"
+
+namespace waste::serve {
+
+ConstraintState::ConstraintState(std::shared_ptr<const ConstraintPlan> plan) : plan_(std::move(plan)) { enter_stage(); }
+
+void ConstraintState::enter_stage() {
+  forced_at_ = 0;
+  matched_.clear();
+  matcher_.reset();
+  if (done()) return;
+  const ConstraintStage& stage = plan_->stages[stage_];
+  if (stage.forced.empty()) matcher_.emplace(stage.grammar, plan_->index);
+}
+
+int ConstraintState::forced() const {
+  if (done()) return -1;
+  const ConstraintStage& stage = plan_->stages[stage_];
+  return stage.forced.empty() ? -1 : stage.forced[forced_at_];
+}
+
+bool ConstraintState::done() const { return stage_ >= plan_->stages.size(); }
+
+void ConstraintState::mask(std::span<float> logits) {
+  if (matcher_) matcher_->mask_logits(logits);
+}
+
+void ConstraintState::advance() {
+  std::shared_ptr<const ConstraintPlan> next;
+  for (const auto& [text, plan] : plan_->stages[stage_].branches) {
+    if (text == matched_) next = plan;
+  }
+  if (next) {
+    plan_ = std::move(next);  // may free the old plan: nothing of it is used after this
+    stage_ = 0;
+  } else {
+    ++stage_;
+  }
+  enter_stage();
+}
+
+Status ConstraintState::accept(int token, std::string_view bytes) {
+  if (done()) return make_error(Errc::argument, "token " + std::to_string(token) + " after the constrained output ended");
+  const ConstraintStage& stage = plan_->stages[stage_];
+  if (!stage.forced.empty()) {
+    if (token != stage.forced[forced_at_]) {
+      return make_error(Errc::argument, "token " + std::to_string(token) + " where " +
+                                            std::to_string(stage.forced[forced_at_]) + " is forced");
+    }
+    if (++forced_at_ == stage.forced.size()) advance();
+    return ok();
+  }
+  WASTE_TRY(matcher_->accept_token(token));
+  if (!stage.branches.empty()) matched_ += bytes;
+  // A JSON value is complete at the bracket or quote that makes the match accepting, even where
+  // the grammar would allow whitespace after it (which a sampler could extend without end).
+  const bool closed = !bytes.empty() && (bytes.back() == '}' || bytes.back() == ']' || bytes.back() == '"');
+  if (matcher_->finished() || (closed && matcher_->accepting())) advance();
+  return ok();
+}
+
+bool ConstraintState::accept_stop() {
+  if (!done() && plan_->stages[stage_].forced.empty()) advance();
+  return done();
+}
+
+}  // namespace waste::serve

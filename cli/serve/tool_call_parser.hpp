@@ -1,0 +1,64 @@
+// Tool calls out of the model's text, incrementally: the chat format's call markup (Kimi's
+// section/call tokens, or the JSON form `<tool_call>{"name": …, "arguments": …}</tool_call>`)
+// becomes tool-call events, everything else content. Text that may be the start of a marker is
+// held back until it is decided. A call whose header is malformed (no call marker after a
+// section marker, an id that is not NAME:IDX, no "name"/"arguments" in the JSON form) is given
+// back as content, markers included. Arguments are passed on as raw slices, never re-parsed
+// (a slice need not be valid JSON; concatenated they are the model's text). Runs on the HTTP
+// thread of one request; the streamed and the blocking answer use the same parser.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/tokenizer/chat_format.hpp"
+
+namespace waste::serve {
+
+struct ToolCallEvent {
+  enum class Kind : std::uint8_t { content, call_start, arguments };
+  Kind kind = Kind::content;
+  int index = 0;        // call_start / arguments: the call's position in tool_calls
+  std::string text;     // content or arguments slice
+  std::string id;       // call_start
+  std::string name;     // call_start
+};
+
+class ToolCallParser {
+ public:
+  // `id_prefix`: the json style has no ids in the text; call i gets id_prefix + i.
+  ToolCallParser(const ChatToolMarkup& markup, std::string id_prefix);
+
+  // Events for `text` appended to the output (possibly none: held back).
+  std::vector<ToolCallEvent> push(std::string_view text);
+  // The output is complete: what was held back, as content or (inside arguments) as arguments.
+  std::vector<ToolCallEvent> finish();
+  [[nodiscard]] int calls() const { return calls_; }
+
+ private:
+  enum class State : std::uint8_t { text, section, header, arguments };
+  void run(std::vector<ToolCallEvent>& out, bool final);
+  bool step(std::vector<ToolCallEvent>& out, bool final);  // false: needs more text
+  void give_back(std::vector<ToolCallEvent>& out);         // a malformed call: its raw text is content
+  void content(std::vector<ToolCallEvent>& out, std::string text);
+  bool header_json(std::vector<ToolCallEvent>& out, bool final);
+
+  ChatToolMarkup markup_;
+  std::string id_prefix_;
+  State state_ = State::text;
+  std::string pending_;   // text not yet decided
+  std::string raw_;       // the markup consumed since the section / call began (given back if malformed)
+  int calls_ = 0;
+  bool in_section_ = false;
+};
+
+// The whole output at once: content (empty if none) and the calls.
+struct ParsedToolCalls {
+  std::string content;
+  std::vector<ChatToolCall> calls;
+};
+ParsedToolCalls parse_tool_calls(const ChatToolMarkup& markup, std::string_view text, const std::string& id_prefix);
+
+}  // namespace waste::serve
