@@ -13,11 +13,11 @@ bash "$root/scripts/build.sh" "$root/build"
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs" --timeout 900 --repeat until-pass:2
 
 if [[ "${WASTE_SKIP_SANITIZERS:-0}" != 1 ]]; then
-  echo "== ASan+UBSan: container, kernels, forward-pass and tokenizer tests"
-  WASTE_TARGETS="waste waste-ioserver test_shared test_compute test_tokenizer waste_tokenize_corpus" \
+  echo "== ASan+UBSan: container, kernels, forward-pass, tokenizer and grammar tests"
+  WASTE_TARGETS="waste waste-ioserver test_shared test_compute test_tokenizer test_grammar waste_tokenize_corpus" \
     bash "$root/scripts/build.sh" "$root/build-asan" -DCMAKE_BUILD_TYPE=Debug -DWASTE_SANITIZE=address
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 900 -L 'shared|compute|tokenizer' -LE 'oracle|slow'
+    ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" --timeout 900 -L 'shared|compute|tokenizer|grammar' -LE 'oracle|slow|cli'
 
   echo "== TSan: IPC tests"
   WASTE_TARGETS="waste test_ioserver" \
