@@ -310,8 +310,12 @@ const CommandRegistration kRegistration{Command{
           ->default_str("none");
       sub.add_flag("-q,--quiet", args->quiet, "No stats line");
       sub.add_flag("--json", args->json, "Print one JSON document (tokens, text, stop, stats) instead");
-      sub.add_option("--json-schema", args->json_schema, "Constrain the output to this JSON Schema (text mode)");
-      sub.add_option("--grammar", args->grammar, "Constrain the output to this GBNF-like grammar file (text mode)");
+      sub.add_option("--json-schema", args->json_schema, "Constrain the output to this JSON Schema file (text mode)")
+          ->type_name("FILE")
+          ->default_str("none");
+      sub.add_option("--grammar", args->grammar, "Constrain the output to this GBNF-like grammar file (text mode)")
+          ->type_name("FILE")
+          ->default_str("none");
       return [args] { return run(*args); };
     }}};
 

@@ -1,5 +1,7 @@
 #include "ioserver/daemon.hpp"
 
+#include "shared/container/container.hpp"
+
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -38,6 +40,8 @@ constexpr std::chrono::milliseconds kPollTimeout{100};
 Result<DaemonSetup> resolve_setup(const DaemonOptions& options) {
   DaemonSetup setup;
   setup.options = options;
+  // A path that is not a container gets the words every other reader gives (it names the path).
+  if (auto text = read_manifest_text(options.io.container); !text) return std::unexpected(text.error());
   std::error_code ec;
   setup.model = fs::canonical(options.io.container, ec);
   if (ec) return make_error(Errc::io, options.io.container.string() + ": " + ec.message());

@@ -167,6 +167,11 @@ TEST_CASE("a path that is not a container says so, with how to make one", "[cli]
   ran = test::run_binary(test::ioserver_bin(), {empty.string()});
   CHECK(ran.err == "waste-ioserver: " + no_manifest);
   CHECK(ran.rc == 1);
+  ran = test::run_binary(test::ioserver_bin(), {missing.string()});
+  CHECK(ran.err == "waste-ioserver: " + missing.string() + " does not exist (a model is a NAME.waste directory: " + hint +
+                       ")\n");
+  ran = test::run_binary(test::ioserver_bin(), {file.string()});
+  CHECK(ran.err == "waste-ioserver: " + file.string() + " is not a WASTE container (not a directory): " + hint + "\n");
 
   ran = test::run_waste({"run", file.string(), "hi"});
   CHECK(ran.err == "waste run: " + file.string() + " is not a WASTE container (not a directory): " + hint + "\n");

@@ -9,6 +9,7 @@
 using waste::ChatFormat;
 using waste::ChatMessage;
 using waste::ChatRole;
+using waste::ToolCallStyle;
 using waste::Tokenizer;
 
 namespace {
