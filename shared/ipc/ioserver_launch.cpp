@@ -1,5 +1,7 @@
 #include "shared/ipc/ioserver_launch.hpp"
 
+#include "shared/runtime_paths.hpp"
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,14 +22,13 @@ Result<fs::path> find_ioserver_binary() {
     if (::access(over, X_OK) == 0) return fs::path(over);
     return make_error(Errc::io, std::string("WASTE_IOSERVER=") + over + " is not an executable");
   }
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (const fs::path& candidate : {self.parent_path() / "waste-ioserver",
-                                      self.parent_path().parent_path() / "ioserver" / "waste-ioserver"}) {
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
+  // Beside the running program or libwaste.so first (installed: bin/, relocatable; build tree:
+  // ../ioserver/), so an install never runs another tree's daemon found on PATH.
+  for (const fs::path& dir : ioserver_dir_candidates()) {
+    const fs::path candidate = dir / "waste-ioserver";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
+  const fs::path self = self_exe_path();
   if (const char* path = std::getenv("PATH"); path != nullptr) {
     std::stringstream dirs(path);
     std::string dir;

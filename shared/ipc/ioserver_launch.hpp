@@ -12,7 +12,8 @@
 
 namespace waste::ipc {
 
-// $WASTE_IOSERVER, else next to this executable, else ../ioserver/ (the build tree), else PATH.
+// $WASTE_IOSERVER, else next to this executable or libwaste.so (shared/runtime_paths.hpp: the
+// install's bin/, the build tree's ioserver/), else PATH.
 Result<std::filesystem::path> find_ioserver_binary();
 
 // Runs `waste-ioserver args...` (which daemonizes and returns once ready or failed) and waits.

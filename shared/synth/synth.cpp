@@ -10,6 +10,7 @@
 #include "shared/container/expert_bank.hpp"
 #include "shared/container/file_io.hpp"
 #include "shared/fp16.hpp"
+#include "shared/runtime_paths.hpp"
 #include "shared/synth/synthetic_tokenizer.hpp"
 
 namespace waste::synth {
@@ -136,8 +137,9 @@ std::int64_t TensorPlan::rows() const {
 
 std::filesystem::path presets_dir() {
   if (const char* env = std::getenv("WASTE_PRESETS_DIR"); env != nullptr && *env != '\0') return env;
-  // The source tree's presets, named by the build (not __FILE__: ccache's base_dir makes that
-  // relative to the build directory).
+  // An install's share/waste/presets beside the binary (or $WASTE_DATA_DIR), else the source
+  // tree's, named by the build (not __FILE__: ccache's base_dir makes that relative).
+  if (auto installed = find_data_subdir("presets")) return *installed;
   return WASTE_PRESETS_DIR;
 }
 

@@ -1,0 +1,571 @@
+// The C API (waste.h) over the C++ engine: each entry point checks its pointers, calls the
+// same library functions the CLI's commands call (cli/cli_common.cpp's open and tokenizer
+// helpers are mirrored here, the library cannot link the CLI), and turns an Error or an
+// exception into a waste_status plus this thread's message. Nothing throws across the ABI.
+#include "compute/capi/waste.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/api/engine.hpp"
+#include "compute/io/daemon_connect.hpp"
+#include "compute/session/session_file.hpp"
+#include "compute/tokenizer/chat_format.hpp"
+#include "compute/tokenizer/tokenizer.hpp"
+#include "shared/container/container.hpp"
+#include "shared/memory/budget.hpp"
+#include "shared/memory/memory_plan.hpp"
+#include "shared/memory/ram.hpp"
+
+#ifndef WASTE_VERSION
+#define WASTE_VERSION "0.0.0"
+#endif
+
+struct waste_model {
+  std::unique_ptr<waste::Engine> engine;
+  std::filesystem::path path;
+  std::optional<waste::Tokenizer> tokenizer;   // none: the container has no tokenizer.model
+  std::optional<waste::ChatFormat> chat;       // the container's chat.json
+  std::atomic<bool> cancel{false};             // writer: waste_cancel (any thread); reader: the generate loop
+  int last_tokens = 0;
+  double last_generate_seconds = 0;
+};
+
+namespace {
+
+using waste::Errc;
+using waste::Error;
+
+thread_local std::string t_last_error;
+
+waste_status to_status(Errc code) {
+  switch (code) {
+    case Errc::io: return WASTE_ERR_IO;
+    case Errc::format: return WASTE_ERR_FORMAT;
+    case Errc::ram_budget: return WASTE_ERR_RAM_BUDGET;
+    case Errc::out_of_memory: return WASTE_ERR_MEMORY;
+    case Errc::argument: return WASTE_ERR_ARGUMENT;
+    case Errc::unsupported: return WASTE_ERR_UNSUPPORTED;
+    case Errc::cancelled: return WASTE_ERR_CANCELLED;
+    case Errc::ipc: return WASTE_ERR_IPC;
+  }
+  return WASTE_ERR_INTERNAL;
+}
+
+waste_status fail(waste_status status, std::string message) {
+  t_last_error = std::move(message);
+  return status;
+}
+waste_status fail(const Error& error) { return fail(to_status(error.code), error.message); }
+
+// Runs `body` (returning waste_status), turning exceptions into statuses: none crosses the C ABI.
+template <class F>
+waste_status guarded(const char* function, F&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(WASTE_ERR_MEMORY, std::string(function) + ": out of memory");
+  } catch (const std::exception& e) {
+    return fail(WASTE_ERR_INTERNAL, std::string(function) + ": " + e.what());
+  } catch (...) {
+    return fail(WASTE_ERR_INTERNAL, std::string(function) + ": unknown exception");
+  }
+}
+
+// A waste_free()-able copy (malloc, so waste_free is free()). n == 0 gives NULL.
+template <class T>
+T* c_array(const std::vector<T>& v) {
+  if (v.empty()) return nullptr;
+  auto* out = static_cast<T*>(std::malloc(v.size() * sizeof(T)));
+  if (out == nullptr) throw std::bad_alloc();
+  std::memcpy(out, v.data(), v.size() * sizeof(T));
+  return out;
+}
+char* c_string(const std::string& s) {
+  auto* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out == nullptr) throw std::bad_alloc();
+  std::memcpy(out, s.data(), s.size());
+  out[s.size()] = '\0';
+  return out;
+}
+
+void copy_field(char* dst, std::size_t cap, const std::string& src) {
+  const std::size_t n = std::min(cap - 1, src.size());
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+// A struct of at least the size this library knows; an older caller's smaller struct is refused
+// until a later version learns to fill its prefix.
+template <class T>
+bool sized(const T* p) {
+  return p != nullptr && p->struct_size >= sizeof(T);
+}
+
+waste_status need_tokenizer(const waste_model* m) {
+  if (m->tokenizer) return WASTE_OK;
+  return fail(WASTE_ERR_UNSUPPORTED, m->path.string() + ": the container has no tokenizer.model (use token ids)");
+}
+
+std::vector<int> to_ints(const int32_t* ids, std::size_t n) { return std::vector<int>(ids, ids + n); }
+
+// The container's tokenizer with config.eos_token_id applied (reference §5.2), as `waste run`.
+waste::Status load_text_side(waste_model& m) {
+  auto info = waste::ContainerInfo::open(m.path);
+  if (!info) return std::unexpected(info.error());
+  if (info->has_tokenizer) {
+    auto tok = waste::Tokenizer::load(m.path);
+    if (!tok) return std::unexpected(tok.error());
+    if (info->manifest.config.eos_token_id > 0) tok->set_eos(info->manifest.config.eos_token_id);
+    m.tokenizer.emplace(std::move(*tok));
+  }
+  auto chat = waste::ChatFormat::load_from_container(m.path);
+  if (!chat) return std::unexpected(chat.error());
+  m.chat = std::move(*chat);
+  return waste::ok();
+}
+
+// In-process arena slots: cache_records, else what the budget (given or automatic) leaves.
+waste::Result<std::uint64_t> local_cache_records(const waste_open_options& o, const std::filesystem::path& path) {
+  if (o.cache_records >= 0) return std::uint64_t(o.cache_records);
+  auto plan = waste::plan_memory(path, std::uint32_t(o.ctx_tokens));
+  if (!plan) return std::unexpected(plan.error());
+  std::optional<std::uint64_t> requested;
+  if (o.budget != nullptr) {
+    auto bytes = waste::parse_bytes(o.budget);
+    if (!bytes) return std::unexpected(bytes.error());
+    requested = *bytes;
+  }
+  auto choice = waste::resolve_budget(*plan, requested, waste::usable_ram().cap_bytes);
+  if (!choice) return std::unexpected(choice.error());
+  return waste::arena_slots(*plan, choice->budget_bytes);
+}
+
+waste::Result<waste::ChatFormat> chat_format_for(const waste_model* m, const char* format_path) {
+  if (format_path != nullptr) return waste::ChatFormat::load(format_path);
+  if (!m->chat) {
+    return waste::make_error(Errc::unsupported, m->path.string() + ": the container has no chat.json (pass a format file)");
+  }
+  return *m->chat;
+}
+
+waste::Result<waste::ChatRole> to_role(int32_t role, std::size_t index) {
+  switch (role) {
+    case WASTE_ROLE_SYSTEM: return waste::ChatRole::system;
+    case WASTE_ROLE_USER: return waste::ChatRole::user;
+    case WASTE_ROLE_ASSISTANT: return waste::ChatRole::assistant;
+    case WASTE_ROLE_TOOL: return waste::ChatRole::tool;
+    default: break;
+  }
+  return waste::make_error(Errc::argument, "messages[" + std::to_string(index) + "].role " + std::to_string(role) +
+                                               " is not a waste_role (0..3)");
+}
+
+// -log softmax(logits)[target], in double (cli/cmd_eval.cpp's definition).
+double token_nll(std::span<const float> logits, int target) {
+  double max = logits[0];
+  for (const float v : logits) max = std::max(max, double(v));
+  double sum = 0;
+  for (const float v : logits) sum += std::exp(double(v) - max);
+  return -(double(logits[std::size_t(target)]) - max - std::log(sum));
+}
+
+#define WASTE_NEED(cond, message) \
+  do {                            \
+    if (!(cond)) return fail(WASTE_ERR_ARGUMENT, message); \
+  } while (0)
+
+}  // namespace
+
+extern "C" {
+
+const char* waste_last_error(void) { return t_last_error.c_str(); }
+
+const char* waste_status_name(waste_status status) {
+  switch (status) {
+    case WASTE_OK: return "ok";
+    case WASTE_ERR_ARGUMENT: return "argument";
+    case WASTE_ERR_IO: return "io";
+    case WASTE_ERR_FORMAT: return "format";
+    case WASTE_ERR_RAM_BUDGET: return "ram_budget";
+    case WASTE_ERR_MEMORY: return "out_of_memory";
+    case WASTE_ERR_UNSUPPORTED: return "unsupported";
+    case WASTE_ERR_CANCELLED: return "cancelled";
+    case WASTE_ERR_IPC: return "ipc";
+    case WASTE_ERR_INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+const char* waste_version(void) { return WASTE_VERSION; }
+
+void waste_free(void* ptr) { std::free(ptr); }
+
+void waste_open_options_init(waste_open_options* o) {
+  if (o == nullptr) return;
+  *o = waste_open_options{};
+  o->struct_size = sizeof(waste_open_options);
+  o->mode = WASTE_OPEN_DAEMON;
+  o->ctx_tokens = 4096;
+  o->threads = 0;
+  o->budget = nullptr;
+  o->verify = 0;
+  o->direct_io = 1;
+  o->linger_ms = -1;
+  o->allow_spawn = 1;
+  o->cache_records = -1;
+}
+
+waste_status waste_open(const char* path, const waste_open_options* options, waste_model** out) {
+  return guarded("waste_open", [&]() -> waste_status {
+    WASTE_NEED(out != nullptr, "waste_open: out is NULL");
+    *out = nullptr;
+    WASTE_NEED(path != nullptr, "waste_open: path is NULL");
+    waste_open_options o;
+    waste_open_options_init(&o);
+    if (options != nullptr) {
+      WASTE_NEED(sized(options), "waste_open: options.struct_size " + std::to_string(options->struct_size) +
+                                     " is not sizeof(waste_open_options) (call waste_open_options_init)");
+      o = *options;
+    }
+    WASTE_NEED(o.mode == WASTE_OPEN_DAEMON || o.mode == WASTE_OPEN_IN_PROCESS,
+               "waste_open: options.mode " + std::to_string(o.mode) + " is not a waste_open_mode");
+    WASTE_NEED(o.ctx_tokens >= 1, "waste_open: options.ctx_tokens " + std::to_string(o.ctx_tokens) + " must be 1 or more");
+    WASTE_NEED(o.threads >= 0, "waste_open: options.threads " + std::to_string(o.threads) + " must be 0 or more");
+    WASTE_NEED(o.mode == WASTE_OPEN_IN_PROCESS || o.cache_records < 0,
+               "waste_open: options.cache_records sizes the in-process cache; with a daemon use options.budget");
+
+    auto model = std::make_unique<waste_model>();
+    model->path = path;
+    waste::EngineOptions e;
+    e.model = path;
+    e.threads = o.threads;
+    e.ctx_tokens = o.ctx_tokens;
+    e.verify_records = o.verify != 0;
+    e.direct_io = o.direct_io != 0;
+    if (o.mode == WASTE_OPEN_DAEMON) {
+      // As `waste run`: the daemon serving the container, or its shareable one started now.
+      e.daemon.enabled = true;
+      e.daemon.allow_spawn = o.allow_spawn != 0;
+      if (o.budget != nullptr) e.daemon.spawn_args.insert(e.daemon.spawn_args.end(), {"--budget", o.budget});
+      if (o.verify) e.daemon.spawn_args.emplace_back("--verify");
+      if (!o.direct_io) e.daemon.spawn_args.emplace_back("--no-direct-io");
+      e.daemon.linger_ms = o.linger_ms;
+    } else {
+      auto records = local_cache_records(o, model->path);
+      if (!records) return fail(records.error());
+      e.cache_records = std::size_t(*records);
+    }
+    auto engine = waste::Engine::open(e);
+    if (!engine) return fail(engine.error());
+    model->engine = std::move(*engine);
+    if (auto text = load_text_side(*model); !text) return fail(text.error());
+    *out = model.release();
+    return WASTE_OK;
+  });
+}
+
+void waste_close(waste_model* model) {
+  // The engine's destructor detaches from the daemon; it does not throw.
+  delete model;
+}
+
+void waste_model_info_init(waste_model_info* info) {
+  if (info == nullptr) return;
+  *info = waste_model_info{};
+  info->struct_size = sizeof(waste_model_info);
+}
+
+waste_status waste_get_model_info(const waste_model* m, waste_model_info* info) {
+  return guarded("waste_get_model_info", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_get_model_info: model is NULL");
+    WASTE_NEED(sized(info), "waste_get_model_info: info is NULL or not initialized (waste_model_info_init)");
+    const waste::ModelInfo mi = m->engine->info();
+    copy_field(info->arch, sizeof info->arch, mi.arch);
+    copy_field(info->expert_format, sizeof info->expert_format, mi.expert_format);
+    copy_field(info->kernel_isa, sizeof info->kernel_isa, mi.kernel_isa);
+    info->n_layers = mi.n_layers;
+    info->n_moe_layers = mi.n_moe_layers;
+    info->hidden = mi.hidden;
+    info->vocab = mi.vocab;
+    info->n_experts = mi.n_experts;
+    info->top_k = mi.top_k;
+    info->ctx_tokens = mi.ctx_tokens;
+    info->threads = mi.threads;
+    info->position = m->engine->position();
+    info->has_tokenizer = m->tokenizer ? 1 : 0;
+    info->has_chat_format = m->chat && m->chat->present() ? 1 : 0;
+    info->bos = m->tokenizer ? m->tokenizer->bos() : -1;
+    info->eos = m->tokenizer ? m->tokenizer->eos() : -1;
+    const waste::DaemonConnection* d = m->engine->daemon();
+    info->daemon_pid = d != nullptr ? d->daemon().pid : 0;
+    info->daemon_spawned = d != nullptr && d->spawned() ? 1 : 0;
+    info->record_bytes = mi.record_bytes;
+    return WASTE_OK;
+  });
+}
+
+waste_status waste_tokenize(const waste_model* m, const char* text, size_t len, uint32_t flags, int32_t** ids,
+                            size_t* n_ids) {
+  return guarded("waste_tokenize", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_tokenize: model is NULL");
+    WASTE_NEED(ids != nullptr && n_ids != nullptr, "waste_tokenize: ids or n_ids is NULL");
+    *ids = nullptr;
+    *n_ids = 0;
+    WASTE_NEED(text != nullptr || len == 0, "waste_tokenize: text is NULL");
+    WASTE_NEED((flags & ~(WASTE_TOKENIZE_BOS | WASTE_TOKENIZE_MARKUP)) == 0,
+               "waste_tokenize: flags " + std::to_string(flags) + " has unknown bits");
+    if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+    std::vector<int> out;
+    if (flags & WASTE_TOKENIZE_BOS) out.push_back(m->tokenizer->bos());
+    const std::string_view view(text == nullptr ? "" : text, len);
+    if (flags & WASTE_TOKENIZE_MARKUP) {
+      m->tokenizer->encode_markup(view, out);
+    } else {
+      m->tokenizer->encode(view, out);
+    }
+    const std::vector<int32_t> copy(out.begin(), out.end());
+    *ids = c_array(copy);
+    *n_ids = copy.size();
+    return WASTE_OK;
+  });
+}
+
+waste_status waste_detokenize(const waste_model* m, const int32_t* ids, size_t n_ids, char** text, size_t* len) {
+  return guarded("waste_detokenize", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_detokenize: model is NULL");
+    WASTE_NEED(text != nullptr, "waste_detokenize: text is NULL");
+    *text = nullptr;
+    if (len != nullptr) *len = 0;
+    WASTE_NEED(ids != nullptr || n_ids == 0, "waste_detokenize: ids is NULL");
+    if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+    for (std::size_t i = 0; i < n_ids; ++i) {
+      WASTE_NEED(m->tokenizer->valid_id(ids[i]), "waste_detokenize: ids[" + std::to_string(i) + "] = " +
+                                                     std::to_string(ids[i]) + " is not a token of the vocabulary");
+    }
+    const std::string bytes = m->tokenizer->decode(to_ints(ids, n_ids));
+    *text = c_string(bytes);
+    if (len != nullptr) *len = bytes.size();
+    return WASTE_OK;
+  });
+}
+
+waste_status waste_chat_apply(const waste_model* m, const char* format_path, const waste_chat_message* messages,
+                              size_t n_messages, int32_t open_model_turn, char** text, size_t* text_len,
+                              int32_t** ids, size_t* n_ids) {
+  return guarded("waste_chat_apply", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_chat_apply: model is NULL");
+    if (text != nullptr) *text = nullptr;
+    if (text_len != nullptr) *text_len = 0;
+    if (ids != nullptr) *ids = nullptr;
+    if (n_ids != nullptr) *n_ids = 0;
+    WASTE_NEED(messages != nullptr || n_messages == 0, "waste_chat_apply: messages is NULL");
+    WASTE_NEED((ids == nullptr) == (n_ids == nullptr), "waste_chat_apply: give both ids and n_ids, or neither");
+    auto format = chat_format_for(m, format_path);
+    if (!format) return fail(format.error());
+    std::vector<waste::ChatMessage> list;
+    for (std::size_t i = 0; i < n_messages; ++i) {
+      auto role = to_role(messages[i].role, i);
+      if (!role) return fail(role.error());
+      WASTE_NEED(messages[i].content != nullptr, "waste_chat_apply: messages[" + std::to_string(i) + "].content is NULL");
+      waste::ChatMessage message;
+      message.role = *role;
+      message.content = messages[i].content;
+      list.push_back(std::move(message));
+    }
+    if (text != nullptr) {
+      std::string rendered;
+      for (const auto& seg : waste::render_chat(*format, list, {}, open_model_turn != 0)) rendered += seg.text;
+      *text = c_string(rendered);
+      if (text_len != nullptr) *text_len = rendered.size();
+    }
+    if (ids != nullptr) {
+      if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+      const std::vector<int> prompt = waste::build_chat_prompt(*m->tokenizer, *format, list, open_model_turn != 0);
+      const std::vector<int32_t> copy(prompt.begin(), prompt.end());
+      *ids = c_array(copy);
+      *n_ids = copy.size();
+    }
+    return WASTE_OK;
+  });
+}
+
+waste_status waste_chat_stop_tokens(const waste_model* m, const char* format_path, int32_t** ids, size_t* n_ids) {
+  return guarded("waste_chat_stop_tokens", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_chat_stop_tokens: model is NULL");
+    WASTE_NEED(ids != nullptr && n_ids != nullptr, "waste_chat_stop_tokens: ids or n_ids is NULL");
+    *ids = nullptr;
+    *n_ids = 0;
+    if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+    auto format = chat_format_for(m, format_path);
+    if (!format) return fail(format.error());
+    const waste::ChatStop stop = waste::chat_stop(*m->tokenizer, *format);
+    const std::vector<int32_t> copy(stop.ids.begin(), stop.ids.end());
+    *ids = c_array(copy);
+    *n_ids = copy.size();
+    return WASTE_OK;
+  });
+}
+
+void waste_generate_params_init(waste_generate_params* p) {
+  if (p == nullptr) return;
+  *p = waste_generate_params{};
+  p->struct_size = sizeof(waste_generate_params);
+  p->max_tokens = 256;
+  p->temperature = 0.0f;
+  p->top_p = 1.0f;
+  p->top_k = 0;
+  p->seed = 0;
+}
+
+void waste_generate_result_init(waste_generate_result* r) {
+  if (r == nullptr) return;
+  *r = waste_generate_result{};
+  r->struct_size = sizeof(waste_generate_result);
+}
+
+waste_status waste_generate(waste_model* m, const int32_t* prompt, size_t n_prompt, const waste_generate_params* params,
+                            waste_token_callback callback, void* user, waste_generate_result* result) {
+  const waste_status status = guarded("waste_generate", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_generate: model is NULL");
+    WASTE_NEED(prompt != nullptr || n_prompt == 0, "waste_generate: prompt is NULL");
+    WASTE_NEED(result == nullptr || sized(result),
+               "waste_generate: result is not initialized (waste_generate_result_init)");
+    waste_generate_params p;
+    waste_generate_params_init(&p);
+    if (params != nullptr) {
+      WASTE_NEED(sized(params), "waste_generate: params.struct_size " + std::to_string(params->struct_size) +
+                                    " is not sizeof(waste_generate_params) (call waste_generate_params_init)");
+      p = *params;
+    }
+    WASTE_NEED(p.stop_tokens != nullptr || p.n_stop_tokens == 0, "waste_generate: params.stop_tokens is NULL");
+    WASTE_NEED(p.temperature >= 0.0f, "waste_generate: params.temperature must be 0 or more");
+    WASTE_NEED(p.top_p > 0.0f && p.top_p <= 1.0f, "waste_generate: params.top_p must be in (0, 1]");
+    WASTE_NEED(p.top_k >= 0, "waste_generate: params.top_k must be 0 or more");
+    waste::GenerateParams g;
+    g.max_tokens = p.max_tokens;
+    g.sampling = waste::SamplingParams{p.temperature, p.top_p, p.top_k, p.seed};
+    g.stop_tokens = to_ints(p.stop_tokens, p.n_stop_tokens);
+    if (p.ignore_eos) g.eos_token = -2;
+    const std::vector<int> ids = to_ints(prompt, n_prompt);
+    auto out = m->engine->generate(ids, g, [&](const waste::TokenEvent& e) {
+      if (callback != nullptr) {
+        const std::string piece = m->tokenizer ? m->tokenizer->decode_token(e.token) : std::string();
+        if (callback(user, e.token, piece.data(), piece.size()) != 0) return false;
+      }
+      return !m->cancel.load(std::memory_order_acquire);
+    });
+    if (!out) return fail(out.error());
+    m->last_tokens = int(out->tokens.size());
+    m->last_generate_seconds = out->generate_seconds;
+    if (result != nullptr) {
+      result->n_tokens = int32_t(out->tokens.size());
+      result->stop_reason = int32_t(out->stop);
+      result->prompt_tokens = out->prompt_tokens;
+      result->prompt_seconds = out->prompt_seconds;
+      result->generate_seconds = out->generate_seconds;
+    }
+    return WASTE_OK;
+  });
+  // A cancel is consumed by the generation it stopped (or that was running when it came).
+  if (m != nullptr) m->cancel.store(false, std::memory_order_release);
+  return status;
+}
+
+void waste_cancel(waste_model* m) {
+  if (m != nullptr) m->cancel.store(true, std::memory_order_release);
+}
+
+waste_status waste_reset(waste_model* m) {
+  return guarded("waste_reset", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_reset: model is NULL");
+    m->engine->reset();
+    return WASTE_OK;
+  });
+}
+
+void waste_eval_result_init(waste_eval_result* r) {
+  if (r == nullptr) return;
+  *r = waste_eval_result{};
+  r->struct_size = sizeof(waste_eval_result);
+}
+
+waste_status waste_eval(waste_model* m, const int32_t* ids, size_t n_ids, double* logprobs, waste_eval_result* result) {
+  return guarded("waste_eval", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_eval: model is NULL");
+    WASTE_NEED(ids != nullptr || n_ids == 0, "waste_eval: ids is NULL");
+    WASTE_NEED(result == nullptr || sized(result), "waste_eval: result is not initialized (waste_eval_result_init)");
+    WASTE_NEED(n_ids >= 2, "waste_eval: need at least 2 tokens to score, got " + std::to_string(n_ids));
+    const int ctx = m->engine->info().ctx_tokens;
+    WASTE_NEED(n_ids <= std::size_t(ctx), "waste_eval: " + std::to_string(n_ids) + " tokens are more than ctx_tokens " +
+                                              std::to_string(ctx));
+    m->engine->reset();
+    double nll_sum = 0;
+    for (std::size_t i = 0; i + 1 < n_ids; ++i) {
+      const int one[1] = {ids[i]};
+      auto logits = m->engine->eval(one);
+      if (!logits) return fail(logits.error().with_context("token " + std::to_string(i)));
+      WASTE_NEED(ids[i + 1] >= 0 && std::size_t(ids[i + 1]) < logits->size(),
+                 "waste_eval: ids[" + std::to_string(i + 1) + "] = " + std::to_string(ids[i + 1]) +
+                     " is outside the vocabulary of " + std::to_string(logits->size()));
+      const double nll = token_nll(*logits, ids[i + 1]);
+      if (logprobs != nullptr) logprobs[i] = -nll;
+      nll_sum += nll;
+    }
+    if (result != nullptr) {
+      result->n_tokens = int32_t(n_ids);
+      result->n_scored = int32_t(n_ids - 1);
+      result->mean_nll = nll_sum / double(n_ids - 1);
+      result->perplexity = std::exp(result->mean_nll);
+    }
+    return WASTE_OK;
+  });
+}
+
+waste_status waste_session_save(const waste_model* m, const char* path) {
+  return guarded("waste_session_save", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr && path != nullptr, "waste_session_save: model or path is NULL");
+    if (auto s = waste::session::save(*m->engine, path); !s) return fail(s.error());
+    return WASTE_OK;
+  });
+}
+
+waste_status waste_session_load(waste_model* m, const char* path) {
+  return guarded("waste_session_load", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr && path != nullptr, "waste_session_load: model or path is NULL");
+    if (auto s = waste::session::load(*m->engine, path); !s) return fail(s.error());
+    return WASTE_OK;
+  });
+}
+
+void waste_stats_init(waste_stats* s) {
+  if (s == nullptr) return;
+  *s = waste_stats{};
+  s->struct_size = sizeof(waste_stats);
+}
+
+waste_status waste_get_stats(const waste_model* m, waste_stats* s) {
+  return guarded("waste_get_stats", [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, "waste_get_stats: model is NULL");
+    WASTE_NEED(sized(s), "waste_get_stats: stats is NULL or not initialized (waste_stats_init)");
+    const waste::ExpertSourceStats st = m->engine->stats();
+    s->experts_hit = st.hits;
+    s->experts_missed = st.misses;
+    s->bytes_read = st.bytes_read;
+    s->io_wait_seconds = st.wait_seconds;
+    s->last_tokens = m->last_tokens;
+    s->last_tokens_per_second = m->last_generate_seconds > 0 ? double(m->last_tokens) / m->last_generate_seconds : 0.0;
+    return WASTE_OK;
+  });
+}
+
+}  // extern "C"

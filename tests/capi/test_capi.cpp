@@ -1,0 +1,378 @@
+// The C API (compute/capi/waste.h) through libwaste.so, on a tiny synthetic container with a
+// tokenizer: generation equals the C++ engine's, cancellation stops where asked, errors name
+// what failed, tokens round-trip, the chat prompt is the CLI's, eval scores as `waste eval`,
+// sessions restore, and two handles share one daemon.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../cli/cli_test_support.hpp"
+#include "compute/api/engine.hpp"
+#include "compute/capi/waste.h"
+#include "compute/tokenizer/chat_format.hpp"
+#include "compute/tokenizer/tokenizer.hpp"
+
+namespace waste {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every id the callback saw, and when to stop.
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  int stop_after = -1;       // callback returns nonzero after this many tokens
+  waste_model* cancel_model = nullptr;
+  int cancel_after = -1;     // another thread calls waste_cancel after this many tokens
+};
+
+int collect(void* user, int32_t token, const char* piece, size_t len) {
+  auto* c = static_cast<Collected*>(user);
+  c->tokens.push_back(token);
+  c->text.append(piece, len);
+  if (c->cancel_model != nullptr && int(c->tokens.size()) == c->cancel_after) {
+    std::thread([m = c->cancel_model] { waste_cancel(m); }).join();
+  }
+  return c->stop_after >= 0 && int(c->tokens.size()) >= c->stop_after ? 1 : 0;
+}
+
+// The container (tokenizer + the kimi-k3 chat.json), made once by `waste synth`.
+const fs::path& model_dir() {
+  static const fs::path dir = [] {
+    const fs::path& m = test::tokenizer_container();
+    fs::copy_file(fs::path(WASTE_SOURCE_DIR) / "configs/chat/kimi-k3.json", m / "chat.json",
+                  fs::copy_options::overwrite_existing);
+    return m;
+  }();
+  return dir;
+}
+
+struct Handle {
+  waste_model* m = nullptr;
+  ~Handle() { waste_close(m); }
+};
+
+void open_in_process(Handle& h, int ctx = 64) {
+  waste_open_options o;
+  waste_open_options_init(&o);
+  o.mode = WASTE_OPEN_IN_PROCESS;
+  o.ctx_tokens = ctx;
+  o.threads = 1;
+  const waste_status s = waste_open(model_dir().c_str(), &o, &h.m);
+  INFO(waste_last_error());
+  REQUIRE(s == WASTE_OK);
+  REQUIRE(h.m != nullptr);
+}
+
+const std::vector<int32_t> kPrompt = {1, 17, 42, 99};
+
+std::vector<int> cxx_greedy(int n) {
+  EngineOptions options;
+  options.model = model_dir();
+  options.threads = 1;
+  options.ctx_tokens = 64;
+  auto engine = Engine::open(options);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine);
+  GenerateParams params;
+  params.max_tokens = n;
+  params.eos_token = -2;
+  const std::vector<int> prompt(kPrompt.begin(), kPrompt.end());
+  auto result = (*engine)->generate(prompt, params);
+  REQUIRE(result);
+  return result->tokens;
+}
+
+waste_generate_params greedy(int n) {
+  waste_generate_params p;
+  waste_generate_params_init(&p);
+  p.max_tokens = n;
+  p.ignore_eos = 1;
+  return p;
+}
+
+// A private runtime dir and this build's daemon, so nothing else running is attached to.
+struct PrivateDaemonEnv {
+  test::ScratchDir dir;
+  PrivateDaemonEnv() {
+    ::setenv("WASTE_RUNTIME_DIR", dir.path().c_str(), 1);
+    ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
+    ::setenv("WASTE_LINGER_MS", "0", 1);
+  }
+  ~PrivateDaemonEnv() {
+    ::unsetenv("WASTE_RUNTIME_DIR");
+    ::unsetenv("WASTE_IOSERVER");
+    ::unsetenv("WASTE_LINGER_MS");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("waste_generate (in-process) gives the C++ engine's greedy tokens, each with its piece", "[capi]") {
+  Handle h;
+  open_in_process(h);
+  Collected c;
+  waste_generate_params p = greedy(10);
+  waste_generate_result r;
+  waste_generate_result_init(&r);
+  REQUIRE(waste_generate(h.m, kPrompt.data(), kPrompt.size(), &p, collect, &c, &r) == WASTE_OK);
+  const std::vector<int> want = cxx_greedy(10);
+  CHECK(std::vector<int>(c.tokens.begin(), c.tokens.end()) == want);
+  CHECK(r.n_tokens == 10);
+  CHECK(r.stop_reason == WASTE_STOP_MAX_TOKENS);
+  CHECK(r.prompt_tokens == 4);
+  char* text = nullptr;
+  size_t len = 0;
+  REQUIRE(waste_detokenize(h.m, c.tokens.data(), c.tokens.size(), &text, &len) == WASTE_OK);
+  CHECK(std::string(text, len) == c.text);
+  waste_free(text);
+
+  waste_stats st;
+  waste_stats_init(&st);
+  REQUIRE(waste_get_stats(h.m, &st) == WASTE_OK);
+  CHECK(st.experts_hit + st.experts_missed > 0);
+  CHECK(st.last_tokens == 10);
+  waste_model_info info;
+  waste_model_info_init(&info);
+  REQUIRE(waste_get_model_info(h.m, &info) == WASTE_OK);
+  CHECK(info.position == 14);
+  CHECK(info.ctx_tokens == 64);
+  CHECK(info.has_tokenizer == 1);
+  CHECK(info.has_chat_format == 1);
+  CHECK(info.daemon_pid == 0);
+  CHECK(std::string(info.expert_format) == "VQ3R");
+}
+
+TEST_CASE("waste_generate stops when the callback returns nonzero and at waste_cancel from another thread", "[capi]") {
+  Handle h;
+  open_in_process(h);
+  const std::vector<int> want = cxx_greedy(10);
+  SECTION("callback") {
+    Collected c;
+    c.stop_after = 3;
+    waste_generate_params p = greedy(10);
+    waste_generate_result r;
+    waste_generate_result_init(&r);
+    REQUIRE(waste_generate(h.m, kPrompt.data(), kPrompt.size(), &p, collect, &c, &r) == WASTE_OK);
+    CHECK(r.stop_reason == WASTE_STOP_CANCELLED);
+    CHECK(r.n_tokens == 3);
+    CHECK(std::vector<int>(c.tokens.begin(), c.tokens.end()) == std::vector<int>(want.begin(), want.begin() + 3));
+  }
+  SECTION("waste_cancel") {
+    Collected c;
+    c.cancel_model = h.m;
+    c.cancel_after = 5;
+    waste_generate_params p = greedy(10);
+    waste_generate_result r;
+    waste_generate_result_init(&r);
+    REQUIRE(waste_generate(h.m, kPrompt.data(), kPrompt.size(), &p, collect, &c, &r) == WASTE_OK);
+    CHECK(r.stop_reason == WASTE_STOP_CANCELLED);
+    CHECK(r.n_tokens == 5);
+    // The cancel was consumed: the next generation runs to max_tokens.
+    REQUIRE(waste_reset(h.m) == WASTE_OK);
+    Collected again;
+    REQUIRE(waste_generate(h.m, kPrompt.data(), kPrompt.size(), &p, collect, &again, &r) == WASTE_OK);
+    CHECK(r.stop_reason == WASTE_STOP_MAX_TOKENS);
+    CHECK(std::vector<int>(again.tokens.begin(), again.tokens.end()) == want);
+  }
+  SECTION("a cancel before generation stops it after the first token") {
+    waste_cancel(h.m);
+    Collected c;
+    waste_generate_params p = greedy(10);
+    waste_generate_result r;
+    waste_generate_result_init(&r);
+    REQUIRE(waste_generate(h.m, kPrompt.data(), kPrompt.size(), &p, collect, &c, &r) == WASTE_OK);
+    CHECK(r.stop_reason == WASTE_STOP_CANCELLED);
+    CHECK(r.n_tokens == 1);
+  }
+}
+
+TEST_CASE("C API errors name what failed: a missing container, a bad option, a bad id, a NULL pointer", "[capi]") {
+  waste_model* m = nullptr;
+  waste_open_options o;
+  waste_open_options_init(&o);
+  o.mode = WASTE_OPEN_IN_PROCESS;
+  const waste_status missing = waste_open("/nonexistent/none.waste", &o, &m);
+  CHECK(m == nullptr);
+  CHECK(std::string(waste_status_name(missing)) == "format");
+  CHECK(std::string(waste_last_error()) ==
+        "/nonexistent/none.waste does not exist (a model is a NAME.waste directory: make one with `waste synth` or "
+        "`waste convert`)");
+
+  o.ctx_tokens = 0;
+  CHECK(waste_open(model_dir().c_str(), &o, &m) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_open: options.ctx_tokens 0 must be 1 or more");
+
+  // Hazard: an options struct from an older header (smaller) must not be read past its end.
+  waste_open_options_init(&o);
+  o.struct_size = 8;
+  CHECK(waste_open(model_dir().c_str(), &o, &m) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) ==
+        "waste_open: options.struct_size 8 is not sizeof(waste_open_options) (call waste_open_options_init)");
+
+  CHECK(waste_open(model_dir().c_str(), nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_open: out is NULL");
+
+  Handle h;
+  open_in_process(h);
+  const int32_t bad[2] = {5, 1 << 30};
+  char* text = nullptr;
+  CHECK(waste_detokenize(h.m, bad, 2, &text, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(text == nullptr);
+  CHECK(std::string(waste_last_error()) == "waste_detokenize: ids[1] = 1073741824 is not a token of the vocabulary");
+
+  waste_generate_params p = greedy(4);
+  CHECK(waste_generate(h.m, bad, 2, &p, nullptr, nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()).find("1073741824") != std::string::npos);
+
+  waste_chat_message msg{17, "hi"};
+  CHECK(waste_chat_apply(h.m, nullptr, &msg, 1, 1, &text, nullptr, nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "messages[0].role 17 is not a waste_role (0..3)");
+}
+
+TEST_CASE("waste_tokenize / waste_detokenize round-trip and match the C++ tokenizer", "[capi]") {
+  Handle h;
+  open_in_process(h);
+  auto tok = Tokenizer::load(model_dir());
+  REQUIRE(tok);
+  const std::string text = "Hello, world! h\xc3\xa9llo 12345 <|im_end|>";
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_tokenize(h.m, text.data(), text.size(), 0, &ids, &n) == WASTE_OK);
+  const std::vector<int> got(ids, ids + n);
+  CHECK(got == tok->encode(text));
+  char* back = nullptr;
+  size_t len = 0;
+  REQUIRE(waste_detokenize(h.m, ids, n, &back, &len) == WASTE_OK);
+  CHECK(std::string(back, len) == text);
+  CHECK(back[len] == '\0');
+  waste_free(back);
+  waste_free(ids);
+
+  REQUIRE(waste_tokenize(h.m, text.data(), text.size(), WASTE_TOKENIZE_BOS | WASTE_TOKENIZE_MARKUP, &ids, &n) == WASTE_OK);
+  std::vector<int> markup{tok->bos()};
+  tok->encode_markup(text, markup);
+  CHECK(std::vector<int>(ids, ids + n) == markup);
+  waste_free(ids);
+}
+
+TEST_CASE("waste_chat_apply gives the prompt `waste run --system` builds, as text and as ids", "[capi]") {
+  Handle h;
+  open_in_process(h);
+  auto tok = Tokenizer::load(model_dir());
+  REQUIRE(tok);
+  auto format = ChatFormat::load_from_container(model_dir());
+  REQUIRE(format);
+  REQUIRE(*format);
+  const waste_chat_message msgs[2] = {{WASTE_ROLE_SYSTEM, "Be brief."}, {WASTE_ROLE_USER, "Why is the sky blue?"}};
+  char* text = nullptr;
+  size_t len = 0;
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_chat_apply(h.m, nullptr, msgs, 2, 1, &text, &len, &ids, &n) == WASTE_OK);
+  CHECK(std::string(text, len) ==
+        "<|open|>message role=\"system\"<|sep|>Be brief.<|close|>message<|sep|><|end_of_msg|>"
+        "<|open|>message role=\"user\"<|sep|>Why is the sky blue?<|close|>message<|sep|><|end_of_msg|>"
+        "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>");
+  // cli/cmd_run.cpp run_text: build_chat_prompt over the container's tokenizer and chat.json.
+  std::vector<ChatMessage> messages(2);
+  messages[0].role = ChatRole::system;
+  messages[0].content = "Be brief.";
+  messages[1].content = "Why is the sky blue?";
+  CHECK(std::vector<int>(ids, ids + n) == build_chat_prompt(*tok, **format, messages));
+  waste_free(text);
+  waste_free(ids);
+
+  int32_t* stops = nullptr;
+  size_t n_stops = 0;
+  REQUIRE(waste_chat_stop_tokens(h.m, nullptr, &stops, &n_stops) == WASTE_OK);
+  CHECK(std::vector<int>(stops, stops + n_stops) == chat_stop(*tok, **format).ids);
+  waste_free(stops);
+
+  CHECK(waste_chat_apply(h.m, "/nonexistent/chat.json", msgs, 2, 1, &text, &len, nullptr, nullptr) != WASTE_OK);
+  CHECK(std::string(waste_last_error()).find("/nonexistent/chat.json") != std::string::npos);
+}
+
+TEST_CASE("waste_eval scores a text exactly as `waste eval --ids-file --json`", "[capi]") {
+  Handle h;
+  open_in_process(h);
+  const std::vector<int32_t> ids = {1, 17, 42, 99, 5, 7, 8, 200, 13, 77, 300, 12};
+  std::vector<double> logprobs(ids.size() - 1);
+  waste_eval_result r;
+  waste_eval_result_init(&r);
+  REQUIRE(waste_eval(h.m, ids.data(), ids.size(), logprobs.data(), &r) == WASTE_OK);
+  CHECK(r.n_scored == 11);
+  double sum = 0;
+  for (double lp : logprobs) sum -= lp;
+  CHECK(sum / 11 == r.mean_nll);
+
+  test::ScratchDir dir;
+  test::write_text(dir.path() / "ids.txt", "1 17 42 99 5 7 8 200 13 77 300 12");
+  const auto ran = test::run_waste({"eval", model_dir().string(), "--in-process", "--threads", "1", "--ctx", "64",
+                                    "--ids-file", (dir.path() / "ids.txt").string(), "--json"});
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  const auto doc = nlohmann::json::parse(ran.out);
+  CHECK(doc["mean_nll"].get<double>() == r.mean_nll);
+  CHECK(doc["perplexity"].get<double>() == r.perplexity);
+
+  CHECK(waste_eval(h.m, ids.data(), 1, nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_eval: need at least 2 tokens to score, got 1");
+}
+
+TEST_CASE("waste_session_save / load: a restored sequence continues as the uninterrupted one", "[capi]") {
+  Handle h;
+  open_in_process(h);
+  test::ScratchDir dir;
+  const std::string file = (dir.path() / "s.session").string();
+  waste_generate_params p = greedy(6);
+  Collected first;
+  REQUIRE(waste_generate(h.m, kPrompt.data(), kPrompt.size(), &p, collect, &first, nullptr) == WASTE_OK);
+  REQUIRE(waste_session_save(h.m, file.c_str()) == WASTE_OK);
+  const int32_t next[1] = {first.tokens.back()};
+  Collected straight;
+  REQUIRE(waste_generate(h.m, next, 1, &p, collect, &straight, nullptr) == WASTE_OK);
+
+  REQUIRE(waste_reset(h.m) == WASTE_OK);
+  REQUIRE(waste_session_load(h.m, file.c_str()) == WASTE_OK);
+  Collected restored;
+  REQUIRE(waste_generate(h.m, next, 1, &p, collect, &restored, nullptr) == WASTE_OK);
+  CHECK(restored.tokens == straight.tokens);
+
+  CHECK(waste_session_load(h.m, (dir.path() / "missing").c_str()) == WASTE_ERR_IO);
+  CHECK(std::string(waste_last_error()).find((dir.path() / "missing").string()) != std::string::npos);
+}
+
+TEST_CASE("waste_open through waste-ioserver: two handles share one daemon and generate as in-process", "[capi][daemon]") {
+  PrivateDaemonEnv env;
+  waste_open_options o;
+  waste_open_options_init(&o);
+  o.ctx_tokens = 64;
+  o.threads = 1;
+  o.budget = "64M";
+  Handle a, b;
+  REQUIRE(waste_open(model_dir().c_str(), &o, &a.m) == WASTE_OK);
+  INFO(waste_last_error());
+  REQUIRE(waste_open(model_dir().c_str(), &o, &b.m) == WASTE_OK);
+  waste_model_info ia, ib;
+  waste_model_info_init(&ia);
+  waste_model_info_init(&ib);
+  REQUIRE(waste_get_model_info(a.m, &ia) == WASTE_OK);
+  REQUIRE(waste_get_model_info(b.m, &ib) == WASTE_OK);
+  CHECK(ia.daemon_pid > 0);
+  CHECK(ia.daemon_pid == ib.daemon_pid);
+  CHECK(ia.daemon_spawned == 1);
+  CHECK(ib.daemon_spawned == 0);
+  Collected c;
+  waste_generate_params p = greedy(8);
+  REQUIRE(waste_generate(b.m, kPrompt.data(), kPrompt.size(), &p, collect, &c, nullptr) == WASTE_OK);
+  const std::vector<int> want = cxx_greedy(8);
+  CHECK(std::vector<int>(c.tokens.begin(), c.tokens.end()) == want);
+}
+
+}  // namespace waste
