@@ -29,6 +29,7 @@ list(JOIN WASTE_PC_LIBS_PRIVATE " " WASTE_PC_LIBS_PRIVATE)
 
 # pkg-config: prefix from the .pc file's own location, so a moved prefix still works.
 file(RELATIVE_PATH WASTE_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+string(REGEX REPLACE "/$" "" WASTE_PC_TO_PREFIX "${WASTE_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/waste.pc.in ${PROJECT_BINARY_DIR}/waste.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/waste.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

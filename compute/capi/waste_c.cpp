@@ -10,11 +10,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "compute/api/engine.hpp"
 #include "compute/io/daemon_connect.hpp"
@@ -179,6 +184,20 @@ double token_nll(std::span<const float> logits, int target) {
   return -(double(logits[std::size_t(target)]) - max - std::log(sum));
 }
 
+// The engine logs through spdlog's default logger, whose built-in one writes to stdout: a host's
+// stdout is its own (the examples stream tokens there). As the CLI does (cli/main.cpp): stderr,
+// warnings and up, $SPDLOG_LEVEL honoured. A host that installed its own default logger (named)
+// keeps it.
+void configure_logging_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!spdlog::default_logger()->name().empty()) return;
+    if (!spdlog::get("waste")) spdlog::set_default_logger(spdlog::stderr_color_mt("waste"));
+    spdlog::set_level(spdlog::level::warn);
+    spdlog::cfg::load_env_levels();
+  });
+}
+
 #define WASTE_NEED(cond, message) \
   do {                            \
     if (!(cond)) return fail(WASTE_ERR_ARGUMENT, message); \
@@ -227,6 +246,7 @@ void waste_open_options_init(waste_open_options* o) {
 
 waste_status waste_open(const char* path, const waste_open_options* options, waste_model** out) {
   return guarded("waste_open", [&]() -> waste_status {
+    configure_logging_once();
     WASTE_NEED(out != nullptr, "waste_open: out is NULL");
     *out = nullptr;
     WASTE_NEED(path != nullptr, "waste_open: path is NULL");
