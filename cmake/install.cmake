@@ -17,6 +17,12 @@ install(TARGETS waste_capi waste_static
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_COMPONENT Unspecified
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# --strip (and cpack, CPACK_STRIP_FILES) strips programs and libwaste.so; the archive's debug
+# info (most of its size) goes too.
+install(CODE "if(CMAKE_INSTALL_DO_STRIP)
+  execute_process(COMMAND \"${CMAKE_STRIP}\" --strip-debug
+    \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/libwaste.a\")
+endif()")
 foreach(sub presets chat grammar)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/${sub} DESTINATION ${WASTE_INSTALL_DATADIR})
 endforeach()
@@ -53,6 +59,8 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Debug info stays in the build tree (RelWithDebInfo): the package ships stripped files.
+set(CPACK_STRIP_FILES TRUE)
 # libwaste.so.0 gets a shlibs file and the ldconfig trigger.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
