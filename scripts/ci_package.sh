@@ -21,6 +21,7 @@ tmp="$(mktemp -d /tmp/waste-deb-XXXXXX)"
 cleanup() {
   /usr/bin/waste-ctl stop >/dev/null 2>&1 || true
   apt-get remove -y waste >/dev/null 2>&1 || true
+  dpkg --purge waste >/dev/null 2>&1 || true  # no "rc" entry left in dpkg's database
   rm -rf "$tmp"
 }
 trap cleanup EXIT
