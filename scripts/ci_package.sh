@@ -35,7 +35,7 @@ mkdir -p "$WASTE_RUNTIME_DIR"
 ids="$(/usr/bin/waste run tiny.waste --ids 1,17,42 -n 4 -q)"
 [[ "$ids" =~ ^[0-9]+\ [0-9]+\ [0-9]+\ [0-9]+$ ]] || fail "waste run --ids printed '$ids'"
 /usr/bin/waste run tiny.waste "hello" -n 8 >text.out 2>text.err || fail "waste run (text) failed: $(cat text.err)"
-pid="$(sed -n 's/.*  pid \([0-9]*\)  .*/\1/p' <<<"$(/usr/bin/waste-ctl status)")"
+pid="$(sed -n '1s/.*  pid \([0-9]*\)  .*/\1/p' <<<"$(/usr/bin/waste-ctl status)")"
 [[ "$(readlink "/proc/$pid/exe")" == /usr/bin/waste-ioserver ]] || fail "the daemon is not /usr/bin/waste-ioserver"
 
 # shellcheck disable=SC2046

@@ -37,7 +37,7 @@ cp "$P/share/waste/presets/tiny.json" "$P/share/waste/presets/only-installed.jso
 out="$("$P/bin/waste" run model.waste --ids 1,17,42 -n 4 -q)" || fail "waste run through the daemon failed"
 [[ "$out" =~ ^[0-9]+\ [0-9]+\ [0-9]+\ [0-9]+$ ]] || fail "waste run printed '$out', not 4 ids"
 status="$("$P/bin/waste-ctl" status)"
-pid="$(sed -n 's/.*  pid \([0-9]*\)  .*/\1/p' <<<"$status")"
+pid="$(sed -n '1s/.*  pid \([0-9]*\)  .*/\1/p' <<<"$status")"
 [[ -n "$pid" ]] || fail "no daemon in waste-ctl status: $status"
 [[ "$(readlink "/proc/$pid/exe")" == "$P/bin/waste-ioserver" ]] \
   || fail "the daemon runs $(readlink "/proc/$pid/exe"), not $P/bin/waste-ioserver"
@@ -76,6 +76,10 @@ status="$("$P/bin/waste-ctl" status)"
 grep -q ", 2 client(s)" <<<"$status" || fail "waste-ctl status does not show 2 clients: $status"
 grep -q "pid $c_pid " <<<"$status" && grep -q "pid $py_pid " <<<"$status" \
   || fail "waste-ctl status does not list both examples ($c_pid, $py_pid): $status"
+# Started from libwaste.so (neither example has waste-ioserver beside it): the lib's ../bin one.
+pid="$(sed -n '1s/.*  pid \([0-9]*\)  .*/\1/p' <<<"$status")"
+[[ "$(readlink "/proc/$pid/exe")" == "$P/bin/waste-ioserver" ]] \
+  || fail "the examples' daemon runs $(readlink "/proc/$pid/exe"), not $P/bin/waste-ioserver"
 touch barrier/go
 wait "$c_pid" || fail "the C example failed: $(cat c.err)"
 wait "$py_pid" || fail "the Python example failed: $(cat py.err)"
