@@ -12,7 +12,10 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$(cd "${1:?usage: install_test.sh BUILD_DIR}" && pwd)"
 tmp="$(mktemp -d /tmp/waste-install-XXXXXX)"
+c_pid="" py_pid=""
 cleanup() {
+  # The examples, if a check failed while they waited at the barrier (they are ours: $! pids).
+  for p in $c_pid $py_pid; do kill "$p" 2>/dev/null || true; done
   if [[ -x "$tmp/moved/bin/waste-ctl" ]]; then "$tmp/moved/bin/waste-ctl" stop >/dev/null 2>&1 || true; fi
   rm -rf "$tmp"
 }
