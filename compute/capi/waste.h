@@ -138,7 +138,9 @@ typedef struct waste_chat_message {
 } waste_chat_message;
 
 /* Applies a chat format to messages, as `waste run --system S "prompt"` and `waste chat` do:
- * `format_path` is a chat.json file, or NULL for the container's own. With `open_model_turn`
+ * `format_path` is a chat.json file, the name of an installed one ("chatml", "kimi-k3": a name
+ * without '/' that is not a file here is looked up as share/waste/chat/NAME.json), or NULL for the
+ * container's own. With `open_model_turn`
  * nonzero the text ends with what opens the model's turn. Outputs (either may be NULL):
  * *text (NUL-terminated, waste_free) and the prompt *ids (waste_free) -- use the ids to
  * generate: they tokenize the format's strings in markup mode and the content in plain mode,

@@ -30,6 +30,7 @@
 #include "shared/memory/budget.hpp"
 #include "shared/memory/memory_plan.hpp"
 #include "shared/memory/ram.hpp"
+#include "shared/runtime_paths.hpp"
 
 #ifndef WASTE_VERSION
 #define WASTE_VERSION "0.0.0"
@@ -155,8 +156,18 @@ waste::Result<std::uint64_t> local_cache_records(const waste_open_options& o, co
   return waste::arena_slots(*plan, choice->budget_bytes);
 }
 
+// A file, or a bare name ("chatml") of one of the installed formats: share/waste/chat/NAME.json.
 waste::Result<waste::ChatFormat> chat_format_for(const waste_model* m, const char* format_path) {
-  if (format_path != nullptr) return waste::ChatFormat::load(format_path);
+  if (format_path != nullptr) {
+    const std::string name = format_path;
+    std::error_code ec;
+    if (!name.empty() && name.find('/') == std::string::npos && !std::filesystem::exists(name, ec)) {
+      if (auto dir = waste::find_data_subdir("chat"); dir && std::filesystem::is_regular_file(*dir / (name + ".json"), ec)) {
+        return waste::ChatFormat::load(*dir / (name + ".json"));
+      }
+    }
+    return waste::ChatFormat::load(format_path);
+  }
   if (!m->chat) {
     return waste::make_error(Errc::unsupported, m->path.string() + ": the container has no chat.json (pass a format file)");
   }

@@ -294,6 +294,16 @@ TEST_CASE("waste_chat_apply gives the prompt `waste run --system` builds, as tex
   CHECK(std::vector<int>(stops, stops + n_stops) == chat_stop(*tok, **format).ids);
   waste_free(stops);
 
+  // A bare name is an installed format (here the build tree's configs/chat, the data fallback).
+  REQUIRE(waste_chat_apply(h.m, "chatml", msgs + 1, 1, 1, &text, &len, nullptr, nullptr) == WASTE_OK);
+  auto chatml = ChatFormat::load(fs::path(WASTE_SOURCE_DIR) / "configs/chat/chatml.json");
+  REQUIRE(chatml);
+  std::string want;
+  for (const auto& seg : render_chat(*chatml, std::span<const ChatMessage>(&messages[1], 1))) want += seg.text;
+  CHECK(std::string(text, len) == want);
+  CHECK(want.find("Why is the sky blue?") != std::string::npos);
+  waste_free(text);
+
   CHECK(waste_chat_apply(h.m, "/nonexistent/chat.json", msgs, 2, 1, &text, &len, nullptr, nullptr) != WASTE_OK);
   CHECK(std::string(waste_last_error()).find("/nonexistent/chat.json") != std::string::npos);
 }
