@@ -18,6 +18,7 @@
 #include "cli/bench/bench_engine.hpp"
 #include "cli/bench/child_process.hpp"
 #include "cli/bench/daemon_link.hpp"
+#include "cli/bench/floor.hpp"
 #include "cli/bench/io_replay.hpp"
 #include "cli/bench/multi_client.hpp"
 #include "cli/bench/sweep.hpp"
@@ -38,6 +39,7 @@ struct BenchArgs {
   int lookahead = -1;              // -1 automatic
   bool profile = false;
   bool compute_only = false;
+  bool floor = false;              // --floor: the compute floor measured beside the step
   std::string record_trace;        // write the run's expert trace here
   bool io_only = false;
   std::string trace;               // --io-only input
@@ -134,8 +136,8 @@ struct RunContext {
   bench::ProcessMemory memory;  // this process just before the engine closed
 };
 
-void print_json_report(const BenchReport& r, const EngineArgs& args, const RunContext& ctx) {
-  print_json({{"model", args.model},
+void print_json_report(const BenchReport& r, const EngineArgs& args, const RunContext& ctx, nlohmann::json floor) {
+  nlohmann::json j = {{"model", args.model},
               {"threads", r.info.threads},
               {"kernel_isa", r.info.kernel_isa},
               {"expert_format", r.info.expert_format},
@@ -151,7 +153,9 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
                 {"pss_bytes", ctx.memory.pss_bytes},
                 {"shared_bytes", ctx.memory.shared_bytes}}},
               {"prefill", phase_json(r.prefill, ctx.profile)},
-              {"decode", phase_json(r.decode, ctx.profile)}});
+              {"decode", phase_json(r.decode, ctx.profile)}};
+  if (!floor.is_null()) j["floor"] = std::move(floor);
+  print_json(j);
 }
 
 void print_table(const BenchReport& r) {
@@ -276,6 +280,11 @@ int run_bench(BenchArgs a) {
                                      std::to_string(a.decode_tokens) + " tokens do not fit a context of " +
                                      std::to_string(a.engine.ctx) + " (--ctx)");
   }
+  if (a.floor && !a.compute_only) {
+    return report_error("bench", "--floor compares the compute floor with a compute-only step: add --compute-only");
+  }
+  if (a.floor && a.decode_tokens < 1) return report_error("bench", "--floor needs decoded tokens (-n at least 1)");
+  if (a.floor) a.profile = true;  // the per-stage comparison needs the decode profile
   bench::BenchEngineArgs e{a.engine, a.lookahead, a.profile, a.compute_only, !a.record_trace.empty(),
                            a.prefill_chunk};
   auto engine = bench::open_bench_engine(e);
@@ -289,13 +298,24 @@ int run_bench(BenchArgs a) {
   }
   const RunContext ctx{engine->open.budget_bytes, engine->cache_records, engine->via_daemon, a.compute_only, a.profile,
                        bench::read_process_memory(::getpid()).value_or(bench::ProcessMemory{})};
+  std::optional<bench::FloorReport> floor;
+  if (a.floor) {  // after the workload, so the micro-benchmarks do not disturb it
+    auto info = ContainerInfo::open(a.engine.model);
+    if (!info) return report_error("bench", info.error());
+    const ModelConfig& config = engine->open->config();
+    auto rates = bench::measure_floor_rates(*info, config, report->info.threads);
+    if (!rates) return report_error("bench", rates.error());
+    floor = bench::floor_report(*info, config, *rates, report->decode.profile, report->decode.tokens,
+                                report->decode.seconds, a.prompt_tokens);
+  }
   engine->open.engine.reset();  // the engine, then its daemon connection (stops a private daemon)
   bench::detach_daemon(engine->open.daemon);
   if (a.json) {
-    print_json_report(*report, a.engine, ctx);
+    print_json_report(*report, a.engine, ctx, floor ? bench::floor_json(*floor) : nlohmann::json());
   } else {
     print_table(*report);
     if (a.profile) print_profiles(*report);
+    if (floor) bench::print_floor(*floor);
   }
   return 0;
 }
@@ -320,6 +340,8 @@ const CommandRegistration kRegistration{Command{
           ->check(int_range("--prefill-chunk", 1, 64));
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
+      sub.add_flag("--floor", args->floor,
+                   "With --compute-only: measure this machine's compute floor per stage and compare the step with it");
       sub.add_option("--record-trace", args->record_trace, "Write the run's expert requests to FILE")
           ->type_name("FILE")
           ->default_str("none");

@@ -61,7 +61,7 @@ Result<std::shared_ptr<const grammar::Grammar>> load_grammar(const RunArgs& a) {
   nlohmann::json schema;
   try {
     schema = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     return make_error(Errc::format, path + ": not valid JSON: " + e.what());
   }
   auto g = grammar::compile_json_schema(schema);

@@ -460,7 +460,7 @@ std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::str
   json body;
   try {
     body = json::parse(body_text.begin(), body_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error; out_of_range for a number beyond double (1e999)
     return std::unexpected(ApiError{400, std::string("request body is not valid JSON: ") + e.what(),
                                     "invalid_request_error", "", ""});
   }

@@ -56,6 +56,13 @@ TEST_CASE("waste run: a schema or grammar file that cannot be used is an error n
   CHECK(ran.rc != 0);
   CHECK(ran.err.rfind("waste run: " + broken.string() + ": not valid JSON: ", 0) == 0);
 
+  // Hazard: a number beyond double's range throws out_of_range, not parse_error.
+  write_text(broken, R"({"type": "integer", "maximum": 1e999})");
+  ran = run_waste({"run", model, "x", "--in-process", "--json-schema", broken.string()});
+  CHECK(ran.rc != 0);
+  CHECK(ran.err == "waste run: " + broken.string() +
+                       ": not valid JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'\n");
+
   const fs::path gbnf = dir.path() / "bad.gbnf";
   write_text(gbnf, "root ::= item\n\nitem ::= [a-z] oops\n");
   ran = run_waste({"run", model, "x", "--in-process", "--grammar", gbnf.string()});

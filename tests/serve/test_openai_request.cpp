@@ -86,6 +86,12 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   e = chat_error("[1, 2]");
   CHECK(e.message == "request body must be a JSON object");
 
+  // Hazard (found by fuzz_openai_request): a number beyond double's range is valid JSON syntax but
+  // makes the parser throw out_of_range, not parse_error; it must be a 400, not a dead server.
+  e = chat_error(R"({"model": "m", "messages": [], "temperature": 1e999})");
+  CHECK(e.status == 400);
+  CHECK(e.message == "request body is not valid JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'");
+
   // Hazard: invalid UTF-8 inside a string must be refused at the parser, not reach the tokenizer.
   e = chat_error("{\"model\": \"m\", \"messages\": [{\"role\": \"user\", \"content\": \"\xff\xfe\"}]}");
   CHECK(e.status == 400);

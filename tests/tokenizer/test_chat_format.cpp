@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "compute/tokenizer/chat_format.hpp"
 #include "tests/tokenizer/test_support.hpp"
@@ -150,4 +152,67 @@ TEST_CASE("Kimi-K2 (with its tool-call markup) and DeepSeek-V3 formats load", "[
   // DeepSeek's own call markup (function<｜tool▁sep｜>NAME, fenced JSON) is neither style yet:
   // tools on a DeepSeek-V3 container are refused, not rendered wrongly.
   CHECK_FALSE(ds->tools.has_value());
+}
+
+namespace {
+
+// How the public engine reads chat.json (sqliteai/warp cli/main.c, described here, not copied):
+// no JSON parser: the first occurrence of "KEY" anywhere in the first 8191 bytes, then the
+// idx-th string after the next '['; "open" is the first string after the first "open". Only
+// \n and \t are translated; any other escaped byte stands for itself. Fields hold 127 bytes.
+std::string first_match_field(const std::string& text, const std::string& key, int idx) {
+  const std::string js = text.substr(0, 8191);
+  auto at = js.find("\"" + key + "\"");
+  if (at == std::string::npos) return {};
+  std::size_t p = at + key.size() + 2;
+  if (key != "open") {
+    p = js.find('[', p);
+    if (p == std::string::npos) return {};
+  }
+  for (int i = 0; i <= idx; ++i) {
+    p = js.find('"', p);
+    if (p == std::string::npos) return {};
+    if (i < idx) {  // skip this string, honouring escapes
+      for (++p; p < js.size() && js[p] != '"'; ++p) {
+        if (js[p] == '\\' && p + 1 < js.size()) ++p;
+      }
+      ++p;
+    }
+  }
+  std::string out;
+  for (++p; p < js.size() && js[p] != '"' && out.size() < 127; ++p) {
+    if (js[p] == '\\' && p + 1 < js.size()) {
+      ++p;
+      out += js[p] == 'n' ? '\n' : js[p] == 't' ? '\t' : js[p];
+    } else {
+      out += js[p];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Every shipped chat format reads the same through the public engine's first-match reader", "[tokenizer]") {
+  // Hazard: our formats carry keys the public engine does not know ("tools"); its reader takes
+  // the first occurrence of each role key, so an extra key that mentions a role first, a \u
+  // escape or a field over 127 bytes would give it different affixes from ours.
+  for (const auto& entry : std::filesystem::directory_iterator(kConfigs)) {
+    if (entry.path().extension() != ".json") continue;
+    INFO(entry.path().filename().string());
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string text = buf.str();
+    CHECK(text.size() <= 8191);
+    const auto ours = ChatFormat::load(entry.path());
+    REQUIRE(ours.has_value());
+    CHECK(first_match_field(text, "system", 0) == ours->system.prefix);
+    CHECK(first_match_field(text, "system", 1) == ours->system.suffix);
+    CHECK(first_match_field(text, "user", 0) == ours->user.prefix);
+    CHECK(first_match_field(text, "user", 1) == ours->user.suffix);
+    CHECK(first_match_field(text, "assistant", 0) == ours->assistant.prefix);
+    CHECK(first_match_field(text, "assistant", 1) == ours->assistant.suffix);
+    CHECK(first_match_field(text, "open", 0) == ours->open);
+  }
 }
