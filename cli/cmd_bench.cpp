@@ -342,7 +342,8 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<BenchArgs>();
       add_engine_options(sub, args->engine);
-      sub.get_option("model")->required(false);  // --policy-sim needs none; run_bench checks the rest
+      // --policy-sim needs no MODEL; run_bench checks every other mode has one.
+      sub.get_option("model")->required(false)->default_str("none")->description("Container directory (NAME.waste); not with --policy-sim");
       sub.add_option("--prompt-tokens", args->prompt_tokens, "Prompt length in tokens")
           ->type_name("TOKENS")
           ->check(int_range("--prompt-tokens", 1, kMaxCtxTokens));
