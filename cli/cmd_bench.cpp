@@ -5,7 +5,8 @@
 //
 // Modes (cli/bench/*): --profile (stage table of each phase), --compute-only (every expert
 // resident), --record-trace / --io-only --trace (expert I/O alone through waste-ioserver),
-// --clients N (N processes on one daemon), --sweep BUDGETS (table + PNG per budget).
+// --clients N (N processes on one daemon), --sweep BUDGETS (table + PNG per budget),
+// --policy-sim TRACE (the daemon's cache policies on a routing trace, no model, no disk).
 #include <unistd.h>
 
 #include <chrono>
@@ -21,6 +22,7 @@
 #include "cli/bench/floor.hpp"
 #include "cli/bench/io_replay.hpp"
 #include "cli/bench/multi_client.hpp"
+#include "cli/bench/policy_sim.hpp"
 #include "cli/bench/sweep.hpp"
 #include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
@@ -49,6 +51,10 @@ struct BenchArgs {
   std::string sweep_md, sweep_png; // --sweep outputs
   bool drop_caches = false;
   int prefill_chunk = 64;
+  std::string policy_sim;          // routing trace (JSON lines)
+  std::string capacity;            // --policy-sim capacities
+  int sim_lookahead = 0;           // --policy-sim: hinted next-layer experts per layer
+  int sim_wrong = 0;               // of which not used by the next layer
 };
 
 struct PhaseReport {
@@ -270,7 +276,38 @@ int run_io_only_mode(const BenchArgs& a) {
   return 0;
 }
 
+int run_policy_sim_mode(const BenchArgs& a) {
+  auto text = read_text(a.policy_sim);
+  if (!text) return report_error("bench", text.error());
+  auto trace = parse_routing_trace(*text);
+  if (!trace) return report_error("bench", trace.error().with_context(a.policy_sim));
+  bench::PolicySimArgs s;
+  if (a.capacity.empty()) {
+    s.capacities = bench::default_capacities();
+  } else {
+    auto list = bench::parse_capacity_list(a.capacity);
+    if (!list) return report_error("bench", list.error());
+    s.capacities = std::move(*list);
+  }
+  if (a.sim_wrong > a.sim_lookahead) {
+    return report_error("bench", "--sim-wrong " + std::to_string(a.sim_wrong) + " exceeds --sim-lookahead " +
+                                     std::to_string(a.sim_lookahead));
+  }
+  s.hints.lookahead = a.sim_lookahead;
+  s.hints.wrong = a.sim_wrong;
+  auto report = bench::run_policy_sim(*trace, s);
+  if (!report) return report_error("bench", report.error().with_context(a.policy_sim));
+  if (a.json) {
+    print_json(*report);
+  } else {
+    std::fputs(bench::policy_sim_table(*report).c_str(), stdout);
+  }
+  return 0;
+}
+
 int run_bench(BenchArgs a) {
+  if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
+  if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
   if (!a.sweep.empty()) return run_sweep_mode(a);
   if (a.clients > 0) return run_clients_mode(a);
   if (a.io_only) return run_io_only_mode(a);
@@ -325,6 +362,8 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<BenchArgs>();
       add_engine_options(sub, args->engine);
+      // --policy-sim needs no MODEL; run_bench checks every other mode has one.
+      sub.get_option("model")->required(false)->default_str("none")->description("Container directory (NAME.waste); not with --policy-sim");
       sub.add_option("--prompt-tokens", args->prompt_tokens, "Prompt length in tokens")
           ->type_name("TOKENS")
           ->check(int_range("--prompt-tokens", 1, kMaxCtxTokens));
@@ -364,6 +403,22 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--sweep-png", args->sweep_png, "--sweep: plot decode tok/s and hit rate to FILE (gnuplot)")
           ->type_name("FILE")
           ->default_str("none");
+      sub.add_option("--policy-sim", args->policy_sim,
+                     "Replay a routing trace (JSON lines) through the daemon's cache policies and Belady's "
+                     "optimum; no MODEL")
+          ->type_name("TRACE")
+          ->default_str("none");
+      sub.add_option("--capacity", args->capacity,
+                     "--policy-sim: cache sizes, slots (416) or multiples of the working set (0.5x)")
+          ->type_name("LIST")
+          ->default_str("0.5x,1x,2x,4x,8x");
+      sub.add_option("--sim-lookahead", args->sim_lookahead,
+                     "--policy-sim: also simulate prefetching N next-layer experts per layer")
+          ->type_name("N")
+          ->check(int_range("--sim-lookahead", 0, 64));
+      sub.add_option("--sim-wrong", args->sim_wrong, "--policy-sim: of the N, how many the next layer does not use")
+          ->type_name("N")
+          ->check(int_range("--sim-wrong", 0, 64));
       sub.add_flag("--drop-caches", args->drop_caches, "--sweep: drop the page cache before each run (root)");
       return [args] { return run_bench(*args); };
     }}};

@@ -17,7 +17,7 @@ struct IoServerConfig {
   std::filesystem::path container;    // the NAME.waste directory
   std::string instance;               // unique name part: segment and socket names derive from uid + this
   std::uint64_t arena_slots = 0;      // expert slots in the arena (>= 1)
-  CachePolicy policy = CachePolicy::lfru;
+  CachePolicy policy = kDefaultCachePolicy;
   int reader_threads = 2;             // 1..64
   bool direct_io = true;
   bool verify_crc = false;

@@ -3,12 +3,18 @@
 namespace waste {
 
 const char* cache_policy_name(CachePolicy policy) noexcept {
-  return policy == CachePolicy::lru ? "lru" : "lfru";
+  switch (policy) {
+    case CachePolicy::lru: return "lru";
+    case CachePolicy::reuse: return "reuse";
+    case CachePolicy::lfru: break;
+  }
+  return "lfru";
 }
 
 std::optional<CachePolicy> parse_cache_policy(std::string_view text) noexcept {
   if (text == "lfru") return CachePolicy::lfru;
   if (text == "lru") return CachePolicy::lru;
+  if (text == "reuse") return CachePolicy::reuse;
   return std::nullopt;
 }
 

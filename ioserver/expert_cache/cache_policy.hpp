@@ -6,11 +6,15 @@
 
 namespace waste {
 
-// Victim choice of the expert cache (waste-v0-reference.md §4.3).
+// Victim choice of the expert cache (waste-v0-reference.md §4.3; docs/design/daemon.md "Cache policy").
 enum class CachePolicy : std::uint8_t {
-  lfru = 0,  // least frequently used, ties broken by least recently used (default)
-  lru = 1,   // least recently used
+  lfru = 0,   // least frequently used, ties broken by least recently used (the reference's default)
+  lru = 1,    // least recently used
+  reuse = 2,  // farthest expected next use: decayed per-token frequency kept across evictions (ghost
+              // history) and the layer distance to the record's next chance of use (default)
 };
+
+inline constexpr CachePolicy kDefaultCachePolicy = CachePolicy::reuse;
 
 const char* cache_policy_name(CachePolicy policy) noexcept;
 std::optional<CachePolicy> parse_cache_policy(std::string_view text) noexcept;

@@ -7,12 +7,14 @@ namespace waste {
 
 using ipc::SlotState;
 
-ExpertCache::ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy)
+ExpertCache::ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy, std::uint32_t history_keys)
     : slots_(slots),
       policy_(policy),
       index_(std::uint32_t(slots.size())),
       waiters_(slots.size(), 0),
-      limit_(std::uint32_t(slots.size())) {
+      limit_(std::uint32_t(slots.size())),
+      reuse_(history_keys),
+      slot_reuse_(slots.size()) {
   free_.reserve(slots.size());
   // Pop order = slot 0 first.
   for (std::size_t i = slots.size(); i-- > 0;) free_.push_back(std::uint32_t(i));
@@ -26,11 +28,27 @@ bool ExpertCache::evictable(std::uint32_t slot) const {
          waiters_[slot] == 0;
 }
 
+double ExpertCache::wait_of(std::uint32_t slot) const {
+  const SlotReuse& r = slot_reuse_[slot];
+  const int layer = ipc::key_layer(key(slot));
+  const double wait = reuse_.expected_wait(r.state, layer);
+  // A hint holds until the walk reaches its layer in the token it was given in.
+  if (r.hinted && r.hint_epoch == reuse_.epoch() && reuse_.current_layer() < layer) {
+    return std::min(wait, reuse_.hinted_wait(layer));
+  }
+  return wait;
+}
+
 bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
   const auto& sa = slots_[a];
   const auto& sb = slots_[b];
   const std::uint64_t la = sa.last_use.load(std::memory_order_relaxed);
   const std::uint64_t lb = sb.last_use.load(std::memory_order_relaxed);
+  if (policy_ == CachePolicy::reuse) {
+    const double wa = wait_of(a);
+    const double wb = wait_of(b);
+    if (wa != wb) return wa > wb;
+  }
   if (policy_ == CachePolicy::lfru) {
     const std::uint32_t ha = sa.hits.load(std::memory_order_relaxed);
     const std::uint32_t hb = sb.hits.load(std::memory_order_relaxed);
@@ -39,21 +57,28 @@ bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
   return la < lb;
 }
 
-std::optional<std::uint32_t> ExpertCache::choose_victim() {
+void ExpertCache::forget_slot(std::uint32_t slot) {
+  SlotReuse& r = slot_reuse_[slot];
+  reuse_.remember(key(slot), r.state);
+  r = SlotReuse{};
+}
+
+std::optional<std::uint32_t> ExpertCache::choose_victim(std::optional<double> admit_below) {
   if (!free_.empty() && in_use() < limit_) {
     const std::uint32_t s = free_.back();
     free_.pop_back();
     return s;
   }
   const auto n = std::uint32_t(slots_.size());
+  const int samples = policy_ == CachePolicy::reuse ? kReuseSamples : kVictimSamples;
   std::optional<std::uint32_t> best;
-  if (n <= std::uint32_t(kVictimSamples)) {
-    // Small caches: look at every slot, which is what 16 samples approximate anyway.
+  if (n <= std::uint32_t(samples)) {
+    // Small caches: look at every slot, which is what the samples approximate anyway.
     for (std::uint32_t i = 0; i < n; ++i) {
       if (evictable(i) && (!best || better_victim(i, *best))) best = i;
     }
   } else {
-    for (int k = 0; k < kVictimSamples; ++k) {
+    for (int k = 0; k < samples; ++k) {
       rng_ = rng_ * 1664525u + 1013904223u;
       const std::uint32_t i = rng_ % n;
       if (evictable(i) && (!best || better_victim(i, *best))) best = i;
@@ -63,8 +88,11 @@ std::optional<std::uint32_t> ExpertCache::choose_victim() {
       if (evictable(i)) best = i;
     }
   }
+  // Admission of a prefetch: the victim must be expected to wait longer than the hinted record.
+  if (best && admit_below && state(*best) == SlotState::ready && !(wait_of(*best) > *admit_below)) return std::nullopt;
   if (best) {
     if (state(*best) == SlotState::ready) {
+      forget_slot(*best);
       index_.erase(key(*best));
       ++evictions_;
     }
@@ -73,17 +101,33 @@ std::optional<std::uint32_t> ExpertCache::choose_victim() {
 }
 
 ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
-  if (demand) ++clock_;
+  const int layer = ipc::key_layer(key);
+  if (demand) {
+    ++clock_;
+    reuse_.note_demand(layer);
+  }
   if (const auto found = index_.find(key)) {
     auto& s = slots_[*found];
     if (demand) {
       s.last_use.store(clock_, std::memory_order_relaxed);
       s.hits.store(s.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      slot_reuse_[*found].state = reuse_.used(slot_reuse_[*found].state);
+      slot_reuse_[*found].hinted = false;
     }
     return {state(*found) == SlotState::ready ? Outcome::ready : Outcome::inflight, *found};
   }
-  const auto victim = choose_victim();
-  if (!victim) return {Outcome::no_victim, 0};
+  std::optional<double> admit_below;
+  if (!demand && policy_ == CachePolicy::reuse && admission_) admit_below = reuse_.hinted_wait(layer);
+  const auto victim = choose_victim(admit_below);
+  if (!victim) return {demand || !admit_below ? Outcome::no_victim : Outcome::declined, 0};
+  SlotReuse& r = slot_reuse_[*victim];
+  r.state = reuse_.recall(key);
+  if (demand) {
+    r.state = reuse_.used(r.state);
+  } else {
+    r.hinted = true;
+    r.hint_epoch = reuse_.epoch();
+  }
   auto& s = slots_[*victim];
   s.key.store(key, std::memory_order_relaxed);
   s.hits.store(1, std::memory_order_relaxed);
@@ -109,6 +153,7 @@ std::uint32_t ExpertCache::trim() {
   std::uint32_t evicted = 0;
   for (std::uint32_t i = 0; i < slots_.size() && in_use() > limit_; ++i) {
     if (!evictable(i)) continue;
+    forget_slot(i);
     index_.erase(key(i));
     slots_[i].state.store(std::uint32_t(SlotState::empty), std::memory_order_relaxed);
     free_.push_back(i);
@@ -119,6 +164,7 @@ std::uint32_t ExpertCache::trim() {
 }
 
 void ExpertCache::mark_failed(std::uint32_t slot) {
+  slot_reuse_[slot] = SlotReuse{};
   index_.erase(key(slot));
   slots_[slot].state.store(std::uint32_t(SlotState::failed), std::memory_order_relaxed);
   // Failed slots are reused before any eviction; pins on them are dropped by release-layer.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ioserver/expert_cache/cache_policy.hpp"
+#include "ioserver/expert_cache/reuse_model.hpp"
 #include "ioserver/expert_cache/slot_index.hpp"
 #include "shared/ipc/shm_layout.hpp"
 
@@ -22,16 +23,19 @@ namespace waste {
 
 class ExpertCache {
  public:
-  static constexpr int kVictimSamples = 16;
+  static constexpr int kVictimSamples = 16;   // lru, lfru (the reference's sample)
+  static constexpr int kReuseSamples = 64;    // reuse: its score is worth a wider look (LEARNED.md)
+  static constexpr std::uint32_t kHistoryKeys = 1u << 15;  // ghost history of the reuse policy
 
   // `slots` must be zero-initialised (all empty) and outlive the cache.
-  ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy);
+  ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy, std::uint32_t history_keys = kHistoryKeys);
 
   enum class Outcome : std::uint8_t {
     ready,      // resident: `slot` holds the record
     inflight,   // a read is under way into `slot`
     claimed,    // was absent: `slot` is now inflight for this key and the caller must read it
     no_victim,  // absent and every slot is pinned, waited on or in flight
+    declined,   // prefetch only (reuse policy): every candidate victim is worth more than the hint
   };
   struct Lookup {
     Outcome outcome;
@@ -41,6 +45,8 @@ class ExpertCache {
   // A demand access ticks the clock and, when resident, bumps frequency and recency.
   Lookup demand(std::uint32_t key);
   // A prefetch looks up or claims without touching frequency or recency of resident records.
+  // Under the reuse policy it is admitted only over a victim whose expected wait is longer than
+  // the hinted record's (a speculative read never evicts what the policy values more).
   Lookup prefetch(std::uint32_t key);
 
   // Where `key` sits (ready or in flight), without touching any policy state.
@@ -69,6 +75,9 @@ class ExpertCache {
   std::uint32_t trim();
 
   void set_policy(CachePolicy policy) { policy_ = policy; }
+  // Reuse policy: whether a prefetch must beat its victim's expected wait (on by default; off
+  // only to measure what admission is worth).
+  void set_prefetch_admission(bool on) { admission_ = on; }
   [[nodiscard]] CachePolicy policy() const { return policy_; }
   [[nodiscard]] std::uint32_t n_slots() const { return std::uint32_t(slots_.size()); }
   [[nodiscard]] std::uint32_t used() const { return index_.size(); }
@@ -81,8 +90,11 @@ class ExpertCache {
 
  private:
   Lookup lookup(std::uint32_t key, bool demand);
-  std::optional<std::uint32_t> choose_victim();
+  // `admit_below`: a victim must have a longer expected wait than this (reuse prefetch), or none.
+  std::optional<std::uint32_t> choose_victim(std::optional<double> admit_below);
   [[nodiscard]] bool better_victim(std::uint32_t a, std::uint32_t b) const;  // a beats b
+  [[nodiscard]] double wait_of(std::uint32_t slot) const;                    // reuse: expected wait
+  void forget_slot(std::uint32_t slot);  // its record leaves: keep its reuse state as history
 
   std::span<ipc::SlotShm> slots_;
   CachePolicy policy_;
@@ -93,6 +105,15 @@ class ExpertCache {
   std::uint32_t rng_ = 0x9e3779b9u;
   std::uint64_t evictions_ = 0;
   std::uint32_t limit_ = 0;
+  // Reuse policy state (daemon-private, kept under every policy so a switch starts informed).
+  ReuseModel reuse_;
+  bool admission_ = true;
+  struct SlotReuse {
+    ReuseState state;
+    std::uint32_t hint_epoch = 0;
+    bool hinted = false;  // prefetched, not demanded since: valued as the hint until its layer passes
+  };
+  std::vector<SlotReuse> slot_reuse_;
 };
 
 }  // namespace waste

@@ -170,8 +170,9 @@ TEST_CASE("Logits are bit-identical across read-ahead, cache, lookahead, threads
       o.resident_experts = v.resident;
       ExpertSourceStats stats{};
       CHECK(bit_identical(reference, run_logits(o, nullptr, &stats)));
-      // Every variant served the same demand requests.
-      CHECK(stats.hits + stats.misses == sync_stats.misses);
+      // Every variant served the same demand requests (the reference's smallest arena may hit too:
+      // how often depends on the cache policy, not on the requests).
+      CHECK(stats.hits + stats.misses == sync_stats.hits + sync_stats.misses);
       if (v.resident) CHECK(stats.misses == 0);
     }
   }

@@ -1,0 +1,164 @@
+// The cache policy simulator (ioserver/expert_cache/policy_sim) and the reuse policy: hand-counted
+// hit counts, the default policy's bar on the committed real routing traces, prefetch admission.
+// All deterministic replays: no disk, no timing.
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "ioserver/expert_cache/expert_cache.hpp"
+#include "ioserver/expert_cache/policy_sim.hpp"
+#include "test_support.hpp"
+
+using namespace waste;
+
+namespace {
+
+// One MoE layer, one expert a token: A A B C B A C B A.
+constexpr const char* kHandTrace =
+    "{\"tok\": 0, \"layers\": [[0]]}\n{\"tok\": 1, \"layers\": [[0]]}\n{\"tok\": 2, \"layers\": [[1]]}\n"
+    "{\"tok\": 3, \"layers\": [[2]]}\n{\"tok\": 4, \"layers\": [[1]]}\n{\"tok\": 5, \"layers\": [[0]]}\n"
+    "{\"tok\": 6, \"layers\": [[2]]}\n{\"tok\": 7, \"layers\": [[1]]}\n{\"tok\": 8, \"layers\": [[0]]}\n";
+
+RoutingTrace parse_or_fail(const std::string& text) {
+  auto t = parse_routing_trace(text);
+  INFO((t ? std::string() : t.error().message));
+  REQUIRE(t);
+  return *t;
+}
+
+RoutingTrace committed_trace(const char* name) {
+  std::ifstream in(std::string(WASTE_SOURCE_DIR) + "/tests/data/" + name);
+  std::ostringstream text;
+  text << in.rdbuf();
+  REQUIRE_FALSE(text.str().empty());
+  return parse_or_fail(text.str());
+}
+
+}  // namespace
+
+TEST_CASE("policy sim: LRU, LFRU and Belady hit counts on a hand-counted trace", "[ioserver][policy]") {
+  const RoutingTrace trace = parse_or_fail(kHandTrace);
+  REQUIRE(trace.n_layers == 1);
+  REQUIRE(trace.top_k == 1);
+  REQUIRE(trace.working_set() == 1);
+  // Two slots. LRU: hits at access 2 (A) and 5 (B). LFRU keeps A (3 uses) against the one-use
+  // B and C: hits at 2, 6, 9. Belady: 2, 5, 7, 9 (evicts A at 4, B at 6, C at 8).
+  auto lru = simulate_policy(trace, 2, CachePolicy::lru);
+  auto lfru = simulate_policy(trace, 2, CachePolicy::lfru);
+  auto best = simulate_belady(trace, 2);
+  REQUIRE(lru);
+  REQUIRE(lfru);
+  REQUIRE(best);
+  CHECK(lru->demands == 9);
+  CHECK(lru->hits == 2);
+  CHECK(lfru->hits == 3);
+  CHECK(best->hits == 4);
+  CHECK(best->demands == 9);
+}
+
+TEST_CASE("policy sim: a layer's pinned experts never evict each other", "[ioserver][policy]") {
+  // Two layers of two experts, three slots: the second expert of a layer may only evict the other
+  // layer's records. Belady (which would otherwise evict the just-used record of this layer) and
+  // every policy must keep the layer's first expert.
+  const RoutingTrace trace = parse_or_fail(
+      "{\"tok\": 0, \"layers\": [[0, 1], [0, 1]]}\n{\"tok\": 1, \"layers\": [[0, 2], [0, 1]]}\n");
+  for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse}) {
+    auto r = simulate_policy(trace, 3, p);
+    REQUIRE(r);
+    CHECK(r->demands == 8);
+  }
+  auto best = simulate_belady(trace, 3);
+  REQUIRE(best);
+  // a b | x y(evicts b: next use never, a is used at 5) ; a(hit) c(evicts x or y... ) — by hand:
+  // 1 a, 2 b, 3 x, 4 y evicts b (never used again; x is pinned), 5 a hit, 6 c evicts y (a pinned;
+  // x next at 7, y at 8), 7 x hit, 8 y miss. Hits: 2.
+  CHECK(best->hits == 2);
+  auto too_small = simulate_policy(trace, 1, CachePolicy::reuse);
+  REQUIRE_FALSE(too_small);
+  CHECK(too_small.error().message == "capacity 1 is below one layer's 2 experts (they are pinned together)");
+}
+
+TEST_CASE("policy sim: malformed routing traces name the line", "[ioserver][policy]") {
+  auto bad = parse_routing_trace("{\"tok\": 0, \"layers\": [[1, 2]]}\n{\"tok\": 1}\n");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "routing trace line 2: no \"layers\" array");
+  auto uneven = parse_routing_trace("{\"layers\": [[1], [2]]}\n{\"layers\": [[1]]}\n");
+  REQUIRE_FALSE(uneven);
+  CHECK(uneven.error().message == "routing trace line 2: 1 layers where the first token has 2");
+  auto negative = parse_routing_trace("{\"layers\": [[-1]]}\n");
+  REQUIRE_FALSE(negative);
+  CHECK(negative.error().message == "routing trace line 1: expert id -1 is not an integer in 0..16777215");
+}
+
+// The issue-15 bar on real routing (Kimi-Linear 300 tokens, OLMoE 299 tokens): the default is at
+// least the best of LRU and LFRU at 0.5..8 working sets, keeps >= 20% at half a working set and
+// closes half the gap to Belady there. At one working set it closes 38-44% (the issue asks 50%:
+// not met yet, see docs/LEARNED.md); the bound below guards what it does close.
+TEST_CASE("policy sim: the default policy beats LRU and LFRU on the committed real traces", "[ioserver][policy]") {
+  REQUIRE(kDefaultCachePolicy == CachePolicy::reuse);
+  for (const char* name : {"routing-kimi-linear-300tok.jsonl", "routing-olmoe-299tok.jsonl"}) {
+    const RoutingTrace trace = committed_trace(name);
+    for (double multiple : {0.5, 1.0, 2.0, 4.0, 8.0}) {
+      const auto capacity = std::uint32_t(multiple * trace.working_set());
+      const auto lru = simulate_policy(trace, capacity, CachePolicy::lru);
+      const auto lfru = simulate_policy(trace, capacity, CachePolicy::lfru);
+      const auto def = simulate_policy(trace, capacity, kDefaultCachePolicy);
+      const auto best = simulate_belady(trace, capacity);
+      REQUIRE((lru && lfru && def && best));
+      const double base = std::max(lru->hit_rate(), lfru->hit_rate());
+      INFO(name << " at " << multiple << "x: lru " << lru->hit_rate() << " lfru " << lfru->hit_rate() << " default "
+                << def->hit_rate() << " belady " << best->hit_rate());
+      CHECK(def->hit_rate() >= base);
+      CHECK(best->hit_rate() >= def->hit_rate());
+      if (multiple == 0.5) {
+        CHECK(def->hit_rate() >= 0.20);
+        CHECK(def->hit_rate() - base >= 0.5 * (best->hit_rate() - base));
+      }
+      if (multiple == 1.0) CHECK(def->hit_rate() - base >= 0.35 * (best->hit_rate() - base));
+    }
+  }
+}
+
+TEST_CASE("reuse policy: a prefetch never evicts a record valued above the hint", "[ioserver][policy]") {
+  constexpr std::uint32_t kSlots = 3;
+  auto slots = std::make_unique<ipc::SlotShm[]>(kSlots);
+  ExpertCache cache({slots.get(), kSlots}, CachePolicy::reuse);
+  auto access = [&](int layer, int expert) {
+    const auto got = cache.demand(ipc::make_key(layer, expert));
+    if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
+    return got.outcome;
+  };
+  // Token 0 also uses (1, 1) once; then (0, 0) and (1, 0) are used in each of 16 tokens.
+  REQUIRE(access(0, 0) == ExpertCache::Outcome::claimed);
+  REQUIRE(access(1, 0) == ExpertCache::Outcome::claimed);
+  REQUIRE(access(1, 1) == ExpertCache::Outcome::claimed);
+  for (int t = 1; t < 16; ++t) {
+    REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
+    REQUIRE(access(1, 0) == ExpertCache::Outcome::ready);
+  }
+  // Token 16 starts; the lookahead hints layer 1 while the walk is at layer 0.
+  REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
+  // The stale (1, 1) is worth less than a hint: the prefetch takes its slot.
+  const auto first = cache.prefetch(ipc::make_key(1, 5));
+  REQUIRE(first.outcome == ExpertCache::Outcome::claimed);
+  cache.mark_ready(first.slot);
+  CHECK_FALSE(cache.find(ipc::make_key(1, 1)));
+  // Hazard: a speculative read evicting (0, 0) or (1, 0), used every token, for a guess. The
+  // remaining candidates are those two and the first hint, valued as much as this one: declined,
+  // nothing evicted.
+  const std::uint64_t evictions = cache.evictions();
+  const auto second = cache.prefetch(ipc::make_key(1, 6));
+  CHECK(second.outcome == ExpertCache::Outcome::declined);
+  CHECK(cache.evictions() == evictions);
+  CHECK(cache.find(ipc::make_key(0, 0)));
+  CHECK(cache.find(ipc::make_key(1, 0)));
+  CHECK(cache.find(ipc::make_key(1, 5)));
+  // Without admission the same prefetch evicts.
+  cache.set_prefetch_admission(false);
+  CHECK(cache.prefetch(ipc::make_key(1, 6)).outcome == ExpertCache::Outcome::claimed);
+  // A demand is never declined: it evicts like any miss.
+  cache.set_prefetch_admission(true);
+  CHECK(access(0, 7) == ExpertCache::Outcome::claimed);
+}
