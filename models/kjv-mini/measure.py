@@ -14,7 +14,8 @@ logits come from waste-dump-logits (Engine::eval one token at a time, the same l
 `waste eval`, which is run on chapter 1 of each variant to show the figures agree). Top-1
 agreement: positions where the engine's argmax equals the float model's. Oracle check: the
 first 48 tokens of chapter 1 plus 16 greedy tokens, engine vs tests/reference/oracle.py reading
-the same container (dequantized weights, VQ4P with its int8 lookup tables), tol 1e-4.
+the same container (dequantized weights, VQ4P with its int8 lookup tables), tol 1e-4 (VQ4P:
+5e-2, see below).
 """
 from __future__ import annotations
 
@@ -135,7 +136,9 @@ def main() -> int:
     ref = float_scores(model, seqs)
     f_nll = float(sum(r[0].sum() for r in ref)) / n_scored
     res = {"chapters": len(seqs), "tokens_scored": n_scored,
-           "float": {"mean_nll": f_nll, "perplexity": math.exp(f_nll)}, "variants": {}}
+           "float": {"mean_nll": f_nll, "perplexity": math.exp(f_nll),
+                     "mb": round(os.path.getsize(os.path.join(args.checkpoint, "model.safetensors")) / 1e6, 2)},
+           "variants": {}}
     print(f"float model (bf16 weights, PyTorch): Revelation 1-{len(seqs)}, {n_scored} tokens: "
           f"nll {f_nll:.4f} ppl {math.exp(f_nll):.3f} ({time.time() - t0:.0f} s)", flush=True)
     ids_file = os.path.join(args.work, "ch1.ids")
@@ -168,12 +171,15 @@ def main() -> int:
         run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)), "--decode", "16",
              "--threads", str(args.threads)])
         buf = io.StringIO()
-        ok = compare_logits.compare(cdir, dump, prompt, tol=1e-4, out=buf)
+        # VQ4P's int8 lookup tables are discontinuous in their input (an fp32-ulp difference
+        # flips a rint tie): the repository's VQ4P oracle tests run at 5e-2 (docs/design/oracle.md).
+        tol = 5e-2 if name.startswith("vq4p") else 1e-4
+        ok = compare_logits.compare(cdir, dump, prompt, tol=tol, out=buf)
         worst = [l for l in buf.getvalue().splitlines() if l.startswith("overall")][0]
         mean = nll_sum / n_scored
         res["variants"][name] = {
             "convert_args": VARIANTS[name], "convert_seconds": round(t_conv, 1),
-            "weight_error": rep.get("overall", rep.get("total")),
+            "weight_error": rep["relative_error"]["all"],
             "mean_nll": mean, "perplexity": math.exp(mean),
             "top1_agreement": agree / n_scored,
             "chapter1_nll_dump": ch1, "chapter1_nll_waste_eval": ev["mean_nll"],
@@ -184,6 +190,30 @@ def main() -> int:
               f"top-1 agreement {100 * agree / n_scored:.1f}%, ch.1 nll dump {ch1:.6f} / waste eval "
               f"{ev['mean_nll']:.6f}; oracle: {worst}; convert {t_conv:.0f} s ({time.time() - t0:.0f} s)",
               flush=True)
+    # The ctest's figure: `waste eval --file` on all of Jude as one sequence, convert's defaults.
+    if "vq3r" in res["variants"]:
+        jude = os.path.join(HERE, "heldout_jude.txt")
+        ev = json.loads(run([args.waste, "eval", os.path.join(args.work, "kjv-vq3r.waste"), "--file", jude,
+                             "--json", "--quiet", "--in-process", "--threads", str(args.threads)]))
+        with open(jude) as f:
+            jids = enc.encode(f.read())
+        jn = float(float_scores(model, [jids])[0][0].mean())
+        res["ci_jude"] = {"tokens_scored": ev["scored"], "engine_vq3r_perplexity": ev["perplexity"],
+                          "float_perplexity": math.exp(jn)}
+        print(f"Jude (ctest passage): waste eval VQ3R ppl {ev['perplexity']:.4f}, float {math.exp(jn):.4f}, "
+              f"{ev['scored']} tokens", flush=True)
+    print("\n| experts / trunk | convert flags | container MB | expert weight error | Revelation ppl | "
+          "vs float | top-1 agreement | engine vs oracle (max abs logit diff) |")
+    print("|---|---|---|---|---|---|---|---|")
+    print(f"| float (bf16 checkpoint, PyTorch) | - | {res['float'].get('mb', '')} | - | "
+          f"{res['float']['perplexity']:.3f} | - | 100% | - |")
+    for name, v in res["variants"].items():
+        err = v["weight_error"]
+        err = f"{err:.4f}" if isinstance(err, (int, float)) else json.dumps(err)
+        worst = v["oracle"].split("max|diff| ")[1].split(" ")[0]
+        print(f"| {name} | `{' '.join(v['convert_args']) or '(defaults)'}` | {v['container_mb']} | {err} | "
+              f"{v['perplexity']:.3f} | {100 * (v['perplexity'] / res['float']['perplexity'] - 1):+.2f}% | "
+              f"{100 * v['top1_agreement']:.2f}% | {worst} ({'pass' if v['oracle_pass'] else 'FAIL'}) |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
