@@ -169,6 +169,9 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--save-minutes", type=float, default=10.0)
+    ap.add_argument("--bias-rate", type=float, default=1e-2,
+                    help="e_score_correction_bias step per training step (DeepSeek-V3 uses 1e-3 "
+                         "over far more steps; 1e-3 left one expert with ~half the slots after 60 steps here)")
     args = ap.parse_args()
     t0 = time.time()
     torch.set_num_threads(args.threads)
@@ -176,7 +179,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     log = Log(os.path.join(args.out, "train_log.txt"))
     log(f"kjv-mini train.py: seed {args.seed}, threads {args.threads}, budget {args.minutes} min, "
-        f"batch {args.batch} x {args.seq}, lr {args.lr}, torch {torch.__version__}, "
+        f"batch {args.batch} x {args.seq}, lr {args.lr}, bias rate {args.bias_rate}, torch {torch.__version__}, "
         f"start {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(t0))}, load {os.getloadavg()}")
 
     verses = kd.read_kjv()
@@ -224,15 +227,15 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         for moe in model.moe_layers():
-            moe.update_bias(1e-3)
+            moe.update_bias(args.bias_rate)
         step += 1
         seen += y.numel()
         avg = float(loss) if avg is None else 0.95 * avg + 0.05 * float(loss)
         if step % 20 == 0 or step == 1:
             loads = [m.last_load for m in model.moe_layers()]
-            imb = max(float(l.max() / l.mean()) for l in loads)
+            imb = " ".join(f"{float(l.max() / l.mean()):.2f}" for l in loads)
             log(f"step {step} loss {float(loss):.4f} avg {avg:.4f} lr {lr:.2e} tokens {seen} "
-                f"wall {time.time() - t0:.0f} s load {os.getloadavg()[0]:.2f} max/mean expert load {imb:.2f}")
+                f"wall {time.time() - t0:.0f} s load {os.getloadavg()[0]:.2f} max/mean expert load per MoE layer {imb}")
         if step % 200 == 0:
             log(f"step {step} held-out loss (first 32 windows) {evaluate(model, hx, hy, 32):.4f}")
         if time.time() - last_save > args.save_minutes * 60:
