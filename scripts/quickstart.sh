@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# README command 1: install what WASTE needs, build it, make a small synthetic container and
-# run the main job on it (a private ioserver is started for the run and stopped afterwards).
+# README command 1: install what WASTE needs, build it, convert the small model trained here on the
+# King James Bible (models/kjv-mini, a Kimi-Linear checkpoint in Hugging Face layout; seconds) and
+# run the main job on it: a verse continued in English (a private ioserver is started for the run
+# and stopped afterwards).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/setup.sh"
 bash "$root/scripts/build.sh" "$root/build"
-model="$root/build/tiny.waste"
+model="$root/build/kjv-mini.waste"
 rm -rf "$model"
-"$root/build/cli/waste" synth --preset tiny --tokenizer --out "$model"
+"$root/build/cli/waste" convert "$root/models/kjv-mini" --out "$model"
 "$root/build/cli/waste" info "$model"
-"$root/build/cli/waste" run "$model" --ids 1,2,3 -n 16
+"$root/build/cli/waste" run "$model" "And God said unto Moses," -n 48
