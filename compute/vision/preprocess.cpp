@@ -37,15 +37,17 @@ Result<Patches> preprocess(const RgbImage& image, const VisionConfig& c) {
   out.data.assign(std::size_t(out.grid.patches()) * std::size_t(out.stride), 0.0f);
 
   // Source coordinate of each destination column / row (half-pixel centres), with the two
-  // neighbours and the weight of the second, clamped at the borders.
+  // neighbours and the weight of the second, clamped at the borders. In double: at a source
+  // coordinate near 1000 a float weight is off by 6e-5, which a high-contrast edge turns into
+  // a visible fraction of a grey level.
   struct Tap { int i0, i1; float w; };
   auto taps = [](int dst, int src) {
     std::vector<Tap> t(static_cast<std::size_t>(dst));
-    const float ratio = float(src) / float(dst);
+    const double ratio = double(src) / double(dst);
     for (int d = 0; d < dst; ++d) {
-      const float f = (float(d) + 0.5f) * ratio - 0.5f;
+      const double f = (double(d) + 0.5) * ratio - 0.5;
       const int i0 = int(std::floor(f));
-      const float w = f - float(i0);
+      const float w = float(f - double(i0));
       t[d] = {std::clamp(i0, 0, src - 1), std::clamp(i0 + 1, 0, src - 1), w};
     }
     return t;
