@@ -2,7 +2,8 @@
 //   waste-dump-vision CONTAINER RGB_FILE WIDTH HEIGHT OUT_DIR
 // RGB_FILE is raw 8-bit RGB (WIDTH x HEIGHT x 3). Writes OUT_DIR/grid.json ({gw, gh, stride}),
 // patches.f32 ([patches][3*p*p], the preprocessed input), embed.f32 ([patches][D], patch
-// embedding + position grid) and out.f32 ([merged][text_hidden], the projector output).
+// embedding + position grid) and out.f32 ([merged][text_hidden], the projector output), and
+// prints the tower's per-stage seconds as one JSON line (docs/PERFORMANCE.md's benchmark).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,11 @@ int main(int argc, char** argv) {
   for (int i = 0; i < L; ++i) {
     std::copy_n(patches->data.begin() + std::ptrdiff_t(i) * patches->stride, pv, compact.begin() + std::ptrdiff_t(i) * pv);
   }
+  std::printf("{\"patches\": %d, \"layers\": %d, \"embed\": %.3f, \"norms\": %.3f, \"qkv\": %.3f, "
+              "\"rope\": %.3f, \"attention\": %.3f, \"wo\": %.3f, \"mlp\": %.3f, \"merge_project\": %.3f, "
+              "\"total\": %.3f}\n",
+              patches->grid.patches(), tower->config().layers, timings.embed, timings.norms, timings.qkv,
+              timings.rope, timings.attention, timings.wo, timings.mlp, timings.merge_project, timings.total());
   std::ofstream(out / "grid.json") << "{\"gw\": " << patches->grid.gw << ", \"gh\": " << patches->grid.gh
                                    << ", \"seconds\": " << timings.total() << "}\n";
   if (!write_floats(out / "patches.f32", compact.data(), compact.size()) ||
