@@ -1,5 +1,7 @@
 // waste chat MODEL: a conversation on stdin, one user turn per line, the state kept across turns.
-// Lines starting with '/' are commands: /reset, /save FILE, /load FILE, /stats, /quit.
+// Lines starting with '/' are commands: /reset, /save FILE, /load FILE, /image FILE, /stats, /quit.
+// /image FILE decodes a PNG/JPEG and runs the container's vision tower now; its media block goes
+// into the next user turn, before the text (several /image lines: in order).
 // Templates are tokenized in markup mode and content in plain mode (build_chat_prompt), so a
 // user cannot type a control token; the reply ends at the assistant suffix (its text, or its
 // first token when that is a special) or eos. The system prompt is prefilled once per sequence.
@@ -16,6 +18,9 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/session/session_file.hpp"
+#include "compute/vision/image_decode.hpp"
+#include "compute/vision/media_prompt.hpp"
+#include "shared/container/container.hpp"
 
 namespace waste::cli {
 namespace {
@@ -76,6 +81,32 @@ class ChatLoop {
     return ok();
   }
 
+  // /image FILE: decode, encode with the tower (loaded on first use), keep for the next turn.
+  Status add_image(const std::string& path) {
+    auto pixels = vision::decode_image_file(path);
+    if (!pixels) return std::unexpected(pixels.error());
+    if (!tower_) {
+      auto info = ContainerInfo::open(args_.engine.model);
+      if (!info) return std::unexpected(info.error());
+      auto tower = vision::VisionTower::load(args_.engine.model, info->manifest);
+      if (!tower) return std::unexpected(tower.error());
+      if (tower->config().text_hidden != engine_.config().hidden) {
+        return make_error(Errc::format, "vision.json text_hidden_size " + std::to_string(tower->config().text_hidden) +
+                                            " is not the model's hidden size " + std::to_string(engine_.config().hidden));
+      }
+      auto media = vision::MediaTokens::from(tokenizer_);
+      if (!media) return std::unexpected(media.error());
+      media_ = *media;
+      tower_.emplace(std::move(*tower));
+    }
+    auto img = vision::encode_image(*tower_, engine_.exec(), *pixels);
+    if (!img) return std::unexpected(img.error().with_context(path));
+    std::fprintf(stderr, "[image %s: %dx%d, %d positions in the next turn]\n", path.c_str(), img->width, img->height,
+                 img->positions());
+    images_.push_back(std::move(*img));
+    return ok();
+  }
+
   Status turn(const std::string& text) {
     std::vector<int> prompt;
     if (format_) {
@@ -86,6 +117,21 @@ class ChatLoop {
     }
     if (prompt.empty()) return ok();
     GenerateParams params;
+    vision::MediaPrompt media;
+    std::vector<vision::EncodedImage> images = std::move(images_);
+    images_.clear();
+    if (!images.empty()) {
+      // The blocks go where the user text starts: where the turn with empty text stops agreeing.
+      std::size_t at = 0;
+      if (format_) {
+        const ChatMessage bare_message{ChatRole::user, ""};
+        const std::vector<int> bare = build_chat_prompt(tokenizer_, *format_, std::span(&bare_message, 1));
+        while (at < bare.size() && at < prompt.size() && bare[at] == prompt[at]) ++at;
+      }
+      media = vision::insert_media(tokenizer_, media_, prompt, at, images, engine_.config().hidden);
+      prompt = media.tokens;
+      params.prompt_embeddings = media.embeddings;
+    }
     params.max_tokens = args_.n_tokens;
     params.sampling = args_.sampling.params();
     params.stop_tokens = stop_.ids;
@@ -162,6 +208,12 @@ class ChatLoop {
         std::fprintf(stderr, "[%s %s at position %d]\n", name == "/save" ? "saved" : "loaded", arg.c_str(),
                      engine_.position());
       }
+    } else if (name == "/image") {
+      if (arg.empty()) {
+        report_error("chat", "/image needs a file name");
+      } else if (Status s = add_image(arg); !s) {
+        report_error("chat", s.error());
+      }
     } else if (name == "/stats") {
       const ExpertSourceStats st = engine_.stats();
       const std::uint64_t total = st.hits + st.misses;
@@ -171,7 +223,7 @@ class ChatLoop {
                   double(st.bytes_read) / 1e9);
       std::fflush(stdout);
     } else {
-      report_error("chat", "unknown command " + name + " (/reset, /save FILE, /load FILE, /stats, /quit)");
+      report_error("chat", "unknown command " + name + " (/reset, /save FILE, /load FILE, /image FILE, /stats, /quit)");
     }
     return true;
   }
@@ -182,6 +234,9 @@ class ChatLoop {
   std::optional<ChatFormat> format_;
   ChatStop stop_;
   std::vector<int> suffix_ids_;
+  std::optional<vision::VisionTower> tower_;     // loaded by the first /image
+  vision::MediaTokens media_;
+  std::vector<vision::EncodedImage> images_;     // waiting for the next turn
 };
 
 int run_chat(const ChatArgs& a) {
@@ -197,7 +252,7 @@ int run_chat(const ChatArgs& a) {
 }
 
 const CommandRegistration kRegistration{Command{
-    "chat", "Converse with the model on stdin (/reset /save /load /stats /quit)",
+    "chat", "Converse with the model on stdin (/reset /save /load /image /stats /quit)",
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<ChatArgs>();
       add_engine_options(sub, args->engine);

@@ -5,6 +5,8 @@
 // --json-schema FILE / --grammar FILE (text mode): every step masks the tokens the grammar
 // cannot continue with before sampling; the run ends when the match is finished, or at an
 // end token (eos / the chat format's stop) once the match is complete.
+// --image FILE (repeatable, text mode): PNG/JPEG through the container's vision tower; each image's
+// media block goes before the user text, one prompt position per merged patch.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +21,9 @@
 #include "compute/sampling/grammar/grammar.hpp"
 #include "compute/sampling/sampler.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
+#include "compute/vision/image_decode.hpp"
+#include "compute/vision/media_prompt.hpp"
+#include "shared/container/container.hpp"
 
 namespace waste::cli {
 namespace {
@@ -38,6 +43,8 @@ struct RunArgs {
   bool json = false;        // --json: one JSON document on stdout instead of streamed output
   std::string json_schema;  // text mode: constrain the output to this JSON Schema file
   std::string grammar;      // text mode: constrain the output to this EBNF grammar file
+  std::vector<std::string> images;          // text mode: --image files, in order
+  std::vector<vision::RgbImage> decoded;    // their pixels (decoded before the model opens)
 };
 
 // What a constrained run adds to the report.
@@ -105,6 +112,7 @@ void report(const RunArgs& a, const GenerateResult& result, const Engine& engine
 // are allowed only once the match is complete and end the run without being printed or fed.
 int run_constrained(const RunArgs& a, Engine& engine, const GenerateParams& params, const Tokenizer& tokenizer,
                     const std::vector<int>& prompt, int eos) {
+  // (params.prompt_embeddings: the media rows of an --image prompt, fed with the prompt)
   auto g = load_grammar(a);
   if (!g) return report_error("run", g.error());
   std::vector<int> ends = params.stop_tokens;
@@ -134,7 +142,7 @@ int run_constrained(const RunArgs& a, Engine& engine, const GenerateParams& para
   auto since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
-  auto fed = engine.eval(prompt);
+  auto fed = engine.eval(prompt, params.prompt_embeddings);
   if (!fed) return report_error("run", fed.error());
   result.prompt_seconds = since(start);
   start = std::chrono::steady_clock::now();
@@ -213,6 +221,38 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
     if (!a.system.empty()) tokenizer->encode(a.system + "\n", prompt);
     tokenizer->encode(a.prompt, prompt);
   }
+  // --image: the tower's rows at the media positions, the blocks before the user text (found
+  // as where the prompt with an empty user message stops agreeing with this one).
+  std::vector<vision::EncodedImage> encoded;
+  vision::MediaPrompt media;
+  if (!a.decoded.empty()) {
+    auto info = ContainerInfo::open(a.engine.model);
+    if (!info) return report_error("run", info.error());
+    auto tower = vision::VisionTower::load(a.engine.model, info->manifest);
+    if (!tower) return report_error("run", tower.error());
+    if (tower->config().text_hidden != engine.config().hidden) {
+      return report_error("run", "vision.json text_hidden_size " + std::to_string(tower->config().text_hidden) +
+                                     " is not the model's hidden size " + std::to_string(engine.config().hidden));
+    }
+    auto tokens = vision::MediaTokens::from(*tokenizer);
+    if (!tokens) return report_error("run", tokens.error());
+    for (std::size_t i = 0; i < a.decoded.size(); ++i) {
+      auto img = vision::encode_image(*tower, engine.exec(), a.decoded[i]);
+      if (!img) return report_error("run", img.error().with_context(a.images[i]));
+      encoded.push_back(std::move(*img));
+    }
+    std::size_t at = 0;
+    if (*format) {
+      std::vector<ChatMessage> empty;
+      if (!a.system.empty()) empty.push_back({ChatRole::system, a.system});
+      empty.push_back({ChatRole::user, ""});
+      const std::vector<int> bare = build_chat_prompt(*tokenizer, **format, empty);
+      while (at < bare.size() && at < prompt.size() && bare[at] == prompt[at]) ++at;
+    }
+    media = vision::insert_media(*tokenizer, *tokens, prompt, at, encoded, engine.config().hidden);
+    prompt = media.tokens;
+    params.prompt_embeddings = media.embeddings;
+  }
   const int eos = params.eos_token == -2 ? -1 : tokenizer->eos();
   if (!a.json_schema.empty() || !a.grammar.empty()) return run_constrained(a, engine, params, *tokenizer, prompt, eos);
   StopTextStream stream(std::move(stop_texts));
@@ -258,6 +298,12 @@ int run(RunArgs a) {
   if (!a.json_schema.empty() || !a.grammar.empty()) {
     // Refuse a bad file before the model is opened.
     if (auto g = load_grammar(a); !g) return report_error("run", g.error());
+  }
+  if (!a.images.empty() && a.prompt.empty()) return report_error("run", "--image needs a prompt text (text mode), not --ids");
+  for (const std::string& path : a.images) {
+    auto img = vision::decode_image_file(path);
+    if (!img) return report_error("run", img.error());
+    a.decoded.push_back(std::move(*img));
   }
   auto engine = open_engine(a.engine);
   if (!engine) return report_error("run", engine.error());
@@ -306,6 +352,9 @@ const CommandRegistration kRegistration{Command{
           ->check(int_range("--stop", 0, kIntMax));
       sub.add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the model's eos token");
       sub.add_option("--file", args->file, "Read the prompt text from this file ('-' = stdin)")
+          ->type_name("FILE")
+          ->default_str("none");
+      sub.add_option("--image", args->images, "PNG or JPEG image before the prompt text (repeatable; text mode)")
           ->type_name("FILE")
           ->default_str("none");
       sub.add_flag("-q,--quiet", args->quiet, "No stats line");

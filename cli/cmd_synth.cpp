@@ -91,6 +91,13 @@ const CommandRegistration kRegistration{Command{
           ->default_str("the preset's")
           ->check(one_of("--trunk", std::vector<std::string>{"q4g", "q8g", "q3g"}));
       sub.add_flag("--tokenizer", args->request.tokenizer, "Also write tokenizer.model and specials.json");
+      auto* vision = sub.add_flag("--vision", args->request.vision,
+                                  "Also write the K3 vision tower (real shapes) and vision.json");
+      sub.add_option("--vision-layers", args->request.vision_layers, "Tower blocks with --vision (the release has 27)")
+          ->type_name("N")
+          ->default_str("2")
+          ->check(int_range("--vision-layers", 1, 27))
+          ->needs(vision);
       sub.add_option("--chat-format", args->chat_format, "Also write this chat.json (e.g. configs/chat/kimi-k3.json)")
           ->type_name("FILE")
           ->default_str("none");

@@ -29,7 +29,7 @@ endforeach()
 
 # What a host linking libwaste.a also needs (the engine's system libraries); the shared
 # library records its own.
-set(WASTE_STATIC_SYSTEM_LIBS zmq icui18n icuuc uring spdlog fmt stdc++ m pthread rt dl)
+set(WASTE_STATIC_SYSTEM_LIBS zmq icui18n icuuc uring png jpeg spdlog fmt stdc++ m pthread rt dl)
 list(TRANSFORM WASTE_STATIC_SYSTEM_LIBS PREPEND "-l" OUTPUT_VARIABLE WASTE_PC_LIBS_PRIVATE)
 list(JOIN WASTE_PC_LIBS_PRIVATE " " WASTE_PC_LIBS_PRIVATE)
 

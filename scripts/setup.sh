@@ -6,7 +6,7 @@ if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   libboost-dev libzmq3-dev cppzmq-dev libcli11-dev catch2 libspdlog-dev nlohmann-json3-dev
-  zlib1g-dev libicu-dev liburing-dev
+  zlib1g-dev libicu-dev liburing-dev libpng-dev libjpeg62-turbo-dev
   # waste serve: HTTP (cpp-httplib); test-time only: nginx in front of two servers (tests/serve)
   libcpp-httplib-dev nginx
   # test-time only: the PyTorch oracle (with a fast BLAS), the libFuzzer runtime, plots

@@ -48,9 +48,10 @@ struct Engine::Impl {
   std::unique_ptr<forward::Forward> forward;
 
   // One decode step or one prefill chunk, timed into the profile when it is on.
-  Status feed(std::span<const int> tokens) {
+  Status feed(std::span<const int> tokens, std::span<const float* const> embeddings = {}) {
     const auto start = options.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    Status s = tokens.size() == 1 ? forward->step(tokens[0], state, logits) : forward->prefill(tokens, state, logits);
+    Status s = tokens.size() == 1 ? forward->step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0])
+                                  : forward->prefill(tokens, state, logits, embeddings);
     have_logits = bool(s);
     if (options.profile) {
       profile.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -224,8 +225,12 @@ Status Engine::check_tokens(std::span<const int> tokens) const {
   return ok();
 }
 
-Result<std::span<const float>> Engine::eval(std::span<const int> tokens) {
+Result<std::span<const float>> Engine::eval(std::span<const int> tokens, std::span<const float* const> embeddings) {
   if (tokens.empty()) return make_error(Errc::argument, "eval: no tokens to feed");
+  if (!embeddings.empty() && embeddings.size() != tokens.size()) {
+    return make_error(Errc::argument, "eval: " + std::to_string(embeddings.size()) + " embedding rows for " +
+                                          std::to_string(tokens.size()) + " tokens");
+  }
   WASTE_TRY(check_tokens(tokens));
   const int free_positions = impl_->state.ctx_tokens() - impl_->state.position();
   if (std::int64_t(tokens.size()) > free_positions) {
@@ -236,7 +241,8 @@ Result<std::span<const float>> Engine::eval(std::span<const int> tokens) {
   const std::size_t chunk = std::size_t(impl_->options.prefill_chunk);
   for (std::size_t begin = 0; begin < tokens.size();) {
     const std::size_t n = std::min(chunk, tokens.size() - begin);
-    if (Status fed = impl_->feed(tokens.subspan(begin, n)); !fed) {
+    if (Status fed = impl_->feed(tokens.subspan(begin, n), embeddings.empty() ? embeddings : embeddings.subspan(begin, n));
+        !fed) {
       return std::unexpected(fed.error().with_context("token at position " + std::to_string(impl_->state.position())));
     }
     begin += n;
@@ -270,7 +276,7 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
   result.prompt_tokens = int(prompt.size());
   auto start = std::chrono::steady_clock::now();
   if (!prompt.empty()) {
-    auto fed = eval(prompt);
+    auto fed = eval(prompt, params.prompt_embeddings);
     if (!fed) return std::unexpected(fed.error());
   }
   result.prompt_seconds = seconds_since(start);
@@ -323,6 +329,8 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
   result.generate_seconds = seconds_since(start);
   return result;
 }
+
+forward::Exec Engine::exec() const { return forward::Exec{*impl_->pool, *impl_->kernels}; }
 
 Result<std::unique_ptr<EngineSequence>> Engine::new_sequence() const {
   auto state = model::RunState::create(impl_->info.manifest.config, impl_->options.ctx_tokens);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compute/expert_source.hpp"
+#include "compute/forward/ops.hpp"
 #include "compute/model/run_state.hpp"
 #include "compute/profile/profile.hpp"
 #include "compute/sampling/sampler.hpp"
@@ -62,6 +63,9 @@ struct GenerateParams {
   SamplingParams sampling;         // temperature 0 = greedy
   std::vector<int> stop_tokens;    // generation stops after feeding one of these
   int eos_token = -1;              // -1 = the config's eos_token_id (when > 0); -2 = none
+  // Empty, or one pointer per prompt token: non-null = that position's embedding (hidden floats,
+  // a media position's vision tower row) instead of embed_tokens. Must outlive generate().
+  std::span<const float* const> prompt_embeddings;
 };
 
 // One generated token, reported after it has been fed through the model.
@@ -152,7 +156,8 @@ class Engine {
   // chunk, a 1-token remainder through the decode step). Ids and the free context are checked
   // before anything is fed; an I/O error mid-way leaves the chunks before it fed (position()
   // tells how many tokens).
-  Result<std::span<const float>> eval(std::span<const int> tokens);
+  // `embeddings`: as GenerateParams::prompt_embeddings (empty, or one pointer per token).
+  Result<std::span<const float>> eval(std::span<const int> tokens, std::span<const float* const> embeddings = {});
 
   // §6.2: feed the prompt, then sample, feed, report, until max_tokens, a stop/eos token (fed,
   // then stop), a full context or the callback returning false (StopReason::cancelled).
@@ -180,6 +185,9 @@ class Engine {
   [[nodiscard]] std::span<const float> logits() const;  // of the last fed token
   // The daemon connection an EngineOptions::daemon open holds; nullptr otherwise.
   [[nodiscard]] const DaemonConnection* daemon() const;
+  // The engine's thread pool and kernel table, for work beside the forward pass (the vision
+  // tower); not while a forward call is running.
+  [[nodiscard]] forward::Exec exec() const;
   // The sequence state (sessions save and restore it; keep position() consistent).
   model::RunState& run_state();
   [[nodiscard]] const model::RunState& run_state() const;

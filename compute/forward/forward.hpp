@@ -198,13 +198,18 @@ class Forward {
 
   // Feed `token` at state.position(); logits (vocab floats) of the next token. Precondition:
   // 0 <= token < vocab and state.position() < ctx_tokens (the Engine checks both).
-  Status step(int token, model::RunState& state, std::span<float> logits);
+  // `embedding` (hidden floats), when given, replaces embed_tokens[token]: a media position
+  // fed the vision tower's output row (the token id is still checked and recorded as fed).
+  Status step(int token, model::RunState& state, std::span<float> logits, const float* embedding = nullptr);
 
   // Chunked prefill (§3.10) of 1..kMaxPrefillChunk tokens: projections batched over the chunk,
   // the attention recurrences token by token, each distinct routed expert read once per chunk;
   // logits of the last token. Same preconditions per token, and position() + tokens.size() <=
   // ctx_tokens.
-  Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits);
+  // `embeddings`, empty or one pointer per token: a non-null entry replaces that token's
+  // embed_tokens row (media positions), as in step().
+  Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
+                 std::span<const float* const> embeddings = {});
 
   // One sequence's share of a batch: its tokens, fed at state->position() in order, and where
   // the logits after its last token go (vocab floats).
@@ -239,7 +244,7 @@ class Forward {
                  profile::Stopwatch& watch);
   void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
-                    profile::Stopwatch& watch);
+                    profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
   void after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,
                        const float* blocks, int n_blocks, float* h);
   void after_ffn(const float* f, float* x, float* ps);

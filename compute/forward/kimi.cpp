@@ -172,7 +172,7 @@ const model::MoeWeights* Forward::lookahead_target(int layer) const {
   return next.moe ? &next.moe_w : nullptr;
 }
 
-Status Forward::step(int token, model::RunState& state, std::span<float> logits) {
+Status Forward::step(int token, model::RunState& state, std::span<float> logits, const float* embedding) {
   profile::Stopwatch watch(profile_);
   watch.start();
   const int pos = state.position();
@@ -182,8 +182,12 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits)
   float* blocks = state.blocks().data();
   int n_blocks = 0;
 
-  // x = embed_tokens[token]
-  WASTE_TRY(trunk_.read_row(*w_.embed, token, x_));
+  // x = embed_tokens[token], or the media row given for this position
+  if (embedding != nullptr) {
+    std::memcpy(x, embedding, std::size_t(c_.hidden) * sizeof(float));
+  } else {
+    WASTE_TRY(trunk_.read_row(*w_.embed, token, x_));
+  }
   watch.lap(profile::Stage::embed);
 
   for (int L = 0; L < c_.n_layers; ++L) {
@@ -245,12 +249,17 @@ void Forward::attention(const model::LayerWeights& lw, int layer, const float* h
 // each distinct expert read once. Leaves the residual stream of token t in pre_x_ row t and its
 // block history in pre_blocks_ row t.
 Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
-                           profile::Stopwatch& watch) {
+                           profile::Stopwatch& watch, std::span<const float* const> embeddings) {
   const int T = int(tokens.size());
   const std::size_t H = std::size_t(c_.hidden);
   const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;
   for (int t = 0; t < T; ++t) {
-    WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * H, H)));
+    const float* media = embeddings.empty() ? nullptr : embeddings[std::size_t(t)];
+    if (media != nullptr) {
+      std::memcpy(pre_x_.data() + t * H, media, H * sizeof(float));
+    } else {
+      WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * H, H)));
+    }
     watch.lap(profile::Stage::embed);
   }
 
@@ -288,13 +297,18 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
   return ok();
 }
 
-Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits) {
+Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
+                        std::span<const float* const> embeddings) {
   const int T = int(tokens.size());
   if (T < 1 || T > kMaxPrefillChunk) {
     return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
                                           std::to_string(kMaxPrefillChunk));
   }
-  if (T == 1) return step(tokens[0], state, logits);
+  if (!embeddings.empty() && embeddings.size() != tokens.size()) {
+    return make_error(Errc::argument, "prefill: " + std::to_string(embeddings.size()) + " embedding rows for " +
+                                          std::to_string(T) + " tokens");
+  }
+  if (T == 1) return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
   profile::Stopwatch watch(profile_);
   watch.start();
   const std::size_t H = std::size_t(c_.hidden);
@@ -303,7 +317,7 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   const int pos0 = state.position();
   const TokenSeq chunk[1] = {TokenSeq{&state, pos0}};
   int n_blocks = 0;
-  WASTE_TRY(run_tokens(tokens, chunk, n_blocks, watch));
+  WASTE_TRY(run_tokens(tokens, chunk, n_blocks, watch, embeddings));
 
   // Only the last token goes through the head; its block history becomes the state's.
   const std::size_t last = std::size_t(T - 1);

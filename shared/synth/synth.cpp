@@ -189,6 +189,10 @@ Result<SynthSpec> make_spec(const json& preset_in, const SynthRequest& request) 
   spec.tokenizer = request.tokenizer;
   spec.quantize_small_matrices = knobs.value("quantize_small_matrices", false);
   spec.vision_stub = knobs.value("vision_stub", false);
+  if (request.vision && (request.vision_layers < 1 || request.vision_layers > 27)) {
+    return make_error(Errc::argument,
+                      "--vision-layers " + std::to_string(request.vision_layers) + " is out of range 1..27");
+  }
   auto trunk_fmt = parse_trunk_fmt(request.trunk.value_or(knobs.value("trunk", std::string("q4g"))));
   if (!trunk_fmt) return std::unexpected(trunk_fmt.error());
   spec.trunk_fmt = *trunk_fmt;
@@ -231,6 +235,17 @@ Result<SynthSpec> make_spec(const json& preset_in, const SynthRequest& request) 
   spec.skeleton.arch = spec.skeleton.config.arch;
   spec.skeleton.tensor_prefix = nested ? "language_model." : knobs.value("tensor_prefix", std::string());
   spec.skeleton.quant = *quant;
+  if (request.vision) {
+    if (spec.skeleton.tensor_prefix.empty()) {
+      return make_error(Errc::argument, "--vision needs a model with a tensor prefix (a nested text_config, e.g. "
+                                        "kimi-k3 or tiny-k3): the tower must sit outside the text trunk");
+    }
+    VisionShape v;
+    v.layers = request.vision_layers;
+    v.text_hidden = spec.skeleton.config.hidden;
+    if (request.tokenizer) v.media_pad_id = kSyntheticBaseTokens + 8;  // "<|media_pad|>" in the synthetic specials
+    spec.vision = v;
+  }
   if (spec.skeleton.config.n_experts > 0) {
     auto g = ExpertGeometry::from(spec.skeleton.config, spec.skeleton.quant);
     if (!g) return std::unexpected(g.error());
@@ -312,6 +327,35 @@ std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
       plan_add(out, spec, p + "mlp.down_proj.weight", {hid, c.dense_inter});
     }
   }
+  if (spec.vision) {
+    // Outside the prefix, as the converter places them: 2-D matrices Q8G (the 4-D patch conv
+    // flattened to [hidden, 3*14*14], the [64, 64, hidden] position grid to [64*64, hidden]),
+    // norm gains F32. No biases: reference §3.11's tower has none.
+    const VisionShape& v = *spec.vision;
+    auto add = [&](std::string name, std::vector<std::int64_t> shape) {
+      TensorPlan t;
+      t.name = std::move(name);
+      t.fmt = shape.size() == 1 ? TensorFormat::f32 : TensorFormat::q8g;
+      t.shape = std::move(shape);
+      out.push_back(std::move(t));
+    };
+    const std::int64_t D = v.hidden, Q = v.qkv_hidden, merged = 4 * std::int64_t(v.hidden);
+    add("vision_tower.patch_embed.proj.weight", {D, 3 * v.patch * v.patch});
+    add("vision_tower.patch_embed.pos_emb.weight", {std::int64_t(v.pos_h) * v.pos_w, D});
+    for (int b = 0; b < v.layers; ++b) {
+      const std::string p = "vision_tower.encoder.blocks." + std::to_string(b) + ".";
+      add(p + "norm0.weight", {D});
+      add(p + "norm1.weight", {D});
+      add(p + "wqkv.weight", {3 * Q, D});
+      add(p + "wo.weight", {D, Q});
+      add(p + "mlp.fc0.weight", {v.inter, D});
+      add(p + "mlp.fc1.weight", {D, v.inter});
+    }
+    add("vision_tower.encoder.final_layernorm.weight", {D});
+    add("mm_projector.proj.0.weight", {merged, merged});
+    add("mm_projector.proj.2.weight", {v.text_hidden, merged});
+    add("mm_projector.post_norm.weight", {v.text_hidden});
+  }
   if (spec.vision_stub) {
     TensorPlan v;
     v.name = "vision_tower.encoder.layers.0.fc0.weight";  // outside the prefix: stays on disk
@@ -321,6 +365,25 @@ std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
   }
   std::sort(out.begin(), out.end(), [](const TensorPlan& a, const TensorPlan& b) { return a.name < b.name; });
   return out;
+}
+
+json vision_json(const VisionShape& v) {
+  return json{{"vt_hidden_size", v.hidden},
+              {"vt_num_attention_heads", v.heads},
+              {"qkv_hidden_size", v.qkv_hidden},
+              {"vt_intermediate_size", v.inter},
+              {"vt_num_hidden_layers", v.layers},
+              {"init_pos_emb_height", v.pos_h},
+              {"init_pos_emb_width", v.pos_w},
+              {"text_hidden_size", v.text_hidden},
+              {"patch_size", v.patch},
+              {"merge_kernel_size", {2, 2}},
+              {"media_placeholder_token_id", v.media_pad_id},
+              {"max_patches", v.max_patches},
+              {"image_mean", {0.5, 0.5, 0.5}},
+              {"image_std", {0.5, 0.5, 0.5}},
+              {"vt_rms_eps", 1.1920928955078125e-07},
+              {"projector_ln_eps", 1e-5}};
 }
 
 void generate_row_q(const SynthSpec& spec, const TensorPlan& t, std::int64_t row, std::span<std::int8_t> q,
@@ -348,7 +411,7 @@ void generate_row_f32(const SynthSpec& spec, const TensorPlan& t, std::int64_t r
   const std::uint64_t key = tensor_key(spec, t.name);
   float lo = -0.5f, hi = 0.5f;  // conv1d weights, dt_bias and any other vector
   const std::string_view name = t.name;
-  if (ends_with(name, "norm.weight")) {
+  if (ends_with(name, "norm.weight") || ends_with(name, "norm0.weight") || ends_with(name, "norm1.weight")) {
     lo = 0.9f, hi = 1.1f;  // RMSNorm gains near 1
   } else if (ends_with(name, "_res_proj.weight")) {
     lo = -0.1f, hi = 0.1f;  // AttnRes pseudo-queries: mild preferences between blocks
@@ -512,6 +575,7 @@ Result<SynthStats> write_container(const SynthSpec& spec, const std::filesystem:
     }
   }
   if (spec.tokenizer) WASTE_TRY(write_synthetic_tokenizer(out_dir, spec.seed));
+  if (spec.vision) WASTE_TRY(write_file_atomic(out_dir / "vision.json", vision_json(*spec.vision).dump(1) + "\n"));
   auto manifest = writer->finish();
   if (!manifest) return std::unexpected(manifest.error());
   return stats;

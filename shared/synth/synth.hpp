@@ -32,6 +32,16 @@ struct SynthRequest {
   std::optional<std::string> experts;    // "vq3r" | "vq2r" | "vq4p"
   std::optional<std::string> trunk;      // "q4g" | "q8g" | "q3g"
   bool tokenizer = false;                // write tokenizer.model + specials.json, vocab = base + 11
+  bool vision = false;                   // also write the K3 vision tower (MoonViT) + vision.json
+  int vision_layers = 2;                 // tower blocks with `vision` (the real tower has 27)
+};
+
+// The K3 vision tower's geometry at the real release shapes (reference §3.11); only the
+// block count and the projector's output width (the text hidden size) vary.
+struct VisionShape {
+  int hidden = 1024, heads = 12, qkv_hidden = 1536, inter = 4096, layers = 27;
+  int pos_h = 64, pos_w = 64, patch = 14, text_hidden = 0, max_patches = 1024;
+  int media_pad_id = 163605;             // <|media_pad|> (the synthetic tokenizer's id with --tokenizer)
 };
 
 struct SynthSpec {
@@ -39,6 +49,7 @@ struct SynthSpec {
   TensorFormat trunk_fmt = TensorFormat::q4g;
   bool quantize_small_matrices = false;  // quantise 2-D matrices below 65536 elements too (reference §7)
   bool vision_stub = false;              // one Q8G tensor outside tensor_prefix (exercises the skip path)
+  std::optional<VisionShape> vision;     // the whole tower outside the prefix, and vision.json
   bool tokenizer = false;
   std::uint64_t seed = 0;
 };
@@ -88,6 +99,9 @@ struct SynthStats {
   int n_tensors = 0;
   int n_banks = 0;
 };
+
+// vision.json for a tower of this shape (the converter's keys, reference §3.11).
+nlohmann::json vision_json(const VisionShape& shape);
 
 // Write the whole container into `out_dir` (manifest last, atomically).
 Result<SynthStats> write_container(const SynthSpec& spec, const std::filesystem::path& out_dir);

@@ -58,7 +58,7 @@ TEST_CASE("waste chat commands: /stats, /reset, /quit, errors", "[cli][chat]") {
   CHECK(lines[0].find(" of 512  experts hit ") != std::string::npos);
   CHECK(lines[0].substr(0, lines[0].find(" of ")) == lines[1].substr(0, lines[1].find(" of ")));
   CHECK(lines[0] != "position 0 of 512");
-  CHECK(ran.err.find("waste chat: unknown command /bogus (/reset, /save FILE, /load FILE, /stats, /quit)\n") !=
+  CHECK(ran.err.find("waste chat: unknown command /bogus (/reset, /save FILE, /load FILE, /image FILE, /stats, /quit)\n") !=
         std::string::npos);
   CHECK(ran.err.find("waste chat: /load needs a file name\n") != std::string::npos);
   CHECK(ran.err.find("[reset]\n") != std::string::npos);

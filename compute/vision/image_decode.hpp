@@ -1,0 +1,27 @@
+// PNG (libpng) and JPEG (libjpeg-turbo) files to 8-bit RGB, with the EXIF orientation applied.
+// Alpha is composited onto white; grey, palette and 16-bit PNGs are converted by libpng; CMYK
+// JPEGs are refused by libjpeg. Limits on the encoded bytes and on the decoded pixels keep a
+// hostile file from exhausting memory. Every error names the file (`name`: a path, or e.g.
+// "image_url 2" for a data: URL).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+
+#include "compute/vision/image.hpp"
+#include "shared/result.hpp"
+
+namespace waste::vision {
+
+struct DecodeLimits {
+  std::uint64_t max_bytes = 64ull << 20;  // encoded file
+  std::uint64_t max_pixels = 64ull << 20; // width x height (64 Mpx: 192 MiB of RGB)
+};
+
+Result<RgbImage> decode_image(std::span<const std::uint8_t> bytes, const std::string& name,
+                              const DecodeLimits& limits = {});
+Result<RgbImage> decode_image_file(const std::filesystem::path& path, const DecodeLimits& limits = {});
+
+}  // namespace waste::vision
