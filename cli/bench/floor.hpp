@@ -3,7 +3,8 @@
 // compute floor"). The floor assumes perfect use of every compute thread and no overheads:
 //   trunk matrices     bytes read per token / streaming read bandwidth (all threads)
 //   routed experts     top_k x MoE layers x (gate+up+down LUT applies at the measured lookup
-//                      rate, whole experts per thread, index data DRAM-resident) + the LUT
+//                      rate, the faster of whole experts per thread and rows split over the
+//                      threads, index data DRAM-resident) + the LUT
 //                      builds (gate/up once per layer, down once per expert) at the measured
 //                      build rate divided by the threads
 //   KDA recurrence     heads x KDA layers head steps at the measured rate, split over threads
@@ -43,7 +44,7 @@ struct FloorRates {
   int threads = 0;
   std::string isa;
   double stream_gbs = 0;           // streaming read, all threads
-  double lookups_per_ns = 0;       // RVQ table lookups, all threads, whole experts per thread
+  double lookups_per_ns = 0;       // RVQ table lookups, all threads (the faster spread, see above)
   double pair_apply_us = 0;        // one expert's gate+up+down applies (all threads' throughput)
   double gateup_build_us = 0;      // the gate and up LUTs of one layer, one thread
   double down_build_us = 0;        // one expert's down LUT, one thread
