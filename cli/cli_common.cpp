@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/option_checks.hpp"
+#include "compute/api/front_end_open.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -84,11 +85,7 @@ EngineOptions engine_options(const EngineArgs& a) {
 Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
   OpenEngine out;
   EngineOptions options = engine_options(a);
-  options.daemon.enabled = true;
-  if (!a.budget.empty()) options.daemon.spawn_args.insert(options.daemon.spawn_args.end(), {"--budget", a.budget});
-  if (a.verify) options.daemon.spawn_args.emplace_back("--verify");
-  if (a.no_direct_io) options.daemon.spawn_args.emplace_back("--no-direct-io");
-  options.daemon.linger_ms = a.linger_ms;
+  request_daemon(options, a.budget, a.verify, !a.no_direct_io, a.linger_ms);
   options.daemon.sequences = a.sequences;
   auto engine = Engine::open(options);
   if (!engine) return std::unexpected(engine.error());
@@ -103,23 +100,14 @@ Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
 }  // namespace
 
 Result<std::uint64_t> local_cache_records(const EngineArgs& a, std::uint64_t& budget_bytes) {
-  if (a.cache_records) return std::uint64_t(*a.cache_records);
-  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
-  if (!plan) return std::unexpected(plan.error());
-  std::optional<std::uint64_t> requested;
-  if (!a.budget.empty()) {
-    auto bytes = parse_bytes(a.budget);
-    if (!bytes) return std::unexpected(bytes.error());
-    requested = *bytes;
-  }
-  auto choice = resolve_budget(*plan, requested, usable_ram().cap_bytes);
-  if (!choice) return std::unexpected(choice.error());
-  if (choice->above_cap) {
+  auto cache = in_process_cache(a.model, a.ctx, a.cache_records, a.budget);
+  if (!cache) return std::unexpected(cache.error());
+  if (cache->above_cap) {
     std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
-                 format_bytes(choice->budget_bytes).c_str());
+                 format_bytes(cache->budget_bytes).c_str());
   }
-  budget_bytes = choice->budget_bytes;
-  return arena_slots(*plan, choice->budget_bytes);
+  if (!a.cache_records) budget_bytes = cache->budget_bytes;
+  return cache->records;
 }
 
 Status check_cache_records(const EngineArgs& a) {

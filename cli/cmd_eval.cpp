@@ -13,6 +13,7 @@
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "compute/sampling/token_nll.hpp"
 
 namespace waste::cli {
 namespace {
@@ -27,15 +28,6 @@ struct EvalArgs {
   bool json = false;
   bool quiet = false;
 };
-
-// -log softmax(logits)[target], in double so long texts do not drift.
-double token_nll(std::span<const float> logits, int target) {
-  double max = logits[0];
-  for (const float v : logits) max = std::max(max, double(v));
-  double sum = 0;
-  for (const float v : logits) sum += std::exp(double(v) - max);
-  return -(double(logits[std::size_t(target)]) - max - std::log(sum));
-}
 
 // One line per token: id, logit, probability, the token's text as a JSON string (so a space
 // or a newline piece is visible).

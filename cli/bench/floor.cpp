@@ -126,12 +126,13 @@ Luts random_lut(const ExpertGeometry& g, int n_vectors, const kernels::KernelTab
   return l;
 }
 
+// Rows [r0, r1) of y = W x with the kernel the format needs.
 void apply(const kernels::KernelTable& kt, const ExpertGeometry& g, const kernels::RvqMatrix& m, const Luts& lut,
-           float* y) {
+           float* y, int r0, int r1) {
   if (g.packed6) {
-    kt.rvq_apply_vq4p(m, lut.q.data(), lut.q_scales.data(), y, 0, m.rows);
+    kt.rvq_apply_vq4p(m, lut.q.data(), lut.q_scales.data(), y, r0, r1);
   } else {
-    kt.rvq_apply(m, lut.f32.data(), g.lut_entries, y, 0, m.rows);
+    kt.rvq_apply(m, lut.f32.data(), g.lut_entries, y, r0, r1);
   }
 }
 
@@ -164,33 +165,21 @@ double lut_build_seconds(const kernels::KernelTable& kt, const ExpertGeometry& g
          kReps;
 }
 
-double kda_step_seconds(const kernels::KernelTable& kt, ThreadPool& pool, const ModelConfig& c, double& per_call_us) {
+// Microseconds for one KDA head step on one thread, cycling over states of the model's size.
+double kda_head_step_us(const kernels::KernelTable& kt, const ModelConfig& c) {
   const int D = c.kda_dim;
   const int heads = c.n_kda_layers() * c.kda_heads;  // one state per head and layer, as in decode
-  if (D <= 0 || heads <= 0 || D > kernels::kKdaMaxDim) {
-    per_call_us = 0;
-    return 0;
-  }
+  if (D <= 0 || heads <= 0 || D > kernels::kKdaMaxDim) return 0;
   std::vector<float> states(std::size_t(heads) * std::size_t(D) * std::size_t(D), 0.01f);
   std::vector<float> vec(std::size_t(D), 0.05f), g(std::size_t(D), -0.01f);
   std::vector<float> outs(std::size_t(heads) * std::size_t(D));
-  // One thread: the per-call cost.
-  const double one = best_seconds(3, [&] {
+  const double s = best_seconds(3, [&] {
     for (int h = 0; h < heads; ++h) {
       kt.kda_head_step(states.data() + std::size_t(h) * D * D, vec.data(), vec.data(), vec.data(), g.data(), 0.5f, D,
                        outs.data() + std::size_t(h) * D);
     }
   });
-  per_call_us = one / heads * 1e6;
-  // Every thread: one token's recurrences over every KDA layer.
-  return best_seconds(3, [&] {
-    pool.parallel_for(heads, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t h = b; h < e; ++h) {
-        kt.kda_head_step(states.data() + std::size_t(h) * D * D, vec.data(), vec.data(), vec.data(), g.data(), 0.5f,
-                         D, outs.data() + std::size_t(h) * D);
-      }
-    });
-  });
+  return s / heads * 1e6;
 }
 
 double stage_ms(const profile::EngineProfile& p, profile::Stage s, int tokens) {
@@ -253,7 +242,7 @@ Result<FloorRates> measure_floor_rates(const ContainerInfo& info, const ModelCon
           for (int k = 0; k < 3; ++k) {
             const kernels::RvqMatrix m{f.index[k][std::size_t(i)].data(), f.scales[k].data(), g.rows[k], nv[k],
                                        g.stages, g.packed6};
-            apply(kt, g, m, luts[k], y);
+            apply(kt, g, m, luts[k], y, 0, m.rows);
             y += g.rows[k];
           }
         }
@@ -269,12 +258,8 @@ Result<FloorRates> measure_floor_rates(const ContainerInfo& info, const ModelCon
                                      g.stages, g.packed6};
           const std::int64_t blocks = (m.rows + kIndexBlockRows - 1) / kIndexBlockRows;
           pool.parallel_for(blocks, 2, [&](std::int64_t b, std::int64_t e) {
-            const int r0 = int(b * kIndexBlockRows), r1 = int(std::min<std::int64_t>(e * kIndexBlockRows, m.rows));
-            if (g.packed6) {
-              kt.rvq_apply_vq4p(m, luts[k].q.data(), luts[k].q_scales.data(), y, r0, r1);
-            } else {
-              kt.rvq_apply(m, luts[k].f32.data(), g.lut_entries, y, r0, r1);
-            }
+            apply(kt, g, m, luts[k], y, int(b * kIndexBlockRows),
+                  int(std::min<std::int64_t>(e * kIndexBlockRows, m.rows)));
           });
           y += g.rows[k];
         }
@@ -290,7 +275,7 @@ Result<FloorRates> measure_floor_rates(const ContainerInfo& info, const ModelCon
     r.gateup_build_us = 2 * lut_build_seconds(kt, g, nv[0], rng) * 1e6;
     r.down_build_us = lut_build_seconds(kt, g, nv[2], rng) * 1e6;
   }
-  if (config.n_kda_layers() > 0) kda_step_seconds(kt, pool, config, r.kda_head_step_us);
+  r.kda_head_step_us = kda_head_step_us(kt, config);
   return r;
 }
 

@@ -1,7 +1,7 @@
 // The C API (waste.h) over the C++ engine: each entry point checks its pointers, calls the
-// same library functions the CLI's commands call (cli/cli_common.cpp's open and tokenizer
-// helpers are mirrored here, the library cannot link the CLI), and turns an Error or an
-// exception into a waste_status plus this thread's message. Nothing throws across the ABI.
+// same library functions the CLI's commands call (compute/api/front_end_open.hpp for opening,
+// compute/sampling/token_nll.hpp for eval), and turns an Error or an exception into a
+// waste_status plus this thread's message. Nothing throws across the ABI.
 #include "compute/capi/waste.h"
 
 #include <algorithm>
@@ -22,14 +22,13 @@
 #include <spdlog/spdlog.h>
 
 #include "compute/api/engine.hpp"
+#include "compute/api/front_end_open.hpp"
 #include "compute/io/daemon_connect.hpp"
+#include "compute/sampling/token_nll.hpp"
 #include "compute/session/session_file.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/container/container.hpp"
-#include "shared/memory/budget.hpp"
-#include "shared/memory/memory_plan.hpp"
-#include "shared/memory/ram.hpp"
 #include "shared/runtime_paths.hpp"
 
 #ifndef WASTE_VERSION
@@ -141,21 +140,6 @@ waste::Status load_text_side(waste_model& m) {
 }
 
 // In-process arena slots: cache_records, else what the budget (given or automatic) leaves.
-waste::Result<std::uint64_t> local_cache_records(const waste_open_options& o, const std::filesystem::path& path) {
-  if (o.cache_records >= 0) return std::uint64_t(o.cache_records);
-  auto plan = waste::plan_memory(path, std::uint32_t(o.ctx_tokens));
-  if (!plan) return std::unexpected(plan.error());
-  std::optional<std::uint64_t> requested;
-  if (o.budget != nullptr) {
-    auto bytes = waste::parse_bytes(o.budget);
-    if (!bytes) return std::unexpected(bytes.error());
-    requested = *bytes;
-  }
-  auto choice = waste::resolve_budget(*plan, requested, waste::usable_ram().cap_bytes);
-  if (!choice) return std::unexpected(choice.error());
-  return waste::arena_slots(*plan, choice->budget_bytes);
-}
-
 // A file, or a bare name ("chatml") of one of the installed formats: share/waste/chat/NAME.json.
 waste::Result<waste::ChatFormat> chat_format_for(const waste_model* m, const char* format_path) {
   if (format_path != nullptr) {
@@ -184,15 +168,6 @@ waste::Result<waste::ChatRole> to_role(int32_t role, std::size_t index) {
   }
   return waste::make_error(Errc::argument, "messages[" + std::to_string(index) + "].role " + std::to_string(role) +
                                                " is not a waste_role (0..3)");
-}
-
-// -log softmax(logits)[target], in double (cli/cmd_eval.cpp's definition).
-double token_nll(std::span<const float> logits, int target) {
-  double max = logits[0];
-  for (const float v : logits) max = std::max(max, double(v));
-  double sum = 0;
-  for (const float v : logits) sum += std::exp(double(v) - max);
-  return -(double(logits[std::size_t(target)]) - max - std::log(sum));
 }
 
 // The engine logs through spdlog's default logger, whose built-in one writes to stdout: a host's
@@ -285,16 +260,13 @@ waste_status waste_open(const char* path, const waste_open_options* options, was
     e.direct_io = o.direct_io != 0;
     if (o.mode == WASTE_OPEN_DAEMON) {
       // As `waste run`: the daemon serving the container, or its shareable one started now.
-      e.daemon.enabled = true;
+      waste::request_daemon(e, o.budget != nullptr ? o.budget : "", o.verify != 0, o.direct_io != 0, o.linger_ms);
       e.daemon.allow_spawn = o.allow_spawn != 0;
-      if (o.budget != nullptr) e.daemon.spawn_args.insert(e.daemon.spawn_args.end(), {"--budget", o.budget});
-      if (o.verify) e.daemon.spawn_args.emplace_back("--verify");
-      if (!o.direct_io) e.daemon.spawn_args.emplace_back("--no-direct-io");
-      e.daemon.linger_ms = o.linger_ms;
     } else {
-      auto records = local_cache_records(o, model->path);
-      if (!records) return fail(records.error());
-      e.cache_records = std::size_t(*records);
+      const auto records = o.cache_records >= 0 ? std::optional<std::uint64_t>(std::uint64_t(o.cache_records)) : std::nullopt;
+      auto cache = waste::in_process_cache(model->path, o.ctx_tokens, records, o.budget != nullptr ? o.budget : "");
+      if (!cache) return fail(cache.error());
+      e.cache_records = std::size_t(cache->records);
     }
     auto engine = waste::Engine::open(e);
     if (!engine) return fail(engine.error());
@@ -548,7 +520,7 @@ waste_status waste_eval(waste_model* m, const int32_t* ids, size_t n_ids, double
       WASTE_NEED(ids[i + 1] >= 0 && std::size_t(ids[i + 1]) < logits->size(),
                  "waste_eval: ids[" + std::to_string(i + 1) + "] = " + std::to_string(ids[i + 1]) +
                      " is outside the vocabulary of " + std::to_string(logits->size()));
-      const double nll = token_nll(*logits, ids[i + 1]);
+      const double nll = waste::token_nll(*logits, ids[i + 1]);
       if (logprobs != nullptr) logprobs[i] = -nll;
       nll_sum += nll;
     }

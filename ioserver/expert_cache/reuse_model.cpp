@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ioserver/expert_cache/key_hash.hpp"
+
 namespace waste {
 
 ReuseModel::ReuseModel(std::uint32_t history_keys) : limit_(history_keys) {
@@ -43,13 +45,7 @@ double ReuseModel::expected_wait(const ReuseState& s, int layer) const {
 double ReuseModel::hinted_wait(int layer) const { return wait_for(kHintConfidence, layer); }
 
 std::uint32_t ReuseModel::home(std::uint32_t key) const {
-  std::uint32_t h = key;
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h & mask_;
+  return key_bucket(key, mask_);
 }
 
 void ReuseModel::remember(std::uint32_t key, const ReuseState& s) {

@@ -1,5 +1,7 @@
 #include "ioserver/expert_cache/slot_index.hpp"
 
+#include "ioserver/expert_cache/key_hash.hpp"
+
 namespace waste {
 
 SlotIndex::SlotIndex(std::uint32_t n_slots) {
@@ -10,13 +12,7 @@ SlotIndex::SlotIndex(std::uint32_t n_slots) {
 }
 
 std::uint32_t SlotIndex::home(std::uint32_t key) const noexcept {
-  std::uint32_t h = key;
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h & mask_;
+  return key_bucket(key, mask_);
 }
 
 std::optional<std::uint32_t> SlotIndex::find(std::uint32_t key) const noexcept {
