@@ -21,6 +21,7 @@
 #include "cli/bench/daemon_link.hpp"
 #include "cli/bench/floor.hpp"
 #include "cli/bench/io_replay.hpp"
+#include "cli/bench/long_context.hpp"
 #include "cli/bench/multi_client.hpp"
 #include "cli/bench/policy_sim.hpp"
 #include "cli/bench/sweep.hpp"
@@ -55,6 +56,9 @@ struct BenchArgs {
   std::string capacity;            // --policy-sim capacities
   int sim_lookahead = 0;           // --policy-sim: hinted next-layer experts per layer
   int sim_wrong = 0;               // of which not used by the next layer
+  std::string positions;           // --positions: decode speed at these context positions
+  std::string context_fill = "replicate";
+  int rounds = 3;                  // --positions: interleaved rounds
 };
 
 struct PhaseReport {
@@ -305,6 +309,36 @@ int run_policy_sim_mode(const BenchArgs& a) {
   return 0;
 }
 
+int run_positions_mode(BenchArgs a) {
+  auto positions = bench::parse_position_list(a.positions);
+  if (!positions) return report_error("bench", positions.error());
+  if (a.floor) return report_error("bench", "--floor and --positions are separate runs");
+  bench::LongContextArgs l{*positions, a.prompt_tokens, a.decode_tokens, a.rounds,
+                           a.context_fill == "prefill" ? bench::ContextFill::prefill : bench::ContextFill::replicate};
+  if (l.decode_tokens < 1) return report_error("bench", "--positions needs decoded tokens (-n at least 1)");
+  bench::BenchEngineArgs e{a.engine, a.lookahead, /*profile=*/true, a.compute_only, false, a.prefill_chunk};
+  auto engine = bench::open_bench_engine(e);
+  if (!engine) return report_error("bench", engine.error().with_context("open"));
+  auto report = bench::run_long_context(*engine->open, l, /*profiling=*/true);
+  const ModelInfo info = engine->open->info();
+  engine->open.engine.reset();
+  bench::detach_daemon(engine->open.daemon);
+  if (!report) return report_error("bench", report.error());
+  if (a.json) {
+    nlohmann::json j = bench::long_context_json(*report);
+    j["model"] = a.engine.model;
+    j["threads"] = info.threads;
+    j["kernel_isa"] = info.kernel_isa;
+    j["compute_only"] = a.compute_only;
+    print_json(j);
+  } else {
+    std::printf("threads %d  kernels %s  %s\n", info.threads, info.kernel_isa.c_str(),
+                a.compute_only ? "compute-only" : "experts through the cache");
+    bench::print_long_context(*report);
+  }
+  return 0;
+}
+
 int run_bench(BenchArgs a) {
   if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
   if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
@@ -317,6 +351,7 @@ int run_bench(BenchArgs a) {
                                      std::to_string(a.decode_tokens) + " tokens do not fit a context of " +
                                      std::to_string(a.engine.ctx) + " (--ctx)");
   }
+  if (!a.positions.empty()) return run_positions_mode(a);
   if (a.floor && !a.compute_only) {
     return report_error("bench", "--floor compares the compute floor with a compute-only step: add --compute-only");
   }
@@ -419,6 +454,18 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--sim-wrong", args->sim_wrong, "--policy-sim: of the N, how many the next layer does not use")
           ->type_name("N")
           ->check(int_range("--sim-wrong", 0, 64));
+      sub.add_option("--positions", args->positions,
+                     "Decode -n tokens starting at each context position (e.g. 64,4000), interleaved over --rounds")
+          ->type_name("LIST")
+          ->default_str("none");
+      sub.add_option("--context-fill", args->context_fill,
+                     "--positions: replicate (copy the prompt's latent rows up to the position) or prefill (feed "
+                     "real tokens)")
+          ->type_name("HOW")
+          ->check(CLI::IsMember({"replicate", "prefill"}));
+      sub.add_option("--rounds", args->rounds, "--positions: interleaved rounds (best one reported)")
+          ->type_name("N")
+          ->check(int_range("--rounds", 1, 100));
       sub.add_flag("--drop-caches", args->drop_caches, "--sweep: drop the page cache before each run (root)");
       return [args] { return run_bench(*args); };
     }}};
