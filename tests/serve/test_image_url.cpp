@@ -6,6 +6,7 @@
 
 #include <png.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -273,6 +274,54 @@ TEST_CASE("image_url parts: remote URLs, local paths, bad base64 and other media
   CHECK(*unpadded == std::vector<std::uint8_t>{0xff, 0xd8, 0xff, 0xe0});
 }
 
+TEST_CASE("image blocks go at their parts' places among the text parts, the text around them plain",
+          "[serve][image]") {
+  const auto& model = vision_container();
+  auto tokenizer = Tokenizer::load(model);
+  REQUIRE(tokenizer);
+  auto format = ChatFormat::load(kFormat);
+  REQUIRE(format);
+  EngineOptions o;
+  o.model = model;
+  auto engine = Engine::open(o);
+  REQUIRE(engine);
+  auto encoder = vision::load_media_encoder(model, *tokenizer, (*engine)->config().hidden);
+  REQUIRE(encoder);
+  const ServeVision vision{&encoder->tower, encoder->tokens};
+  const json content = json::array({json{{"type", "text"}, {"text", "ab <|media_pad|>"}},
+                                    json{{"type", "image_url"}, {"image_url", data_url(png_bytes(84, 56, 0))}},
+                                    json{{"type", "text"}, {"text", "cd"}},
+                                    json{{"type", "image_url"}, {"image_url", data_url(png_bytes(28, 56, 3))}}});
+  auto r = parse_request(Endpoint::chat, json{{"model", "m"},
+                                              {"messages", json::array({json{{"role", "system"}, {"content", "s"}},
+                                                                        json{{"role", "user"}, {"content", content}}})}}
+                                             .dump());
+  REQUIRE(r);
+  GenerationJob job;
+  REQUIRE(build_media_prompt(*r, *tokenizer, *format, vision, job));
+
+  // By hand: the turns' markup, the texts in plain mode (the literal "<|media_pad|>" stays text),
+  // each block from the one builder.
+  std::vector<int> want;
+  tokenizer->encode_markup(format->system.prefix, want);
+  tokenizer->encode("s", want);
+  tokenizer->encode_markup(format->system.suffix, want);
+  tokenizer->encode_markup(format->user.prefix, want);
+  tokenizer->encode("ab <|media_pad|>", want);
+  const std::size_t first = vision::append_media_block(*tokenizer, encoder->tokens, 84, 56, 6, want);
+  tokenizer->encode("cd", want);
+  const std::size_t second = vision::append_media_block(*tokenizer, encoder->tokens, 28, 56, 2, want);
+  tokenizer->encode_markup(format->user.suffix, want);
+  tokenizer->encode_markup(format->open_turn(), want);
+  CHECK(job.prompt == want);
+  REQUIRE(job.images.size() == 2);
+  CHECK(job.images[0].first == first);
+  CHECK(job.images[0].positions == 6);
+  CHECK(job.images[1].first == second);
+  CHECK(job.images[1].positions == 2);  // 2x4 patches
+  CHECK(std::count(job.prompt.begin(), job.prompt.end(), encoder->tokens.pad) == 8);
+}
+
 TEST_CASE("a served image_url request gives the tokens of waste run --image on the same file and text",
           "[serve][image]") {
   const auto& model = vision_container();
@@ -284,17 +333,18 @@ TEST_CASE("a served image_url request gives the tokens of waste run --image on t
     out.write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
   }
   auto ran = test::run_waste({"run", model.string(), "what is it", "--image", file.string(), "--threads", "2",
-                              "--ctx", "256", "-n", "6", "--temp", "0", "--chat-format", kFormat, "--json"});
+                              "--ctx", "256", "-n", "12", "--temp", "0", "--chat-format", kFormat, "--json"});
   INFO(ran.err);
   REQUIRE(ran.rc == 0);
   const json doc = json::parse(ran.out);
 
   Served served(model, true);
-  const Answer got = answer_of(served.chat(greedy(json::array({user_with_image(data_url(png), "what is it")}))));
+  const Answer got = answer_of(served.chat(greedy(json::array({user_with_image(data_url(png), "what is it")}), 12)));
   std::vector<std::string> want;
   for (int id : doc["tokens"].get<std::vector<int>>()) want.push_back(served.tokenizer().decode_token(id));
   // run reports the stop token it fed; the server ends there without emitting it.
   if (doc["stop"] != "max_tokens") want.pop_back();
+  CHECK_FALSE(want.empty());
   CHECK(got.tokens == want);
   CHECK(got.prompt_tokens == doc["stats"]["prompt_tokens"].get<int>());
 }
