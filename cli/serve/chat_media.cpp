@@ -20,14 +20,15 @@ std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, c
                                                           "the container), so image_url parts are not supported"));
   }
   std::vector<JobImage> images;
+  std::vector<std::pair<int, int>> sizes;  // source pixels, for the block text
   for (const ImagePart& part : request.images) {
     auto pixels = vision::decode_image(part.bytes, "'" + part.param + "'");
     if (!pixels) return std::unexpected(bad_param(part.param, pixels.error().message));
-    JobImage image;
-    image.positions = vision::media_positions(vision.tower->config(), *pixels);
-    image.pixels = std::move(*pixels);
-    image.param = part.param;
-    images.push_back(std::move(image));
+    // The first half of vision::encode_image (the tower runs the second on the engine thread).
+    auto patches = vision::preprocess(*pixels, vision.tower->config());
+    if (!patches) return std::unexpected(bad_param(part.param, "'" + part.param + "': " + patches.error().message));
+    sizes.emplace_back(pixels->width, pixels->height);
+    images.push_back({0, std::move(*patches), part.param});
   }
   // The marks go in from the back of each message so the earlier offsets stay valid.
   std::vector<ChatMessage> messages = request.messages;
@@ -46,9 +47,9 @@ std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, c
     std::string_view rest = segment.text;
     for (std::size_t mark = rest.find(kImageMark); mark != std::string_view::npos; mark = rest.find(kImageMark)) {
       if (mark > 0) tokenizer.encode(rest.substr(0, mark), tokens);
-      JobImage& image = images.at(next++);
-      image.first = vision::append_media_block(tokenizer, vision.tokens, image.pixels.width, image.pixels.height,
-                                               image.positions, tokens);
+      JobImage& image = images.at(next);
+      const auto [width, height] = sizes.at(next++);
+      image.first = vision::append_media_block(tokenizer, vision.tokens, width, height, image.positions(), tokens);
       rest.remove_prefix(mark + 1);
     }
     if (!rest.empty()) tokenizer.encode(rest, tokens);

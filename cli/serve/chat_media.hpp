@@ -1,5 +1,6 @@
-// A chat request with image_url parts to the scheduler's job: each image decoded on the HTTP
-// thread (a 400 naming its part when the decoder refuses it), its media block built by
+// A chat request with image_url parts to the scheduler's job: each image decoded and
+// preprocessed on the HTTP thread (a 400 naming its part when the decoder refuses it), its media
+// block built by
 // vision::append_media_block (the builder `waste run --image` uses) at its place among the text
 // parts of its message, and the pads it takes recorded for the tower (JobImage). The text around
 // an image is tokenized on its own in plain mode, as build_chat_prompt tokenizes each content.

@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "cli/cli_common.hpp"
-#include "compute/vision/media_prompt.hpp"
 
 namespace waste::serve {
 namespace {
@@ -73,10 +72,10 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
       return std::unexpected(bad_param(image.param, "'" + image.param + "': this model has no vision tower "
                                                     "(no vision.json in the container), so image_url parts are not supported"));
     }
-    if (image.first < covered || image.positions <= 0 || image.first + std::size_t(image.positions) > job.prompt.size()) {
+    if (image.first < covered || image.positions() <= 0 || image.first + std::size_t(image.positions()) > job.prompt.size()) {
       return std::unexpected(bad_param(image.param, "'" + image.param + "': its media positions are not in the prompt"));
     }
-    covered = image.first + std::size_t(image.positions);
+    covered = image.first + std::size_t(image.positions());
   }
   if (int(job.prompt.size()) >= ctx_tokens_) {
     return std::unexpected(ApiError{400,
@@ -237,23 +236,24 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
 }
 
 // The tower over each image, once per request, between passes (exec() is free then); the
-// pixels are dropped once encoded.
+// patches are dropped once encoded.
 Status Scheduler::encode_images(Slot& slot) {
   if (slot.job.images.empty()) return ok();
   const auto start = std::chrono::steady_clock::now();
   const std::size_t hidden = std::size_t(engine_.config().hidden);
   slot.embeddings.assign(slot.job.prompt.size(), nullptr);
   for (JobImage& image : slot.job.images) {
-    auto encoded = vision::encode_image(*tower_, engine_.exec(), image.pixels);
+    auto encoded = tower_->encode(engine_.exec(), image.patches);
     if (!encoded) return std::unexpected(encoded.error().with_context(image.param));
-    if (encoded->positions() != image.positions || encoded->rows.size() != std::size_t(image.positions) * hidden) {
-      return make_error(Errc::argument, image.param + ": the tower gave " + std::to_string(encoded->positions()) +
-                                            " rows for " + std::to_string(image.positions) + " media positions");
+    const int positions = image.positions();
+    if (encoded->size() != std::size_t(positions) * hidden) {
+      return make_error(Errc::argument, image.param + ": the tower gave " + std::to_string(encoded->size()) +
+                                            " floats for " + std::to_string(positions) + " media positions");
     }
-    slot.media_rows.push_back(std::move(encoded->rows));
+    slot.media_rows.push_back(std::move(*encoded));
     const float* rows = slot.media_rows.back().data();
-    for (int p = 0; p < image.positions; ++p) slot.embeddings[image.first + std::size_t(p)] = rows + std::size_t(p) * hidden;
-    image.pixels = {};
+    for (int p = 0; p < positions; ++p) slot.embeddings[image.first + std::size_t(p)] = rows + std::size_t(p) * hidden;
+    image.patches = {};
     counters_.images_encoded.fetch_add(1, std::memory_order_relaxed);
   }
   counters_.vision_ns.fetch_add(ns_since(start), std::memory_order_relaxed);

@@ -33,17 +33,18 @@
 #include "compute/api/engine.hpp"
 #include "compute/sampling/sampler.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
-#include "compute/vision/image.hpp"
+#include "compute/vision/preprocess.hpp"
 #include "compute/vision/tower.hpp"
 
 namespace waste::serve {
 
-// One image of a request: decoded on the HTTP thread, encoded on the engine thread.
+// One image of a request: decoded and preprocessed on the HTTP thread (so a queued request holds
+// at most max_patches patches per image, not the decoded pixels), encoded on the engine thread.
 struct JobImage {
   std::size_t first = 0;     // prompt index of its first <|media_pad|>
-  int positions = 0;         // its pads (vision::media_positions)
-  vision::RgbImage pixels;
+  vision::Patches patches;   // its pads: patches.grid.merged()
   std::string param;         // the request parameter it came from, for errors
+  [[nodiscard]] int positions() const { return patches.grid.merged(); }
 };
 
 struct GenerationJob {

@@ -64,10 +64,6 @@ std::size_t append_media_block(const Tokenizer& tokenizer, const MediaTokens& me
   return first;
 }
 
-int media_positions(const VisionConfig& config, const RgbImage& image) {
-  return choose_grid(image.width, image.height, config.patch, config.max_patches).merged();
-}
-
 MediaPrompt insert_media(const Tokenizer& tokenizer, const MediaTokens& media, std::span<const int> prompt,
                          std::size_t at, std::span<const EncodedImage> images, int hidden) {
   MediaPrompt out;

@@ -53,9 +53,6 @@ std::string media_block_text(int width, int height);
 std::size_t append_media_block(const Tokenizer& tokenizer, const MediaTokens& media, int width, int height,
                                int positions, std::vector<int>& tokens);
 
-// The prompt positions `image` will take (merged patches), known before the tower runs.
-int media_positions(const VisionConfig& config, const RgbImage& image);
-
 // Prompt tokens and the per-position embedding overrides (null = embed_tokens) for the engine.
 // `embeddings` points into the EncodedImages, which must outlive its use.
 struct MediaPrompt {

@@ -90,7 +90,8 @@ const std::string kFormat = std::string(WASTE_SOURCE_DIR) + "/configs/chat/kimi-
 // A served model: engine, scheduler and HTTP server in this process, on a free loopback port.
 class Served {
  public:
-  Served(const std::filesystem::path& model, bool with_vision) {
+  // `prefill_chunk`: tokens per pass (small: a prompt's media positions span several passes).
+  Served(const std::filesystem::path& model, bool with_vision, int prefill_chunk = 64) {
     EngineOptions o;
     o.model = model;
     o.threads = 2;
@@ -113,7 +114,7 @@ class Served {
       encoder_.emplace(std::move(*encoder));
       vision = {&encoder_->tower, encoder_->tokens};
     }
-    scheduler_.emplace(*engine_, *tokenizer_, SchedulerOptions{2, 8, 64}, vision.tower);
+    scheduler_.emplace(*engine_, *tokenizer_, SchedulerOptions{2, 8, prefill_chunk}, vision.tower);
     ServeConfig config;
     config.port = 0;
     config.model_id = "m";
@@ -316,9 +317,9 @@ TEST_CASE("image blocks go at their parts' places among the text parts, the text
   CHECK(job.prompt == want);
   REQUIRE(job.images.size() == 2);
   CHECK(job.images[0].first == first);
-  CHECK(job.images[0].positions == 6);
+  CHECK(job.images[0].positions() == 6);
   CHECK(job.images[1].first == second);
-  CHECK(job.images[1].positions == 2);  // 2x4 patches
+  CHECK(job.images[1].positions() == 2);  // 2x4 patches
   CHECK(std::count(job.prompt.begin(), job.prompt.end(), encoder->tokens.pad) == 8);
 }
 
@@ -338,7 +339,9 @@ TEST_CASE("a served image_url request gives the tokens of waste run --image on t
   REQUIRE(ran.rc == 0);
   const json doc = json::parse(ran.out);
 
-  Served served(model, true);
+  // 5 tokens per pass on the server: its 6 media positions are fed over several passes, beside
+  // run's single chunk.
+  Served served(model, true, 5);
   const Answer got = answer_of(served.chat(greedy(json::array({user_with_image(data_url(png), "what is it")}), 12)));
   std::vector<std::string> want;
   for (int id : doc["tokens"].get<std::vector<int>>()) want.push_back(served.tokenizer().decode_token(id));
@@ -349,7 +352,7 @@ TEST_CASE("a served image_url request gives the tokens of waste run --image on t
   CHECK(got.prompt_tokens == doc["stats"]["prompt_tokens"].get<int>());
 }
 
-TEST_CASE("an image request batched with a text-only one, and two images with the same text: each as alone",
+TEST_CASE("an image request batched with a text-only one, and two images with the same text, each as alone",
           "[serve][image][scheduler]") {
   Served served(vision_container(), true);
   const json image_a = greedy(json::array({user_with_image(data_url(png_bytes(84, 56, 0)), "what is it")}), 12);
