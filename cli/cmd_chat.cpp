@@ -86,18 +86,10 @@ class ChatLoop {
     auto pixels = vision::decode_image_file(path);
     if (!pixels) return std::unexpected(pixels.error());
     if (!tower_) {
-      auto info = ContainerInfo::open(args_.engine.model);
-      if (!info) return std::unexpected(info.error());
-      auto tower = vision::VisionTower::load(args_.engine.model, info->manifest);
-      if (!tower) return std::unexpected(tower.error());
-      if (tower->config().text_hidden != engine_.config().hidden) {
-        return make_error(Errc::format, "vision.json text_hidden_size " + std::to_string(tower->config().text_hidden) +
-                                            " is not the model's hidden size " + std::to_string(engine_.config().hidden));
-      }
-      auto media = vision::MediaTokens::from(tokenizer_);
-      if (!media) return std::unexpected(media.error());
-      media_ = *media;
-      tower_.emplace(std::move(*tower));
+      auto encoder = vision::load_media_encoder(args_.engine.model, tokenizer_, engine_.config().hidden);
+      if (!encoder) return std::unexpected(encoder.error());
+      media_ = encoder->tokens;
+      tower_.emplace(std::move(encoder->tower));
     }
     auto img = vision::encode_image(*tower_, engine_.exec(), *pixels);
     if (!img) return std::unexpected(img.error().with_context(path));

@@ -226,18 +226,11 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
   std::vector<vision::EncodedImage> encoded;
   vision::MediaPrompt media;
   if (!a.decoded.empty()) {
-    auto info = ContainerInfo::open(a.engine.model);
-    if (!info) return report_error("run", info.error());
-    auto tower = vision::VisionTower::load(a.engine.model, info->manifest);
-    if (!tower) return report_error("run", tower.error());
-    if (tower->config().text_hidden != engine.config().hidden) {
-      return report_error("run", "vision.json text_hidden_size " + std::to_string(tower->config().text_hidden) +
-                                     " is not the model's hidden size " + std::to_string(engine.config().hidden));
-    }
-    auto tokens = vision::MediaTokens::from(*tokenizer);
-    if (!tokens) return report_error("run", tokens.error());
+    auto encoder = vision::load_media_encoder(a.engine.model, *tokenizer, engine.config().hidden);
+    if (!encoder) return report_error("run", encoder.error());
+    const vision::MediaTokens* tokens = &encoder->tokens;
     for (std::size_t i = 0; i < a.decoded.size(); ++i) {
-      auto img = vision::encode_image(*tower, engine.exec(), a.decoded[i]);
+      auto img = vision::encode_image(encoder->tower, engine.exec(), a.decoded[i]);
       if (!img) return report_error("run", img.error().with_context(a.images[i]));
       encoded.push_back(std::move(*img));
     }

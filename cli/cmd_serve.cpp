@@ -1,11 +1,14 @@
 // waste serve MODEL: an OpenAI-compatible HTTP server (cli/serve/). The engine is opened with
 // open_engine() exactly like `waste run`, so it attaches to the container's waste-ioserver and
-// shares its cache; concurrent requests decode as one batch (serve::Scheduler).
+// shares its cache; concurrent requests decode as one batch (serve::Scheduler). A container with
+// a vision tower (vision.json) takes image_url parts (data: URLs) in user messages.
 // SIGTERM/SIGINT: stop admitting (503), let in-flight requests finish within --drain-seconds,
 // cancel what is left, exit 0.
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <optional>
 #include <cstdio>
 #include <thread>
 
@@ -15,6 +18,7 @@
 #include "cli/serve/http_server.hpp"
 #include "cli/serve/metrics.hpp"
 #include "cli/serve/scheduler.hpp"
+#include "compute/vision/media_prompt.hpp"
 
 namespace waste::cli {
 namespace {
@@ -78,11 +82,21 @@ int serve_main(ServeArgs a) {
       std::fprintf(stderr, "waste serve: constrained output unavailable: %s\n", index.error().message.c_str());
     }
   }
+  // image_url parts need the container's vision tower (vision.json); without one they get 400.
+  std::optional<vision::VisionTower> tower;
+  serve::ServeVision vision;
+  if (std::filesystem::exists(std::filesystem::path(a.engine.model) / "vision.json")) {
+    auto loaded = vision::load_media_encoder(a.engine.model, *tokenizer, (*engine)->config().hidden);
+    if (!loaded) return report_error("serve", loaded.error());
+    tower.emplace(std::move(loaded->tower));
+    vision = {&*tower, loaded->tokens};
+  }
   {
-    serve::Scheduler scheduler(**engine, *tokenizer, a.scheduler);
-    server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr, token_index});
-    std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s)\n", a.scheduler.parallel,
-                 scheduler.ctx_tokens(), *format ? ", chat template" : ", no chat template");
+    serve::Scheduler scheduler(**engine, *tokenizer, a.scheduler, vision.tower);
+    server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr, token_index, vision});
+    std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s%s)\n", a.scheduler.parallel,
+                 scheduler.ctx_tokens(), *format ? ", chat template" : ", no chat template",
+                 tower ? ", images" : "");
     while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
     std::fprintf(stderr, "waste serve: draining (%d in flight)\n", scheduler.in_flight());

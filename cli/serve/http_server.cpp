@@ -260,7 +260,11 @@ void HttpServer::install_routes() {
         if (format.tools && !parsed->tools.empty() && parsed->tool_choice != ToolChoice::none) {
           tool_markup = &*format.tools;
         }
-        job.prompt = build_chat_prompt(tokenizer, format, parsed->messages, true, parsed->tools_json);
+        if (parsed->images.empty()) {
+          job.prompt = build_chat_prompt(tokenizer, format, parsed->messages, true, parsed->tools_json);
+        } else if (auto media = build_media_prompt(*parsed, tokenizer, format, model_.vision, job); !media) {
+          return send_error(res, media.error());
+        }
         const ChatStop stop = chat_stop(tokenizer, *model_.chat_format);
         for (int id : stop.ids) {
           if (id >= 0) job.stop_ids.push_back(id);

@@ -2,7 +2,7 @@
 // objects for every 4xx/5xx, SSE streaming, and the loading -> ready -> draining phases.
 // Requests are parsed, tokenized and admitted on the HTTP threads; generation happens on the
 // scheduler's engine thread, and each HTTP thread waits on its request's RequestStream.
-// Nothing a request says reads a local file.
+// Nothing a request says reads a local file or fetches a URL (images come as data: URLs only).
 #pragma once
 
 #include <atomic>
@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/serve/chat_media.hpp"
 #include "cli/serve/metrics.hpp"
 #include "cli/serve/output_constraint.hpp"
 #include "cli/serve/scheduler.hpp"
@@ -43,6 +44,7 @@ struct ServeModel {
   const ChatFormat* chat_format = nullptr;  // null: chat requests get 400 (no chat.json)
   // The grammar engine's view of the vocabulary (null: constrained requests get 400).
   std::shared_ptr<const grammar::TokenIndex> token_index;
+  ServeVision vision;  // tower null: image_url parts get 400
 };
 
 enum class Phase : std::uint8_t { loading, ready, draining };

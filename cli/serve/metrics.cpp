@@ -67,6 +67,9 @@ std::string Metrics::render(const Scheduler* scheduler) const {
   family(out, "waste_stage_seconds_total", "counter", "Engine thread time, by stage.");
   sample(out, "waste_stage_seconds_total", get(c.feed_ns) * 1e-9, "stage=\"forward\"");
   sample(out, "waste_stage_seconds_total", get(c.sample_ns) * 1e-9, "stage=\"sampling\"");
+  sample(out, "waste_stage_seconds_total", get(c.vision_ns) * 1e-9, "stage=\"vision\"");
+  family(out, "waste_images_encoded_total", "counter", "Images run through the vision tower.");
+  sample(out, "waste_images_encoded_total", get(c.images_encoded));
   return out;
 }
 

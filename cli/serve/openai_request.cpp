@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/serve/data_url.hpp"
+#include "compute/vision/image_decode.hpp"
+
 namespace waste::serve {
 namespace {
 
@@ -57,10 +60,13 @@ std::expected<std::optional<std::int64_t>, ApiError> get_int(const json& body, c
   return std::optional<std::int64_t>(x);
 }
 
-// Content: a string or an array of {type: "text", text} parts (joined without separator).
-std::expected<std::string, ApiError> content_text(const json& content, const std::string& param) {
+// Content: a string or an array of parts: {type: "text", text} (joined without separator) and,
+// where `images` is given (user messages), {type: "image_url", image_url: {url, detail?}} or
+// image_url: "url", each placed at the content's length so far.
+std::expected<std::string, ApiError> content_text(const json& content, const std::string& param, std::size_t message,
+                                                  std::vector<ImagePart>* images) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return fail(param, "'" + param + "' must be a string or an array of text parts");
+  if (!content.is_array()) return fail(param, "'" + param + "' must be a string or an array of content parts");
   std::string text;
   for (std::size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
@@ -68,8 +74,32 @@ std::expected<std::string, ApiError> content_text(const json& content, const std
     if (!part.is_object()) return fail(p, "'" + p + "' must be an object");
     auto type = part.find("type");
     if (type == part.end() || !type->is_string()) return fail(p + ".type", "'" + p + ".type' must be a string");
+    if (*type == "image_url") {
+      if (!images) {
+        return fail(p + ".type", "'" + p + ".type' \"image_url\" is only accepted in user messages");
+      }
+      if (images->size() >= kMaxImages) {
+        return fail(p, "'" + p + "': at most " + std::to_string(kMaxImages) + " image_url parts per request");
+      }
+      const json* image = field(part, "image_url");
+      const json* url = image && image->is_object() ? field(*image, "url") : image;
+      const std::string url_param = p + ".image_url" + (image && image->is_object() ? ".url" : "");
+      if (!image) return fail(p + ".image_url", "'" + p + ".image_url' is required");
+      if (!url || !url->is_string()) {
+        return fail(url_param, "'" + url_param + "' must be a string (a data: URL)");
+      }
+      if (image->is_object()) {
+        if (const json* detail = field(*image, "detail"); detail && !detail->is_string()) {
+          return fail(p + ".image_url.detail", "'" + p + ".image_url.detail' must be a string");
+        }
+      }
+      auto bytes = decode_data_url(url->get_ref<const std::string&>(), url_param, vision::DecodeLimits{}.max_bytes);
+      if (!bytes) return std::unexpected(bytes.error());
+      images->push_back({message, text.size(), url_param, std::move(*bytes)});
+      continue;
+    }
     if (*type != "text") {
-      return fail(p + ".type", "'" + p + ".type' " + type->dump() + " is not supported (text parts only)");
+      return fail(p + ".type", "'" + p + ".type' " + type->dump() + " is not supported (text and image_url parts only)");
     }
     auto t = part.find("text");
     if (t == part.end() || !t->is_string()) return fail(p + ".text", "'" + p + ".text' must be a string");
@@ -114,7 +144,7 @@ std::expected<std::vector<ChatToolCall>, ApiError> parse_tool_calls(const json& 
   return out;
 }
 
-std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& body) {
+std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& body, std::vector<ImagePart>& images) {
   const json* messages = field(body, "messages");
   if (!messages) return fail("messages", "'messages' is required");
   if (!messages->is_array()) return fail("messages", "'messages' must be an array");
@@ -156,7 +186,7 @@ std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& bod
     if (!content) {
       if (message.role != ChatRole::assistant) return fail(p + ".content", "'" + p + ".content' is required");
     } else {
-      auto text = content_text(*content, p + ".content");
+      auto text = content_text(*content, p + ".content", i, message.role == ChatRole::user ? &images : nullptr);
       if (!text) return std::unexpected(text.error());
       message.content = std::move(*text);
     }
@@ -399,7 +429,7 @@ std::expected<void, ApiError> parse_chat(const json& body, ParsedRequest& r) {
   if (auto tools = parse_tools(body, r); !tools) return std::unexpected(tools.error());
   if (auto format = parse_response_format(body, r); !format) return std::unexpected(format.error());
   if (const json* audio = field(body, "audio"); audio) return fail("audio", "'audio' is not supported");
-  auto messages = parse_messages(body);
+  auto messages = parse_messages(body, r.images);
   if (!messages) return std::unexpected(messages.error());
   r.messages = std::move(*messages);
   auto logprobs = get_bool(body, "logprobs", false);

@@ -1,8 +1,8 @@
 // OpenAI request bodies (POST /v1/chat/completions, /v1/completions) parsed and validated into a
 // typed request. Every failure is an ApiError (400) that names the parameter; nothing here
 // touches the engine or a file, so a body can only ever choose among the values it validates.
-// Unsupported features are refused, never ignored: n != 1, non-function tools, image/audio
-// parts, echo/suffix/best_of. Schemas are only checked for shape here; structured_output.*
+// Unsupported features are refused, never ignored: n != 1, non-function tools, audio and file
+// parts, image parts outside user messages and not data: URLs, echo/suffix/best_of. Schemas are only checked for shape here; structured_output.*
 // compiles them (and refuses unsupported keywords).
 #pragma once
 
@@ -29,13 +29,23 @@ struct ToolDef {
   nlohmann::json parameters;   // a JSON Schema object; omitted = {"type": "object", "properties": {}}
 };
 
+// An image_url part of a user message: its data: URL's bytes (PNG or JPEG as far as the URL says;
+// the decoder sniffs and decides) and where its media block goes.
+struct ImagePart {
+  std::size_t message = 0;          // index in messages
+  std::size_t offset = 0;           // byte offset in that message's content (between its text parts)
+  std::string param;                // "messages[0].content[1].image_url.url", for errors
+  std::vector<std::uint8_t> bytes;
+};
+
 enum class ToolChoice : std::uint8_t { none, automatic, required, named };
 enum class ResponseFormat : std::uint8_t { text, json_object, json_schema };
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::chat;
   std::string model;
-  std::vector<ChatMessage> messages;  // chat: in order (developer = system)
+  std::vector<ChatMessage> messages;  // chat: in order (developer = system); content = the text parts joined
+  std::vector<ImagePart> images;      // chat: the image_url parts, in message and part order
   bool prompt_is_ids = false;         // completion: the prompt was token ids
   std::string prompt_text;            // completion, text prompt
   std::vector<int> prompt_ids;        // completion, id prompt
@@ -70,5 +80,6 @@ inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr int kMaxCompletionLogprobs = 5;
 inline constexpr std::size_t kMaxLogitBias = 1024;  // entries in one logit_bias
 inline constexpr int kMaxTools = 128;
+inline constexpr std::size_t kMaxImages = 16;  // image_url parts in one request (each runs the tower)
 
 }  // namespace waste::serve

@@ -34,11 +34,16 @@ struct Scheduler::Slot {
   int generated = 0;
   bool done = false;
   std::vector<float> biased;  // the logits plus job.logit_bias (only when it has entries)
+  // Images: the tower's rows per image, and per prompt token the row to feed (null = embed_tokens).
+  std::vector<std::vector<float>> media_rows;
+  std::vector<const float*> embeddings;
 };
 
-Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options)
+Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options,
+                     const vision::VisionTower* tower)
     : engine_(engine),
       tokenizer_(tokenizer),
+      tower_(tower),
       options_(options),
       ctx_tokens_(engine.info().ctx_tokens),
       vocab_(engine.config().vocab) {
@@ -60,6 +65,17 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
       return std::unexpected(bad_param("logit_bias", "logit_bias token id " + std::to_string(id) +
                                                          " is outside the vocabulary of " + std::to_string(vocab_)));
     }
+  }
+  std::size_t covered = 0;
+  for (const JobImage& image : job.images) {
+    if (!tower_) {
+      return std::unexpected(bad_param(image.param, "'" + image.param + "': this model has no vision tower "
+                                                    "(no vision.json in the container), so image_url parts are not supported"));
+    }
+    if (image.first < covered || image.positions() <= 0 || image.first + std::size_t(image.positions()) > job.prompt.size()) {
+      return std::unexpected(bad_param(image.param, "'" + image.param + "': its media positions are not in the prompt"));
+    }
+    covered = image.first + std::size_t(image.positions());
   }
   if (int(job.prompt.size()) >= ctx_tokens_) {
     return std::unexpected(ApiError{400,
@@ -154,6 +170,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
         continue;
       }
       slot->sequence = std::move(*sequence);
+      if (Status encoded = encode_images(*slot); !encoded) {
+        end(*slot, Finish::error, encoded.error().message);
+        continue;
+      }
     }
   }
   // Decode tokens first (one each), then prompt chunks in arrival order with what is left of the
@@ -164,7 +184,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   int budget = options_.prefill_chunk;
   for (auto& slot : active) {
     if (slot->done || slot->next_token < 0) continue;
-    feeds.push_back({slot->sequence.get(), std::span<const int>(&slot->next_token, 1)});
+    feeds.push_back({slot->sequence.get(), std::span<const int>(&slot->next_token, 1), {}});
     fed.push_back(slot.get());
     prefill_counts.push_back(0);
     --budget;
@@ -176,7 +196,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
     if (slot->done || slot->next_token >= 0) continue;
     const int left = int(slot->job.prompt.size()) - slot->prompt_fed;
     const int n = std::min(budget, left);
-    feeds.push_back({slot->sequence.get(), std::span<const int>(slot->job.prompt.data() + slot->prompt_fed, n)});
+    const auto rows = slot->embeddings.empty()
+                          ? std::span<const float* const>()
+                          : std::span<const float* const>(slot->embeddings).subspan(std::size_t(slot->prompt_fed), std::size_t(n));
+    feeds.push_back({slot->sequence.get(), std::span<const int>(slot->job.prompt.data() + slot->prompt_fed, n), rows});
     fed.push_back(slot.get());
     prefill_counts.push_back(n);
     budget -= n;
@@ -210,6 +233,31 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
     sample(slot);
   }
   counters_.sample_ns.fetch_add(ns_since(sample_start), std::memory_order_relaxed);
+}
+
+// The tower over each image, once per request, between passes (exec() is free then); the
+// patches are dropped once encoded.
+Status Scheduler::encode_images(Slot& slot) {
+  if (slot.job.images.empty()) return ok();
+  const auto start = std::chrono::steady_clock::now();
+  const std::size_t hidden = std::size_t(engine_.config().hidden);
+  slot.embeddings.assign(slot.job.prompt.size(), nullptr);
+  for (JobImage& image : slot.job.images) {
+    auto encoded = tower_->encode(engine_.exec(), image.patches);
+    if (!encoded) return std::unexpected(encoded.error().with_context(image.param));
+    const int positions = image.positions();
+    if (encoded->size() != std::size_t(positions) * hidden) {
+      return make_error(Errc::argument, image.param + ": the tower gave " + std::to_string(encoded->size()) +
+                                            " floats for " + std::to_string(positions) + " media positions");
+    }
+    slot.media_rows.push_back(std::move(*encoded));
+    const float* rows = slot.media_rows.back().data();
+    for (int p = 0; p < positions; ++p) slot.embeddings[image.first + std::size_t(p)] = rows + std::size_t(p) * hidden;
+    image.patches = {};
+    counters_.images_encoded.fetch_add(1, std::memory_order_relaxed);
+  }
+  counters_.vision_ns.fetch_add(ns_since(start), std::memory_order_relaxed);
+  return ok();
 }
 
 void Scheduler::end(Slot& slot, Finish reason, std::string error) {

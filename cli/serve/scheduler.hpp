@@ -8,6 +8,12 @@
 // New requests join at the next step; a cancelled one is dropped before the next pass.
 // A constrained request (output_constraint.hpp) has its forced tokens taken as they are and its
 // sampled tokens drawn from its own masked copy of its logits: still nothing but its own state.
+// A request with images (JobImage) has them run through the vision tower on the engine thread
+// when it is admitted, before its first pass (the tower shares the engine's thread pool, so the
+// other sequences wait for it); its rows then replace the embeddings at its <|media_pad|>
+// positions in every prefill chunk (SequenceFeed::embeddings). Each sequence starts at position
+// 0 with a state of its own: no KV is shared or reused between requests, so identical pad ids
+// of different images can never meet.
 #pragma once
 
 #include <atomic>
@@ -27,8 +33,19 @@
 #include "compute/api/engine.hpp"
 #include "compute/sampling/sampler.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
+#include "compute/vision/preprocess.hpp"
+#include "compute/vision/tower.hpp"
 
 namespace waste::serve {
+
+// One image of a request: decoded and preprocessed on the HTTP thread (so a queued request holds
+// at most max_patches patches per image, not the decoded pixels), encoded on the engine thread.
+struct JobImage {
+  std::size_t first = 0;     // prompt index of its first <|media_pad|>
+  vision::Patches patches;   // its pads: patches.grid.merged()
+  std::string param;         // the request parameter it came from, for errors
+  [[nodiscard]] int positions() const { return patches.grid.merged(); }
+};
 
 struct GenerationJob {
   std::vector<int> prompt;            // non-empty, shorter than the context
@@ -39,6 +56,7 @@ struct GenerationJob {
   int top_logprobs = -1;              // -1 = no logprobs, else 0..20 alternatives per token
   std::vector<std::pair<int, float>> logit_bias;  // added to the logits before sampling (and logprobs)
   std::shared_ptr<const ConstraintPlan> constraint;  // null = free sampling
+  std::vector<JobImage> images;       // in prompt order, not overlapping
 };
 
 struct SchedulerOptions {
@@ -54,14 +72,17 @@ struct SchedulerCounters {
   std::atomic<std::uint64_t> generated_tokens{0};  // tokens sampled
   std::atomic<std::uint64_t> experts_hit{0}, experts_missed{0}, bytes_read{0};
   std::atomic<std::uint64_t> feed_ns{0}, sample_ns{0}, prefill_tokens_in_passes{0}, decode_tokens_in_passes{0};
+  std::atomic<std::uint64_t> images_encoded{0}, vision_ns{0};  // the tower, on the engine thread
   std::atomic<int> active{0};
   std::atomic<int> queued{0};
 };
 
 class Scheduler {
  public:
-  // `engine` and `tokenizer` must outlive the scheduler; from now on only its thread uses the engine.
-  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options);
+  // `engine`, `tokenizer` and `tower` must outlive the scheduler; from now on only its thread
+  // uses the engine. `tower` null: requests with images are refused (400).
+  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options,
+            const vision::VisionTower* tower = nullptr);
   ~Scheduler();  // stop(): cancels what is left, joins the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -84,11 +105,13 @@ class Scheduler {
   void loop();
   void step(std::vector<std::unique_ptr<Slot>>& active);
   void sample(Slot& slot);
+  Status encode_images(Slot& slot);
   int choose(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
 
   Engine& engine_;
   const Tokenizer& tokenizer_;
+  const vision::VisionTower* tower_;
   const SchedulerOptions options_;
   const int ctx_tokens_;
   const int vocab_;

@@ -345,6 +345,10 @@ Status Engine::feed_batch(std::span<const SequenceFeed> feeds) {
     if (!f.sequence) return make_error(Errc::argument, which + ": no sequence");
     if (f.tokens.empty()) return make_error(Errc::argument, which + ": no tokens to feed");
     if (Status ids = check_tokens(f.tokens); !ids) return std::unexpected(ids.error().with_context(which));
+    if (!f.embeddings.empty() && f.embeddings.size() != f.tokens.size()) {
+      return make_error(Errc::argument, which + ": " + std::to_string(f.embeddings.size()) + " embedding rows for " +
+                                            std::to_string(f.tokens.size()) + " tokens");
+    }
     const int free_positions = f.sequence->ctx_tokens() - f.sequence->position();
     if (std::int64_t(f.tokens.size()) > free_positions) {
       return make_error(Errc::argument, which + ": " + std::to_string(f.tokens.size()) + " tokens at position " +
@@ -371,7 +375,8 @@ Status Engine::feed_batch(std::span<const SequenceFeed> feeds) {
       if (left == 0) continue;
       const std::size_t n = std::min(left, room);
       EngineSequence& seq = *feeds[i].sequence;
-      segments.push_back({&seq.state_, feeds[i].tokens.subspan(fed[i], n), std::span<float>(seq.logits_)});
+      const auto rows = feeds[i].embeddings.empty() ? std::span<const float* const>() : feeds[i].embeddings.subspan(fed[i], n);
+      segments.push_back({&seq.state_, feeds[i].tokens.subspan(fed[i], n), std::span<float>(seq.logits_), rows});
       fed[i] += n;
       room -= n;
     }

@@ -132,10 +132,13 @@ class EngineSequence {
   bool have_logits_ = false;
 };
 
-// One sequence's tokens in a batch feed.
+// One sequence's tokens in a batch feed. `embeddings`: empty, or one pointer per token as
+// GenerateParams::prompt_embeddings (non-null = that position's row, e.g. a media position's
+// vision tower output, instead of embed_tokens); the rows must outlive the feed_batch call.
 struct SequenceFeed {
   EngineSequence* sequence = nullptr;
   std::span<const int> tokens;
+  std::span<const float* const> embeddings = {};
 };
 
 class Engine {

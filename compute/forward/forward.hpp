@@ -212,11 +212,13 @@ class Forward {
                  std::span<const float* const> embeddings = {});
 
   // One sequence's share of a batch: its tokens, fed at state->position() in order, and where
-  // the logits after its last token go (vocab floats).
+  // the logits after its last token go (vocab floats). `embeddings`: empty, or one pointer per
+  // token, as in prefill().
   struct Segment {
     model::RunState* state = nullptr;
     std::span<const int> tokens;
     std::span<float> logits;
+    std::span<const float* const> embeddings = {};
   };
   // Continuous batching: the tokens of several sequences (decode steps and prefill chunks alike)
   // through one forward pass: every trunk projection and the lm_head run once over the whole
@@ -274,6 +276,7 @@ class Forward {
   // Batches: each token's sequence, and the lm_head output of every segment's last token.
   std::vector<TokenSeq> batch_seqs_;
   std::vector<int> batch_tokens_;
+  std::vector<const float*> batch_embeddings_;  // run_batch: per token, when a segment has overrides
   std::vector<float> batch_logits_;
 };
 

@@ -87,7 +87,7 @@ std::uint64_t Forward::scratch_bytes() const {
          capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, res_scores_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_,
                         pre_blocks_, pre_live_) +
          // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
-         capacity_bytes(batch_seqs_, batch_tokens_, batch_logits_);
+         capacity_bytes(batch_seqs_, batch_tokens_, batch_logits_, batch_embeddings_);
 }
 
 bool Forward::before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks,
@@ -339,6 +339,10 @@ Status Forward::run_batch(std::span<const Segment> segments) {
       return make_error(Errc::argument, "batch segment logits hold " + std::to_string(seg.logits.size()) +
                                             " floats, the vocabulary has " + std::to_string(c_.vocab));
     }
+    if (!seg.embeddings.empty() && seg.embeddings.size() != seg.tokens.size()) {
+      return make_error(Errc::argument, "batch segment with " + std::to_string(seg.embeddings.size()) +
+                                            " embedding rows for " + std::to_string(seg.tokens.size()) + " tokens");
+    }
     if (seg.state->position() + int(seg.tokens.size()) > ctx_tokens_) {
       return make_error(Errc::argument, "batch segment at position " + std::to_string(seg.state->position()) +
                                             " with " + std::to_string(seg.tokens.size()) +
@@ -358,7 +362,9 @@ Status Forward::run_batch(std::span<const Segment> segments) {
       }
     }
   }
-  if (segments.size() == 1) return prefill(segments[0].tokens, *segments[0].state, segments[0].logits);
+  if (segments.size() == 1) {
+    return prefill(segments[0].tokens, *segments[0].state, segments[0].logits, segments[0].embeddings);
+  }
 
   profile::Stopwatch watch(profile_);
   watch.start();
@@ -367,15 +373,19 @@ Status Forward::run_batch(std::span<const Segment> segments) {
   ensure_batch_scratch();
   batch_tokens_.clear();
   batch_seqs_.clear();
+  batch_embeddings_.clear();
+  // Overrides only when a segment has some: a text-only batch takes embed_tokens as before.
+  const bool overrides = std::any_of(segments.begin(), segments.end(), [](const Segment& s) { return !s.embeddings.empty(); });
   for (const Segment& seg : segments) {
     const int pos0 = seg.state->position();
     for (std::size_t t = 0; t < seg.tokens.size(); ++t) {
       batch_tokens_.push_back(seg.tokens[t]);
       batch_seqs_.push_back(TokenSeq{seg.state, pos0 + int(t)});
+      if (overrides) batch_embeddings_.push_back(seg.embeddings.empty() ? nullptr : seg.embeddings[t]);
     }
   }
   int n_blocks = 0;
-  WASTE_TRY(run_tokens(batch_tokens_, batch_seqs_, n_blocks, watch));
+  WASTE_TRY(run_tokens(batch_tokens_, batch_seqs_, n_blocks, watch, batch_embeddings_));
 
   // Per segment, its last token as finish() takes it (final AttnRes, state, norm), with the
   // normed rows gathered so that one lm_head pass serves the whole batch. Row k of pre_h_ is

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,15 @@ struct MediaTokens {
   static Result<MediaTokens> from(const Tokenizer& tokenizer);
 };
 
+// The container's tower and the tokenizer's media specials, the tower checked against the text
+// model's hidden size (an error saying which is missing or wrong).
+struct MediaEncoder {
+  VisionTower tower;
+  MediaTokens tokens;
+};
+Result<MediaEncoder> load_media_encoder(const std::filesystem::path& container_dir, const Tokenizer& tokenizer,
+                                        int hidden);
+
 // One image through the tower: its source size and [merged][text_hidden] rows.
 struct EncodedImage {
   int width = 0, height = 0;  // source pixels (after EXIF orientation)
@@ -37,6 +47,11 @@ Result<EncodedImage> encode_image(const VisionTower& tower, const forward::Exec&
 
 // The block's text with one <|media_pad|>, as a chat template would show it.
 std::string media_block_text(int width, int height);
+
+// Appends the block's tokens for a width x height image with `positions` pads to `tokens`;
+// returns the index of the first pad. The one builder of the block's tokens (run, chat, serve).
+std::size_t append_media_block(const Tokenizer& tokenizer, const MediaTokens& media, int width, int height,
+                               int positions, std::vector<int>& tokens);
 
 // Prompt tokens and the per-position embedding overrides (null = embed_tokens) for the engine.
 // `embeddings` points into the EncodedImages, which must outlive its use.

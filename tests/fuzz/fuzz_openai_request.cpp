@@ -27,6 +27,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& [id, bias] : r->logit_bias) {
     if (id < 0 || !(bias >= -100.0f && bias <= 100.0f)) __builtin_trap();
   }
+  // image_url parts: user messages only, at most kMaxImages, each placed within its message's text.
+  if (r->images.size() > kMaxImages) __builtin_trap();
+  for (const ImagePart& image : r->images) {
+    if (image.message >= r->messages.size() || r->messages[image.message].role != waste::ChatRole::user) __builtin_trap();
+    if (image.offset > r->messages[image.message].content.size() || image.bytes.empty()) __builtin_trap();
+  }
   (void)r->has_tool_history();
   return 0;
 }

@@ -113,9 +113,9 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   e = chat_error(R"({"model": "m", "messages": [{"role": "user", "content": "a"}, {"role": "user"}]})");
   CHECK(e.param == "messages[1].content");
   CHECK(e.message == "'messages[1].content' is required");
-  e = chat_error(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]})");
+  e = chat_error(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]})");
   CHECK(e.param == "messages[0].content[0].type");
-  CHECK(e.message == "'messages[0].content[0].type' \"image_url\" is not supported (text parts only)");
+  CHECK(e.message == "'messages[0].content[0].type' \"input_audio\" is not supported (text and image_url parts only)");
   e = chat_error(R"({"model": "m", "messages": [{"role": "tool", "content": "a"}]})");
   CHECK(e.param == "messages[0].tool_call_id");
   e = chat_error(R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": [{}]}]})");

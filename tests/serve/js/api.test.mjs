@@ -1,5 +1,5 @@
 // The official `openai` client against `waste serve` on a tiny synthetic container: models,
-// chat (blocking and streaming), completions, error objects, 4 concurrent seeded streams equal
+// chat (blocking and streaming), completions, error objects (image_url parts included), 4 concurrent seeded streams equal
 // to the same 4 one after another, a disconnect freeing the slot (streamed or blocking), and SIGTERM
 // draining.
 import { test, before, after } from 'node:test';
@@ -129,6 +129,28 @@ test('errors are OpenAI error objects with the right status', async () => {
     JSON.stringify({ model: 'tiny', prompt: Array(2100).fill(1) }), { Authorization: 'Bearer sk-test' }));
   assert.equal(overflow.status, 400);
   assert.equal(JSON.parse(overflow.body).error.code, 'context_length_exceeded');
+});
+
+test('image_url parts: a data: URL is refused on a model without a vision tower, a remote URL always', async () => {
+  const png = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGMQUDAAAACkAGE0Zn1yAAAAAElFTkSuQmCC';
+  await assert.rejects(client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: [
+    { type: 'text', text: 'what is it' }, { type: 'image_url', image_url: { url: png, detail: 'low' } }] }] }),
+  (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'messages[0].content[1].image_url.url');
+    assert.equal(e.error.message, "'messages[0].content[1].image_url.url': this model has no vision tower " +
+      '(no vision.json in the container), so image_url parts are not supported');
+    return true;
+  });
+  await assert.rejects(client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: [
+    { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] }),
+  (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.param, 'messages[0].content[0].image_url.url');
+    assert.equal(e.error.message, "'messages[0].content[0].image_url.url' is a remote URL; only data: URLs are " +
+      'accepted (data:image/png;base64,... or data:image/jpeg;base64,...): this server fetches nothing');
+    return true;
+  });
 });
 
 test('4 concurrent seeded streams give exactly the tokens of the same 4 one after another', async () => {
