@@ -31,3 +31,24 @@ TEST_CASE("matvec_tokens equals one matvec per token bit for bit, on every ISA a
     }
   }
 }
+
+// MLA multiplies by dequantised kv_b rows; q * scale is exact in f32, so every way of computing
+// it must give the fixture's values bit for bit. Hazard: the byte-wise Q4G loop swapping the
+// nibbles, or dropping the odd last column of a row whose width is odd.
+TEST_CASE("dequantize_row gives each weight's q * scale bit for bit for every trunk format",
+          "[compute][forward]") {
+  for (std::uint8_t fmt : {std::uint8_t{0}, std::uint8_t{2}, std::uint8_t{3}, std::uint8_t{7}}) {
+    for (int group : {48, 128}) {
+      for (std::int64_t cols : {std::int64_t{7}, std::int64_t{301}, std::int64_t{512}}) {
+        INFO("fmt " << int(fmt) << " group " << group << " cols " << cols);
+        constexpr std::int64_t kRows = 5;
+        const auto m = waste::test::make_trunk_matrix(fmt, kRows, cols, 800 + fmt + group, group);
+        for (std::int64_t r = 0; r < kRows; ++r) {
+          std::vector<float> row(static_cast<std::size_t>(cols), 1e30f);
+          waste::forward::dequantize_row(m.view, r, row.data());
+          REQUIRE(std::memcmp(row.data(), m.dequant.data() + r * cols, row.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+  }
+}
