@@ -52,9 +52,10 @@ struct Avx2 {
 
   // 32 codes per 32-byte load: byte j of every 32-bit lane moved to the lane's top byte (a shift
   // left, then a mask) converts to code * 2^24 exactly, so no sign extension is needed; the 2^-24
-  // goes into the group scale. Vector j, lane e holds column 4e + j of the step. On the Zen 1
-  // EPYC the int -> float conversion bounds this loop; the shifts leave the shuffle ports to the
-  // FMAs (docs/LEARNED.md: +8% over vpmovsxbd per 8 codes in isolation).
+  // goes into the group scale. Vector j, lane e holds column 4e + j of the step. The 2^24 leaves
+  // the partial sums finite for |x| < 2^80. On the Zen 1 EPYC the int -> float conversion bounds
+  // this loop; the shifts keep the shuffle pipes free (docs/LEARNED.md: +8% over vpmovsxbd per
+  // 8 codes in isolation, a few percent in the engine).
   struct Q8 {
     static constexpr int kStepBytes = 32;
     static constexpr int kVecs = 4;
