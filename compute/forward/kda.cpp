@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compute/forward/forward.hpp"
+#include "compute/forward/fused_matvec.hpp"
 
 namespace waste::forward {
 
@@ -48,17 +49,17 @@ void kda_run(const Exec& exec, const ModelConfig& c, const model::KdaWeights& w,
   const int H = c.kda_heads, D = c.kda_dim, C = c.kda_channels(), K = c.conv_k, n = n_tokens;
   const std::int64_t hid = c.hidden;
 
-  // q, k, v = W x (conv and SiLU per head below)
-  matvec_tokens(exec, w.q_proj, x, hid, n, s.q.data(), C);
-  matvec_tokens(exec, w.k_proj, x, hid, n, s.k.data(), C);
-  matvec_tokens(exec, w.v_proj, x, hid, n, s.v.data(), C);
+  // q, k, v = W x (conv and SiLU per head below), f_a x, b_proj x (sigmoid per head below): one
+  // pool job, as they all read x.
+  const Projection from_x[] = {{&w.q_proj, s.q.data(), C},
+                               {&w.k_proj, s.k.data(), C},
+                               {&w.v_proj, s.v.data(), C},
+                               {&w.f_a, s.low.data(), D},
+                               {&w.b_proj, s.beta.data(), H}};
+  matvec_tokens_fused(exec, from_x, x, hid, n);
 
   // z = f_b(f_a x) (dt_bias and the decay form per head below)
-  matvec_tokens(exec, w.f_a, x, hid, n, s.low.data(), D);
   matvec_tokens(exec, w.f_b, s.low.data(), D, n, s.g.data(), C);
-
-  // b_proj x (sigmoid per head below)
-  matvec_tokens(exec, w.b_proj, x, hid, n, s.beta.data(), H);
 
   // Output gate: g_b(g_a x) (Kimi-Linear) or g_proj x (K3).
   if (c.full_rank_gate) {

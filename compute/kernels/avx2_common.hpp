@@ -6,8 +6,33 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace waste::kernels::detail::avx2_common {
+
+// The v0 fp16 decode (subnormals kept, exponent 31 an ordinary exponent), 8 lanes at once.
+inline __m256 fp16x8_to_f32(__m128i halves) {
+  const __m256i h = _mm256_cvtepu16_epi32(halves);
+  const __m256i normal = _mm256_add_epi32(
+      _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13),
+      _mm256_set1_epi32(112 << 23));
+  const __m256 sub = _mm256_mul_ps(
+      _mm256_cvtepi32_ps(_mm256_and_si256(h, _mm256_set1_epi32(0x3ff))), _mm256_set1_ps(0x1p-24f));
+  const __m256i is_sub =
+      _mm256_cmpeq_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7c00)), _mm256_setzero_si256());
+  const __m256 magnitude =
+      _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, _mm256_castsi256_ps(is_sub));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+  return _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(magnitude), sign));
+}
+
+// Up to 16 fp16 group scales (possibly unaligned) to f32.
+inline void decode_scales(const std::uint16_t* src, int count, float* dst) {
+  alignas(32) std::uint16_t h[16] = {};
+  std::memcpy(h, src, static_cast<std::size_t>(count) * 2);
+  _mm256_storeu_ps(dst, fp16x8_to_f32(_mm_load_si128(reinterpret_cast<const __m128i*>(h))));
+  if (count > 8) _mm256_storeu_ps(dst + 8, fp16x8_to_f32(_mm_load_si128(reinterpret_cast<const __m128i*>(h + 8))));
+}
 
 inline float hsum(__m256 v) {
   const __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -6,13 +6,17 @@
 // Isa provides: V (a float vector of kLanes lanes), zero/load/set1/fma/hsum, decode_scales
 // (fp16 -> f32, the subnormal-keeping v0 decode, up to 16 at a time), prefetch, the tile sizes
 // kMatvecRows / kTileRows / kTileTokens / kBlockRows, and one decoder per format (F32, Q8, Q4, Q3)
-// whose decode(row, s, w) writes the weights of step s (2 * kLanes columns, kStepBytes bytes)
-// as two vectors.
+// whose decode(row, s, w) writes the weights of step s (kVecs * kLanes columns, kStepBytes
+// bytes) as kVecs vectors. Optional decoder members (defaults in brackets): kVecs [2];
+// kScaleMul [1], a power of two the decoded group scales are multiplied by (a decoder that leaves
+// its codes shifted up by 2^k sets 2^-k: both products are exact, so nothing rounds differently);
+// column(i) [i], the column inside a step that vector i / kLanes, lane i % kLanes holds (x is
+// stored in that order once per call, so the decoder needs no shuffle).
 //
 // Summation order, the same for every tile shape (which is why matmul gives each token the bits
-// matvec gives it): per group, part = init (0, or -8 * per-lane x sums for Q4), then for each step
-// s ascending part = fma(w0, x0, part), part = fma(w1, x1, part); then acc = fma(scale, part,
-// acc); y = hsum(acc). F32 has one chain over all steps and no scale.
+// matvec gives it): per group, part = init (0, or -kOffset * per-lane x sums), then for each step
+// s ascending and each vector v ascending part = fma(w_v, x_v, part); then acc = fma(scale,
+// part, acc); y = hsum(acc). F32 has one chain over all steps and no scale.
 #pragma once
 
 #include <algorithm>
@@ -36,12 +40,32 @@ struct Shape {
   int tail;                      // valid columns of the last step, 0 when it is full
 };
 
+template <class Fmt>
+constexpr int vecs() {
+  if constexpr (requires { Fmt::kVecs; }) return Fmt::kVecs;
+  return 2;
+}
+template <class Fmt>
+constexpr float scale_mul() {
+  if constexpr (requires { Fmt::kScaleMul; }) return Fmt::kScaleMul;
+  return 1.0f;
+}
+template <class Fmt>
+constexpr bool permuted() {
+  return requires { Fmt::column(0); };
+}
+template <class Isa, class Fmt>
+constexpr int step_cols() {
+  return vecs<Fmt>() * Isa::kLanes;
+}
+
 template <class Isa, class Fmt, int R, int T>
 void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* const* bias,
           float* const* ys) {
   using V = typename Isa::V;
   constexpr int L = Isa::kLanes;
-  constexpr int kStep = 2 * L;
+  constexpr int NV = vecs<Fmt>();
+  constexpr int kStep = NV * L;
   const std::uint8_t* rows[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) rows[r] = m.payload + (r0 + r) * m.row_stride;
@@ -55,17 +79,17 @@ void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* 
     for (std::int64_t s = 0; s < m.steps; ++s) {
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        V w[2];
+        V w[NV];
         if (m.tail != 0 && s == m.steps - 1) {
           Fmt::decode_tail(rows[r], s, m.tail, w);
         } else {
           Fmt::decode(rows[r], s, w);
         }
 #pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          part[r][t] = Isa::fma(w[0], Isa::load(xs[t] + s * kStep), part[r][t]);
-          part[r][t] = Isa::fma(w[1], Isa::load(xs[t] + s * kStep + L), part[r][t]);
-        }
+        for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+          for (int v = 0; v < NV; ++v)
+            part[r][t] = Isa::fma(w[v], Isa::load(xs[t] + s * kStep + v * L), part[r][t]);
       }
     }
 #pragma GCC unroll 16
@@ -85,7 +109,12 @@ void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* 
     for (std::int64_t g0 = 0; g0 < m.n_groups; g0 += kScaleBlock) {
       const int gn = static_cast<int>(std::min<std::int64_t>(kScaleBlock, m.n_groups - g0));
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) Isa::decode_scales(m.scales + (r0 + r) * m.n_groups + g0, gn, sc[r]);
+      for (int r = 0; r < R; ++r) {
+        Isa::decode_scales(m.scales + (r0 + r) * m.n_groups + g0, gn, sc[r]);
+        if constexpr (scale_mul<Fmt>() != 1.0f) {
+          for (int i = 0; i < gn; ++i) sc[r][i] *= scale_mul<Fmt>();
+        }
+      }
       for (int gi = 0; gi < gn; ++gi) {
         const std::int64_t g = g0 + gi;
         V part[R][T];
@@ -110,13 +139,13 @@ void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* 
         for (std::int64_t s = g * m.steps_per_group; s < s_end; ++s) {
 #pragma GCC unroll 16
           for (int r = 0; r < R; ++r) {
-            V w[2];
+            V w[NV];
             Fmt::decode(rows[r], s, w);
 #pragma GCC unroll 16
-            for (int t = 0; t < T; ++t) {
-              part[r][t] = Isa::fma(w[0], Isa::load(xs[t] + s * kStep), part[r][t]);
-              part[r][t] = Isa::fma(w[1], Isa::load(xs[t] + s * kStep + L), part[r][t]);
-            }
+            for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+              for (int v = 0; v < NV; ++v)
+                part[r][t] = Isa::fma(w[v], Isa::load(xs[t] + s * kStep + v * L), part[r][t]);
           }
         }
 #pragma GCC unroll 16
@@ -172,7 +201,8 @@ template <class Isa, class Fmt>
 void run(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
          std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end) {
   constexpr int L = Isa::kLanes;
-  constexpr int kStep = 2 * L;
+  constexpr int NV = vecs<Fmt>();
+  constexpr int kStep = NV * L;
   Shape m{};
   m.payload = w.payload;
   m.scales = w.scales;
@@ -188,9 +218,10 @@ void run(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, flo
     m.steps_per_group = m.steps;
   }
 
-  // x as the tiles read it: zero-padded to whole steps, Q4's pairs split, Q4's per-lane group
-  // sums (times -8) appended. The caller's x is used as is when nothing needs changing.
-  const bool prep = Fmt::kPaired || Fmt::kOffset != 0 || m.tail != 0;
+  // x as the tiles read it: zero-padded to whole steps, in the decoder's column order, the
+  // per-lane group sums (times -kOffset) appended. The caller's x is used as is when nothing
+  // needs changing.
+  const bool prep = Fmt::kPaired || permuted<Fmt>() || Fmt::kOffset != 0 || m.tail != 0;
   const std::int64_t padded = m.steps * kStep;
   const std::int64_t per_token = padded + (Fmt::kOffset != 0 ? m.n_groups * L : 0);
   float* buffer = prep ? scratch(static_cast<std::size_t>(per_token) * n) : nullptr;
@@ -198,7 +229,18 @@ void run(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, flo
     for (int t = 0; t < n; ++t) {
       const float* xt = x + t * x_stride;
       float* out = buffer + t * per_token;
-      if constexpr (Fmt::kPaired) {
+      if constexpr (permuted<Fmt>()) {
+        const std::int64_t full = w.cols / kStep;
+        for (std::int64_t s = 0; s < full; ++s) {
+          for (int i = 0; i < kStep; ++i) out[s * kStep + i] = xt[s * kStep + Fmt::column(i)];
+        }
+        for (std::int64_t s = full; s < m.steps; ++s) {
+          for (int i = 0; i < kStep; ++i) {
+            const std::int64_t c = s * kStep + Fmt::column(i);
+            out[s * kStep + i] = c < w.cols ? xt[c] : 0.0f;
+          }
+        }
+      } else if constexpr (Fmt::kPaired) {
         // Q4 keeps column pairs in one byte (low nibble = even column): per step, x is stored as
         // [even columns | odd columns] so a vector of low nibbles multiplies contiguous x.
         const std::int64_t full = w.cols / kStep;
@@ -226,8 +268,7 @@ void run(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, flo
           for (int i = 0; i < L; ++i) {
             float sum = 0.0f;
             for (std::int64_t s = g * m.steps_per_group; s < s_end; ++s) {
-              sum += out[s * kStep + i];
-              sum += out[s * kStep + L + i];
+              for (int v = 0; v < NV; ++v) sum += out[s * kStep + v * L + i];
             }
             bias[g * L + i] = -static_cast<float>(Fmt::kOffset) * sum;
           }
@@ -268,23 +309,34 @@ void run(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, flo
 template <class Isa>
 void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
             std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end) {
-  constexpr int kStep = 2 * Isa::kLanes;
   if (n <= 0 || row_begin >= row_end) return;
-  const bool grouped_ok = w.group > 0 && w.group % kStep == 0;
+  // A grouped format needs whole steps per group.
+  const auto grouped_ok = [&]<class Fmt>() {
+    return w.group > 0 && w.group % step_cols<Isa, Fmt>() == 0;
+  };
   switch (w.fmt) {
     case kFmtF32:
       run<Isa, typename Isa::F32>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
       return;
     case kFmtQ8G:
-      if (!grouped_ok) break;
-      run<Isa, typename Isa::Q8>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
-      return;
+      if (grouped_ok.template operator()<typename Isa::Q8>()) {
+        run<Isa, typename Isa::Q8>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
+        return;
+      }
+      // A decoder for groups narrower than Q8's step, where the Isa has one.
+      if constexpr (requires { typename Isa::Q8Narrow; }) {
+        if (grouped_ok.template operator()<typename Isa::Q8Narrow>()) {
+          run<Isa, typename Isa::Q8Narrow>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
+          return;
+        }
+      }
+      break;
     case kFmtQ4G:
-      if (!grouped_ok) break;
+      if (!grouped_ok.template operator()<typename Isa::Q4>()) break;
       run<Isa, typename Isa::Q4>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
       return;
     case kFmtQ3G:
-      if (!grouped_ok) break;
+      if (!grouped_ok.template operator()<typename Isa::Q3>()) break;
       run<Isa, typename Isa::Q3>(w, x, x_stride, n, y, y_stride, row_begin, row_end);
       return;
     default:

@@ -33,8 +33,8 @@ struct TrunkMatrix {
 };
 
 inline TrunkMatrix make_trunk_matrix(std::uint8_t fmt, std::int64_t rows, std::int64_t cols,
-                                     std::uint32_t seed) {
-  constexpr int kGroup = 128;
+                                     std::uint32_t seed, int group = 128) {
+  const int kGroup = group;
   TrunkMatrix m;
   const std::vector<float> w = random_floats(static_cast<std::size_t>(rows * cols), seed);
   const std::int64_t n_groups = (cols + kGroup - 1) / kGroup;

@@ -79,6 +79,54 @@ TEST_CASE("every ISA's matmul agrees with generic within 1e-6 relative for a pre
   }
 }
 
+// The AVX2 Q8G decoder takes 32 columns per step and falls back to an 8-column sign extension
+// for groups that are a multiple of 16 only; the shifted decode must keep -128, the one code the
+// converter never writes but a container may hold. Hazard: a decoder chosen by group width that
+// reads past its group, or a code whose shifted form overflows, would pass the group-128 tests.
+TEST_CASE("every ISA's Q8G and Q4G matvec and matmul handle groups of 16, 48 and 64 and the -128 code",
+          "[compute][kernels]") {
+  constexpr std::int64_t kRows = 11;
+  for (std::uint8_t fmt : {std::uint8_t{2}, std::uint8_t{3}}) {
+    for (int group : {16, 48, 64}) {
+      for (std::int64_t cols : {std::int64_t{40}, std::int64_t{301}}) {
+        auto m = make_trunk_matrix(fmt, kRows, cols, 700 + fmt + group, group);
+        if (fmt == 2) {
+          for (std::int64_t r = 0; r < kRows; ++r) {  // every 7th code of every row to -128
+            const std::int64_t n_groups = (cols + group - 1) / group;
+            for (std::int64_t c = r % 7; c < cols; c += 7) {
+              m.payload[static_cast<std::size_t>(r * m.view.row_stride + c)] = 0x80;
+              m.dequant[static_cast<std::size_t>(r * cols + c)] =
+                  -128.0f * waste::fp16_to_f32(m.scales[static_cast<std::size_t>(r * n_groups + c / group)]);
+            }
+          }
+        }
+        constexpr int kTokens = 3;
+        const std::vector<float> x = random_floats(static_cast<std::size_t>(cols * kTokens), 701);
+        std::vector<float> expected(kRows);
+        waste::kernels::generic().matvec(m.view, x.data(), expected.data(), 0, kRows);
+        for (const KernelTable* k : waste::kernels::supported()) {
+          INFO("isa " << k->isa << " fmt " << int(fmt) << " group " << group << " cols " << cols);
+          std::vector<float> actual(kRows, 1e30f);
+          k->matvec(m.view, x.data(), actual.data(), 0, kRows);
+          for (std::int64_t r = 0; r < kRows; ++r) {
+            double magnitude = 0;
+            for (std::int64_t c = 0; c < cols; ++c) magnitude += std::fabs(m.dequant[r * cols + c] * x[c]);
+            REQUIRE(magnitude > 0);
+            REQUIRE(std::fabs(actual[r] - expected[r]) <= 1e-6 * magnitude);
+          }
+          std::vector<float> y(static_cast<std::size_t>(kRows * kTokens));
+          k->matmul(m.view, x.data(), cols, kTokens, y.data(), kRows, 0, kRows);
+          for (int t = 0; t < kTokens; ++t) {
+            std::vector<float> one(kRows);
+            k->matvec(m.view, x.data() + t * cols, one.data(), 0, kRows);
+            for (std::int64_t r = 0; r < kRows; ++r) REQUIRE(same_bits(y[t * kRows + r], one[r]));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("every ISA decodes all 65536 fp16 group scales like the v0 decoder", "[compute][kernels]") {
   // Row r: one Q8G group whose scale is the half r, weight 1 at column 0; x = e0. Then y[r] is
   // 1 * scale exactly, whatever the summation order: subnormals, exponent 31 and signs included.
