@@ -40,7 +40,7 @@ Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySim
   for (const auto& spec : args.capacities) {
     const auto capacity = spec.slots ? spec.slots : std::uint32_t(std::llround(spec.multiple * ws));
     nlohmann::json policies = nlohmann::json::object();
-    for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse}) {
+    for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse, CachePolicy::echo}) {
       auto r = simulate_policy(trace, capacity, p);
       if (!r) return std::unexpected(r.error());
       policies[cache_policy_name(p)] = r->hit_rate();
@@ -81,14 +81,15 @@ std::string policy_sim_table(const nlohmann::json& report) {
   std::string out = "working set " + std::to_string(report["working_set"].get<std::uint32_t>()) +
                     " records (top_k x layers); hit rate of demands\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%9s %8s %8s %8s %8s %8s %8s\n", "capacity", "multiple", "lru", "lfru", "reuse",
-                "default", "belady");
+  std::snprintf(line, sizeof line, "%9s %8s %8s %8s %8s %8s %8s %8s\n", "capacity", "multiple", "lru", "lfru",
+                "reuse", "echo", "default", "belady");
   out += line;
   for (const auto& row : report["rows"]) {
     const auto& p = row["policies"];
-    std::snprintf(line, sizeof line, "%9u %8.2f %8.3f %8.3f %8.3f %8.3f %8.3f\n", row["capacity"].get<unsigned>(),
+    std::snprintf(line, sizeof line, "%9u %8.2f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", row["capacity"].get<unsigned>(),
                   row["multiple"].get<double>(), p["lru"].get<double>(), p["lfru"].get<double>(),
-                  p["reuse"].get<double>(), p["default"].get<double>(), p["belady"].get<double>());
+                  p["reuse"].get<double>(), p["echo"].get<double>(), p["default"].get<double>(),
+                  p["belady"].get<double>());
     out += line;
   }
   if (!report["rows"].empty() && report["rows"][0].contains("prefetch")) {

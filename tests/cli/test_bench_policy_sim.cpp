@@ -30,10 +30,10 @@ TEST_CASE("waste bench --policy-sim --json reports every policy and Belady per c
   CHECK(p["lru"].get<double>() == 2.0 / 9.0);
   CHECK(p["lfru"].get<double>() == 3.0 / 9.0);
   CHECK(p["belady"].get<double>() == 4.0 / 9.0);
-  CHECK(p["default"] == p["reuse"]);
+  CHECK(p["default"] == p["echo"]);
   // Three slots hold all three experts: only the three first uses miss.
   CHECK(j["rows"][1]["capacity"] == 3);
-  for (const char* name : {"lru", "lfru", "reuse", "default", "belady"}) {
+  for (const char* name : {"lru", "lfru", "reuse", "echo", "default", "belady"}) {
     CHECK(j["rows"][1]["policies"][name].get<double>() == 6.0 / 9.0);
   }
 }
