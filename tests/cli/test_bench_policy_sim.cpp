@@ -26,7 +26,7 @@ TEST_CASE("waste bench --policy-sim --json reports every policy and Belady per c
   CHECK(row["capacity"] == 2);
   CHECK(row["multiple"] == 2.0);
   const auto& p = row["policies"];
-  CHECK(p.size() == 5);
+  CHECK(p.size() == 6);
   CHECK(p["lru"].get<double>() == 2.0 / 9.0);
   CHECK(p["lfru"].get<double>() == 3.0 / 9.0);
   CHECK(p["belady"].get<double>() == 4.0 / 9.0);
