@@ -60,7 +60,9 @@ Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySim
       };
       for (const Variant v : {Variant{"lru", CachePolicy::lru, true}, Variant{"lfru", CachePolicy::lfru, true},
                               Variant{"reuse", CachePolicy::reuse, true},
-                              Variant{"reuse_admit_all", CachePolicy::reuse, false}}) {
+                              Variant{"reuse_admit_all", CachePolicy::reuse, false},
+                              Variant{"echo", CachePolicy::echo, true},
+                              Variant{"echo_admit_all", CachePolicy::echo, false}}) {
         SimHints h = args.hints;
         h.admission = v.admission;
         auto r = simulate_policy(trace, capacity, v.policy, h);
@@ -94,11 +96,12 @@ std::string policy_sim_table(const nlohmann::json& report) {
   }
   if (!report["rows"].empty() && report["rows"][0].contains("prefetch")) {
     out += "\nwith the lookahead's prefetch: hit rate / disk reads per token (declined prefetches)\n";
-    std::snprintf(line, sizeof line, "%9s %24s %24s %24s %24s\n", "capacity", "lru", "lfru", "reuse", "reuse_admit_all");
+    std::snprintf(line, sizeof line, "%9s %24s %24s %24s %24s %24s %24s\n", "capacity", "lru", "lfru", "reuse",
+                  "reuse_admit_all", "echo", "echo_admit_all");
     out += line;
     for (const auto& row : report["rows"]) {
       std::string cells;
-      for (const char* name : {"lru", "lfru", "reuse", "reuse_admit_all"}) {
+      for (const char* name : {"lru", "lfru", "reuse", "reuse_admit_all", "echo", "echo_admit_all"}) {
         const auto& v = row["prefetch"][name];
         char cell[64];
         std::snprintf(cell, sizeof cell, " %8.3f/%6.1f (%6llu)", v["hit_rate"].get<double>(),
