@@ -40,7 +40,7 @@ Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySim
   for (const auto& spec : args.capacities) {
     const auto capacity = spec.slots ? spec.slots : std::uint32_t(std::llround(spec.multiple * ws));
     nlohmann::json policies = nlohmann::json::object();
-    for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse}) {
+    for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse, CachePolicy::echo}) {
       auto r = simulate_policy(trace, capacity, p);
       if (!r) return std::unexpected(r.error());
       policies[cache_policy_name(p)] = r->hit_rate();
@@ -60,7 +60,9 @@ Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySim
       };
       for (const Variant v : {Variant{"lru", CachePolicy::lru, true}, Variant{"lfru", CachePolicy::lfru, true},
                               Variant{"reuse", CachePolicy::reuse, true},
-                              Variant{"reuse_admit_all", CachePolicy::reuse, false}}) {
+                              Variant{"reuse_admit_all", CachePolicy::reuse, false},
+                              Variant{"echo", CachePolicy::echo, true},
+                              Variant{"echo_admit_all", CachePolicy::echo, false}}) {
         SimHints h = args.hints;
         h.admission = v.admission;
         auto r = simulate_policy(trace, capacity, v.policy, h);
@@ -81,23 +83,25 @@ std::string policy_sim_table(const nlohmann::json& report) {
   std::string out = "working set " + std::to_string(report["working_set"].get<std::uint32_t>()) +
                     " records (top_k x layers); hit rate of demands\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%9s %8s %8s %8s %8s %8s %8s\n", "capacity", "multiple", "lru", "lfru", "reuse",
-                "default", "belady");
+  std::snprintf(line, sizeof line, "%9s %8s %8s %8s %8s %8s %8s %8s\n", "capacity", "multiple", "lru", "lfru",
+                "reuse", "echo", "default", "belady");
   out += line;
   for (const auto& row : report["rows"]) {
     const auto& p = row["policies"];
-    std::snprintf(line, sizeof line, "%9u %8.2f %8.3f %8.3f %8.3f %8.3f %8.3f\n", row["capacity"].get<unsigned>(),
+    std::snprintf(line, sizeof line, "%9u %8.2f %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f\n", row["capacity"].get<unsigned>(),
                   row["multiple"].get<double>(), p["lru"].get<double>(), p["lfru"].get<double>(),
-                  p["reuse"].get<double>(), p["default"].get<double>(), p["belady"].get<double>());
+                  p["reuse"].get<double>(), p["echo"].get<double>(), p["default"].get<double>(),
+                  p["belady"].get<double>());
     out += line;
   }
   if (!report["rows"].empty() && report["rows"][0].contains("prefetch")) {
     out += "\nwith the lookahead's prefetch: hit rate / disk reads per token (declined prefetches)\n";
-    std::snprintf(line, sizeof line, "%9s %24s %24s %24s %24s\n", "capacity", "lru", "lfru", "reuse", "reuse_admit_all");
+    std::snprintf(line, sizeof line, "%9s %24s %24s %24s %24s %24s %24s\n", "capacity", "lru", "lfru", "reuse",
+                  "reuse_admit_all", "echo", "echo_admit_all");
     out += line;
     for (const auto& row : report["rows"]) {
       std::string cells;
-      for (const char* name : {"lru", "lfru", "reuse", "reuse_admit_all"}) {
+      for (const char* name : {"lru", "lfru", "reuse", "reuse_admit_all", "echo", "echo_admit_all"}) {
         const auto& v = row["prefetch"][name];
         char cell[64];
         std::snprintf(cell, sizeof cell, " %8.3f/%6.1f (%6llu)", v["hit_rate"].get<double>(),

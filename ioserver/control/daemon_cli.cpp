@@ -24,8 +24,8 @@ void add_daemon_options(CLI::App& app, DaemonCli& c) {
                  "RAM budget for trunk + expert arena + client state, in bytes with K/M/G (e.g. 8G; "
                  "default: automatic, the floor + 3 working sets within 3/4 of usable RAM)");
   app.add_option("--name", c.name, "instance name (default: derived from the container path)");
-  app.add_option("--policy", c.policy, "expert cache policy, reuse, lfru or lru (default reuse)")
-      ->check(CLI::IsMember({"reuse", "lfru", "lru"}));
+  app.add_option("--policy", c.policy, "expert cache policy, echo, reuse, lfru or lru (default echo)")
+      ->check(CLI::IsMember({"echo", "reuse", "lfru", "lru"}));
   app.add_option("--log", c.log_file, "log file (default: <runtime dir>/waste-<name>.log)");
   app.add_option("--reader-threads", c.reader_threads, "disk reader threads, 1..64 (default 2)");
   app.add_flag("--no-direct-io", c.no_direct_io, "read through the page cache (default: O_DIRECT where allowed)");
@@ -59,7 +59,7 @@ Result<DaemonOptions> daemon_options(const DaemonCli& c) {
   if (c.linger_ms != -1) WASTE_TRY(in_range("--linger", c.linger_ms, 0, kMaxLingerMs));
   WASTE_TRY(in_range("--first-attach-grace", c.first_attach_grace_ms, 0, kMaxLingerMs));
   const auto policy = parse_cache_policy(c.policy);
-  if (!policy) return make_error(Errc::argument, "--policy must be reuse, lfru or lru, not '" + c.policy + "'");
+  if (!policy) return make_error(Errc::argument, "--policy must be echo, reuse, lfru or lru, not '" + c.policy + "'");
 
   DaemonOptions o;
   o.io.container = c.model;

@@ -21,7 +21,7 @@ struct DaemonCli {
   std::string model;
   std::string budget;                 // "8G"; empty = automatic
   std::string name;
-  std::string policy = "reuse";
+  std::string policy = "echo";
   std::string log_file;
   int reader_threads = 2;
   int reserve_clients = 1;

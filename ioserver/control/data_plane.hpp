@@ -53,7 +53,7 @@ class DataPlane {
   //  "clients": [{"client_idx", hits, misses, bytes_read, ...}]}; IoServerPlane's is
   //  stats_json(IoServer::stats()) (ioserver/data_plane/stats.cpp).
   [[nodiscard]] virtual nlohmann::json stats() const = 0;
-  virtual Status set_policy(std::string_view policy) = 0;   // "reuse" | "lfru" | "lru"
+  virtual Status set_policy(std::string_view policy) = 0;   // "echo" | "reuse" | "lfru" | "lru"
   virtual void stop() = 0;                                   // idempotent
 };
 

@@ -43,7 +43,7 @@ class IoServerPlane final : public DataPlane {
 
   Status set_policy(std::string_view policy) override {
     const auto p = parse_cache_policy(policy);
-    if (!p) return make_error(Errc::argument, "cache policy '" + std::string(policy) + "' is not reuse, lfru or lru");
+    if (!p) return make_error(Errc::argument, "cache policy '" + std::string(policy) + "' is not echo, reuse, lfru or lru");
     return server_->set_policy(*p);
   }
   void stop() override { server_->stop(); }

@@ -14,6 +14,7 @@ ExpertCache::ExpertCache(std::span<ipc::SlotShm> slots, CachePolicy policy, std:
       waiters_(slots.size(), 0),
       limit_(std::uint32_t(slots.size())),
       reuse_(history_keys),
+      echo_(history_keys),
       slot_reuse_(slots.size()) {
   free_.reserve(slots.size());
   // Pop order = slot 0 first.
@@ -31,7 +32,13 @@ bool ExpertCache::evictable(std::uint32_t slot) const {
 double ExpertCache::wait_of(std::uint32_t slot) const {
   const SlotReuse& r = slot_reuse_[slot];
   const int layer = ipc::key_layer(key(slot));
-  const double wait = reuse_.expected_wait(r.state, layer);
+  double wait = reuse_.expected_wait(r.state, layer);
+  if (policy_ == CachePolicy::echo && r.state.uses > 0) {
+    // The echo's vote replaces the decayed count for the record's next chance only: a layer still
+    // ahead is next wanted in this token, a passed one in the next.
+    const auto vote = layer > reuse_.current_layer() ? echo_.vote_this_token(key(slot)) : echo_.vote_next_token(key(slot));
+    if (vote) wait = reuse_.wait_after_chance(r.state, layer, *vote);
+  }
   // A hint holds until the walk reaches its layer in the token it was given in.
   if (r.hinted && r.hint_epoch == reuse_.epoch() && reuse_.current_layer() < layer) {
     return std::min(wait, reuse_.hinted_wait(layer));
@@ -44,7 +51,7 @@ bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
   const auto& sb = slots_[b];
   const std::uint64_t la = sa.last_use.load(std::memory_order_relaxed);
   const std::uint64_t lb = sb.last_use.load(std::memory_order_relaxed);
-  if (policy_ == CachePolicy::reuse) {
+  if (scored()) {
     const double wa = wait_of(a);
     const double wb = wait_of(b);
     if (wa != wb) return wa > wb;
@@ -70,7 +77,7 @@ std::optional<std::uint32_t> ExpertCache::choose_victim(std::optional<double> ad
     return s;
   }
   const auto n = std::uint32_t(slots_.size());
-  const int samples = policy_ == CachePolicy::reuse ? kReuseSamples : kVictimSamples;
+  const int samples = scored() ? kReuseSamples : kVictimSamples;
   std::optional<std::uint32_t> best;
   if (n <= std::uint32_t(samples)) {
     // Small caches: look at every slot, which is what the samples approximate anyway.
@@ -105,6 +112,7 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
   if (demand) {
     ++clock_;
     reuse_.note_demand(layer);
+    echo_.note_demand(key, reuse_.epoch());
   }
   if (const auto found = index_.find(key)) {
     auto& s = slots_[*found];
@@ -117,7 +125,7 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
     return {state(*found) == SlotState::ready ? Outcome::ready : Outcome::inflight, *found};
   }
   std::optional<double> admit_below;
-  if (!demand && policy_ == CachePolicy::reuse && admission_) admit_below = reuse_.hinted_wait(layer);
+  if (!demand && scored() && admission_) admit_below = reuse_.hinted_wait(layer);
   const auto victim = choose_victim(admit_below);
   if (!victim) return {demand || !admit_below ? Outcome::no_victim : Outcome::declined, 0};
   SlotReuse& r = slot_reuse_[*victim];

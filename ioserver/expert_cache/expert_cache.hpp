@@ -16,6 +16,7 @@
 
 #include "ioserver/expert_cache/cache_policy.hpp"
 #include "ioserver/expert_cache/reuse_model.hpp"
+#include "ioserver/expert_cache/routing_echo.hpp"
 #include "ioserver/expert_cache/slot_index.hpp"
 #include "shared/ipc/shm_layout.hpp"
 
@@ -24,7 +25,7 @@ namespace waste {
 class ExpertCache {
  public:
   static constexpr int kVictimSamples = 16;   // lru, lfru (the reference's sample)
-  static constexpr int kReuseSamples = 64;    // reuse: its score is worth a wider look (LEARNED.md)
+  static constexpr int kReuseSamples = 64;    // reuse, echo: their score is worth a wider look (LEARNED.md)
   static constexpr std::uint32_t kHistoryKeys = 1u << 15;  // ghost history of the reuse policy
 
   // `slots` must be zero-initialised (all empty) and outlive the cache.
@@ -35,7 +36,7 @@ class ExpertCache {
     inflight,   // a read is under way into `slot`
     claimed,    // was absent: `slot` is now inflight for this key and the caller must read it
     no_victim,  // absent and every slot is pinned, waited on or in flight
-    declined,   // prefetch only (reuse policy): every candidate victim is worth more than the hint
+    declined,   // prefetch only (reuse, echo): every candidate victim is worth more than the hint
   };
   struct Lookup {
     Outcome outcome;
@@ -45,7 +46,7 @@ class ExpertCache {
   // A demand access ticks the clock and, when resident, bumps frequency and recency.
   Lookup demand(std::uint32_t key);
   // A prefetch looks up or claims without touching frequency or recency of resident records.
-  // Under the reuse policy it is admitted only over a victim whose expected wait is longer than
+  // Under the reuse and echo policies it is admitted only over a victim whose expected wait is longer than
   // the hinted record's (a speculative read never evicts what the policy values more).
   Lookup prefetch(std::uint32_t key);
 
@@ -75,7 +76,7 @@ class ExpertCache {
   std::uint32_t trim();
 
   void set_policy(CachePolicy policy) { policy_ = policy; }
-  // Reuse policy: whether a prefetch must beat its victim's expected wait (on by default; off
+  // Reuse and echo policies: whether a prefetch must beat its victim's expected wait (on by default; off
   // only to measure what admission is worth).
   void set_prefetch_admission(bool on) { admission_ = on; }
   [[nodiscard]] CachePolicy policy() const { return policy_; }
@@ -93,7 +94,8 @@ class ExpertCache {
   // `admit_below`: a victim must have a longer expected wait than this (reuse prefetch), or none.
   std::optional<std::uint32_t> choose_victim(std::optional<double> admit_below);
   [[nodiscard]] bool better_victim(std::uint32_t a, std::uint32_t b) const;  // a beats b
-  [[nodiscard]] double wait_of(std::uint32_t slot) const;                    // reuse: expected wait
+  [[nodiscard]] double wait_of(std::uint32_t slot) const;                    // reuse, echo: expected wait
+  [[nodiscard]] bool scored() const { return policy_ == CachePolicy::reuse || policy_ == CachePolicy::echo; }
   void forget_slot(std::uint32_t slot);  // its record leaves: keep its reuse state as history
 
   std::span<ipc::SlotShm> slots_;
@@ -107,6 +109,7 @@ class ExpertCache {
   std::uint32_t limit_ = 0;
   // Reuse policy state (daemon-private, kept under every policy so a switch starts informed).
   ReuseModel reuse_;
+  RoutingEcho echo_;
   bool admission_ = true;
   struct SlotReuse {
     ReuseState state;

@@ -42,6 +42,14 @@ double ReuseModel::expected_wait(const ReuseState& s, int layer) const {
   return wait_for(now / full_, layer);
 }
 
+double ReuseModel::wait_after_chance(const ReuseState& s, int layer, double chance) const {
+  const int n = n_layers_;
+  const int dist = ((layer - layer_ - 1) % n + n) % n + 1;
+  const double p = s.uses > 0 ? std::min(1.0, double(s.uses) * std::pow(decay_, double(epoch_ - s.epoch)) / full_) : 0.0;
+  if (p <= 0) return 1e30;
+  return dist + (1.0 - std::min(chance, 1.0)) * n / p;
+}
+
 double ReuseModel::hinted_wait(int layer) const { return wait_for(kHintConfidence, layer); }
 
 std::uint32_t ReuseModel::home(std::uint32_t key) const {

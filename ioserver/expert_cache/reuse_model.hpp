@@ -42,6 +42,9 @@ class ReuseModel {
   // Expected layer steps until a record of `layer` in state `s` is next wanted (larger = better
   // victim); a record with no use history is the best victim of all.
   [[nodiscard]] double expected_wait(const ReuseState& s, int layer) const;
+  // The same when the record's next chance is known to come with probability `chance` and later
+  // ones with the decayed count's p: dist + (1 - chance) * n_layers / p.
+  [[nodiscard]] double wait_after_chance(const ReuseState& s, int layer, double chance) const;
   // The same for a record the router predicts for `layer` (kHintConfidence as its p).
   [[nodiscard]] double hinted_wait(int layer) const;
 

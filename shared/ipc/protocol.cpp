@@ -144,8 +144,8 @@ Result<ConfigRequest> config_request_from_json(const json& j) {
     ConfigRequest r;
     if (j.contains("policy")) {
       r.policy = j.at("policy").get<std::string>();
-      if (*r.policy != "reuse" && *r.policy != "lfru" && *r.policy != "lru") {
-        return make_error(Errc::argument, "config: policy '" + *r.policy + "' is not reuse, lfru or lru");
+      if (*r.policy != "echo" && *r.policy != "reuse" && *r.policy != "lfru" && *r.policy != "lru") {
+        return make_error(Errc::argument, "config: policy '" + *r.policy + "' is not echo, reuse, lfru or lru");
       }
     }
     if (j.contains("budget_bytes")) r.budget_bytes = j.at("budget_bytes").get<std::uint64_t>();

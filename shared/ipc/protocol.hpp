@@ -12,7 +12,7 @@
 //                                                     current occupant is refused, no effect
 //   heartbeat  {client_idx, pid}                   -> {} (informational: never reclaims)
 //   stats      {}                                  -> {budget{...}, totals{...}, clients[...]}
-//   config     {policy?: "reuse"|"lfru"|"lru", budget_bytes?} -> {policy, budget_bytes}
+//   config     {policy?: "echo"|"reuse"|"lfru"|"lru", budget_bytes?} -> {policy, budget_bytes}
 //   shutdown   {drain_ms?}                         -> {} (then drains, removes shm and socket)
 //
 // Bump kProtocolVersion on any change a peer of the previous version would misread.
@@ -68,7 +68,7 @@ struct AttachReply {
 };
 
 struct ConfigRequest {
-  std::optional<std::string> policy;          // "reuse" | "lfru" | "lru"
+  std::optional<std::string> policy;          // "echo" | "reuse" | "lfru" | "lru"
   std::optional<std::uint64_t> budget_bytes;
 };
 

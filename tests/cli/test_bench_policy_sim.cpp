@@ -26,14 +26,14 @@ TEST_CASE("waste bench --policy-sim --json reports every policy and Belady per c
   CHECK(row["capacity"] == 2);
   CHECK(row["multiple"] == 2.0);
   const auto& p = row["policies"];
-  CHECK(p.size() == 5);
+  CHECK(p.size() == 6);
   CHECK(p["lru"].get<double>() == 2.0 / 9.0);
   CHECK(p["lfru"].get<double>() == 3.0 / 9.0);
   CHECK(p["belady"].get<double>() == 4.0 / 9.0);
-  CHECK(p["default"] == p["reuse"]);
+  CHECK(p["default"] == p["echo"]);
   // Three slots hold all three experts: only the three first uses miss.
   CHECK(j["rows"][1]["capacity"] == 3);
-  for (const char* name : {"lru", "lfru", "reuse", "default", "belady"}) {
+  for (const char* name : {"lru", "lfru", "reuse", "echo", "default", "belady"}) {
     CHECK(j["rows"][1]["policies"][name].get<double>() == 6.0 / 9.0);
   }
 }

@@ -221,7 +221,7 @@ TEST_CASE("control plane round trip: ping, attach, stats, detach, config", "[ios
   }
   auto bad_policy = c.configure(ipc::ConfigRequest{std::string("mru"), std::nullopt});
   REQUIRE_FALSE(bad_policy);
-  CHECK(bad_policy.error().message == "config: policy 'mru' is not reuse, lfru or lru");
+  CHECK(bad_policy.error().message == "config: policy 'mru' is not echo, reuse, lfru or lru");
   // A lower budget shrinks the cache (down to the plan's floor); below the floor it is refused.
   const std::uint64_t floor = d.setup.plan.floor_bytes;
   auto low = c.configure(ipc::ConfigRequest{std::nullopt, floor - 1});

@@ -194,7 +194,7 @@ TEST_CASE("waste-ctl start hands --max-clients, --reader-threads and --verify to
   std::ifstream in(info->log);
   const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   INFO(log);
-  CHECK(log.find("data plane: reuse cache, 3 reader threads, direct I/O asked, CRC verify on, at most 2 clients") !=
+  CHECK(log.find("data plane: echo cache, 3 reader threads, direct I/O asked, CRC verify on, at most 2 clients") !=
         std::string::npos);
   REQUIRE(test::run_command(ctl("stop " + name)).exit_code == 0);
 }

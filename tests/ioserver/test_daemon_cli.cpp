@@ -104,7 +104,7 @@ TEST_CASE("Each daemon option's help names its default", "[ioserver][control][cl
   add_daemon_options(app, cli);
   const std::string help = app.help();
   for (const char* line : {"disk reader threads, 1..64 (default 2)", "most clients attached at once, 1..64 (default 16)",
-                           "reserves room for, 1..64 (default 1)", "expert cache policy, reuse, lfru or lru (default reuse)",
+                           "reserves room for, 1..64 (default 1)", "expert cache policy, echo, reuse, lfru or lru (default echo)",
                            "ms to wait for the first client, 0..3600000 (default 10000)"}) {
     INFO(line);
     CHECK(help.find(line) != std::string::npos);

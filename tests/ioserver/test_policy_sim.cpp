@@ -9,6 +9,7 @@
 
 #include "ioserver/expert_cache/expert_cache.hpp"
 #include "ioserver/expert_cache/policy_sim.hpp"
+#include "ioserver/expert_cache/routing_echo.hpp"
 #include "test_support.hpp"
 
 using namespace waste;
@@ -64,7 +65,7 @@ TEST_CASE("policy sim: a layer's pinned experts never evict each other", "[ioser
   // every policy must keep the layer's first expert.
   const RoutingTrace trace = parse_or_fail(
       "{\"tok\": 0, \"layers\": [[0, 1], [0, 1]]}\n{\"tok\": 1, \"layers\": [[0, 2], [0, 1]]}\n");
-  for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse}) {
+  for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse, CachePolicy::echo}) {
     auto r = simulate_policy(trace, 3, p);
     REQUIRE(r);
     CHECK(r->demands == 8);
@@ -94,10 +95,10 @@ TEST_CASE("policy sim: malformed routing traces name the line", "[ioserver][poli
 
 // The issue-15 bar on real routing (Kimi-Linear 300 tokens, OLMoE 299 tokens): the default is at
 // least the best of LRU and LFRU at 0.5..8 working sets, keeps >= 20% at half a working set and
-// closes half the gap to Belady there. At one working set it closes 38-44% (the issue asks 50%:
-// not met yet, see docs/LEARNED.md); the bound below guards what it does close.
+// closes half the gap to Belady at 0.5x and 1x (echo: 66% / 72% and 50.4% / 51.5%, LEARNED.md).
+// reuse, the previous default, is held to what it closes (1x: 38-44%).
 TEST_CASE("policy sim: the default policy beats LRU and LFRU on the committed real traces", "[ioserver][policy]") {
-  REQUIRE(kDefaultCachePolicy == CachePolicy::reuse);
+  REQUIRE(kDefaultCachePolicy == CachePolicy::echo);
   for (const char* name : {"routing-kimi-linear-300tok.jsonl", "routing-olmoe-299tok.jsonl"}) {
     const RoutingTrace trace = committed_trace(name);
     for (double multiple : {0.5, 1.0, 2.0, 4.0, 8.0}) {
@@ -105,18 +106,22 @@ TEST_CASE("policy sim: the default policy beats LRU and LFRU on the committed re
       const auto lru = simulate_policy(trace, capacity, CachePolicy::lru);
       const auto lfru = simulate_policy(trace, capacity, CachePolicy::lfru);
       const auto def = simulate_policy(trace, capacity, kDefaultCachePolicy);
+      const auto reuse = simulate_policy(trace, capacity, CachePolicy::reuse);
       const auto best = simulate_belady(trace, capacity);
-      REQUIRE((lru && lfru && def && best));
+      REQUIRE((lru && lfru && def && reuse && best));
       const double base = std::max(lru->hit_rate(), lfru->hit_rate());
-      INFO(name << " at " << multiple << "x: lru " << lru->hit_rate() << " lfru " << lfru->hit_rate() << " default "
-                << def->hit_rate() << " belady " << best->hit_rate());
+      INFO(name << " at " << multiple << "x: lru " << lru->hit_rate() << " lfru " << lfru->hit_rate() << " reuse "
+                << reuse->hit_rate() << " default " << def->hit_rate() << " belady " << best->hit_rate());
       CHECK(def->hit_rate() >= base);
+      CHECK(reuse->hit_rate() >= base);
+      CHECK(def->hit_rate() >= reuse->hit_rate());
       CHECK(best->hit_rate() >= def->hit_rate());
       if (multiple == 0.5) {
         CHECK(def->hit_rate() >= 0.20);
-        CHECK(def->hit_rate() - base >= 0.5 * (best->hit_rate() - base));
+        CHECK(reuse->hit_rate() >= 0.20);
       }
-      if (multiple == 1.0) CHECK(def->hit_rate() - base >= 0.35 * (best->hit_rate() - base));
+      if (multiple <= 1.0) CHECK(def->hit_rate() - base >= 0.5 * (best->hit_rate() - base));
+      if (multiple == 1.0) CHECK(reuse->hit_rate() - base >= 0.35 * (best->hit_rate() - base));
     }
   }
 }
@@ -161,4 +166,70 @@ TEST_CASE("reuse policy: a prefetch never evicts a record valued above the hint"
   // A demand is never declined: it evicts like any miss.
   cache.set_prefetch_admission(true);
   CHECK(access(0, 7) == ExpertCache::Outcome::claimed);
+}
+
+TEST_CASE("routing echo: the best-matched past token and its successor vote", "[ioserver][policy]") {
+  RoutingEcho echo(64);
+  // Token 0 reads 1, 2; token 1 reads 3, 4; token 2 reads 5, 6; token 3 reads 1 (echoing token 0).
+  CHECK_FALSE(echo.vote_this_token(1));  // no past yet
+  echo.note_demand(1, 0);
+  echo.note_demand(2, 0);
+  echo.note_demand(3, 1);
+  echo.note_demand(4, 1);
+  echo.note_demand(5, 2);
+  echo.note_demand(6, 2);
+  echo.note_demand(1, 3);
+  // Matches: token 0 has 1, tokens 1 and 2 none; the top 4 are 0, then 2 and 1 (ties to the most
+  // recent). Token 0 read 2 (1 of the 3 voters); nobody read 9.
+  REQUIRE(echo.vote_this_token(2));
+  CHECK(*echo.vote_this_token(2) == 1.0 / 3.0);
+  CHECK(*echo.vote_this_token(9) == 0.0);
+  // Successors in the past: of 0 it is 1 (read 3, 4), of 1 it is 2 (read 5, 6); 2's successor is
+  // the current token, so 2 voters.
+  REQUIRE(echo.vote_next_token(3));
+  CHECK(*echo.vote_next_token(3) == 0.5);
+  CHECK(*echo.vote_next_token(5) == 0.5);
+  CHECK(*echo.vote_next_token(1) == 0.0);
+  // A second read of a record in the same token adds no match; a new match re-ranks.
+  echo.note_demand(1, 3);
+  echo.note_demand(5, 3);
+  CHECK(*echo.vote_this_token(6) == 1.0 / 3.0);  // voters 2, 0 (a match each) and 1: only 2 read 6
+  // The window forgets. Hazard: token kWindow reuses token 0's bit position; a stale bit would
+  // make its first read of 7 look like a second one, and nothing would be ranked.
+  RoutingEcho wrap(8);
+  wrap.note_demand(7, 0);
+  wrap.note_demand(9, RoutingEcho::kWindow - 1);
+  wrap.note_demand(7, RoutingEcho::kWindow);
+  REQUIRE(wrap.vote_this_token(9));
+  CHECK(*wrap.vote_this_token(9) == 0.25);  // tokens kWindow-1..kWindow-4 vote, token 0 has left
+}
+
+TEST_CASE("echo policy: a prefetch never evicts a record valued above the hint", "[ioserver][policy]") {
+  // The default's admission: the same hazard as the reuse case above, under echo.
+  constexpr std::uint32_t kSlots = 3;
+  auto slots = std::make_unique<ipc::SlotShm[]>(kSlots);
+  ExpertCache cache({slots.get(), kSlots}, CachePolicy::echo);
+  auto access = [&](int layer, int expert) {
+    const auto got = cache.demand(ipc::make_key(layer, expert));
+    if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
+    return got.outcome;
+  };
+  REQUIRE(access(0, 0) == ExpertCache::Outcome::claimed);
+  REQUIRE(access(1, 0) == ExpertCache::Outcome::claimed);
+  REQUIRE(access(1, 1) == ExpertCache::Outcome::claimed);
+  for (int t = 1; t < 16; ++t) {
+    REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
+    REQUIRE(access(1, 0) == ExpertCache::Outcome::ready);
+  }
+  REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
+  // Every past token read (1, 0) and only token 0 read (1, 1): the stale one goes to the hint.
+  const auto first = cache.prefetch(ipc::make_key(1, 5));
+  REQUIRE(first.outcome == ExpertCache::Outcome::claimed);
+  cache.mark_ready(first.slot);
+  CHECK_FALSE(cache.find(ipc::make_key(1, 1)));
+  const std::uint64_t evictions = cache.evictions();
+  CHECK(cache.prefetch(ipc::make_key(1, 6)).outcome == ExpertCache::Outcome::declined);
+  CHECK(cache.evictions() == evictions);
+  CHECK(cache.find(ipc::make_key(0, 0)));
+  CHECK(cache.find(ipc::make_key(1, 0)));
 }
