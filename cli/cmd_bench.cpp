@@ -63,6 +63,7 @@ struct BenchArgs {
   std::string depths = "1,2,4,8,16";  // --reader-sweep queue depths
   std::string run_bytes = "1G";    // --reader-sweep: bytes per (reader, depth) run
   bool no_fio = false;
+  int rounds = 1;                  // --reader-sweep rounds (medians)
 };
 
 struct PhaseReport {
@@ -338,6 +339,7 @@ int run_reader_sweep_mode(const BenchArgs& a) {
   s.depths = std::move(*depths);
   s.bytes_per_run = *bytes;
   s.fio = !a.no_fio;
+  s.repeat = a.rounds;
   auto report = bench::run_reader_sweep(s);
   if (!report) return report_error("bench", report.error());
   if (a.json) {
@@ -476,6 +478,9 @@ const CommandRegistration kRegistration{Command{
           ->type_name("SIZE")
           ->default_str("1G");
       sub.add_flag("--no-fio", args->no_fio, "--reader-sweep: skip the fio ceiling");
+      sub.add_option("--rounds", args->rounds, "--reader-sweep: rounds over every depth (each figure is their median)")
+          ->type_name("N")
+          ->check(int_range("--rounds", 1, 20));
       sub.add_flag("--drop-caches", args->drop_caches, "--sweep: drop the page cache before each run (root)");
       return [args] { return run_bench(*args); };
     }}};

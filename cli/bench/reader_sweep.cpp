@@ -196,6 +196,7 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
   if (a.fio) r.fio_version = fio_version();
   RecordOrder order(info->manifest, a.seed);
   r.container_records = order.size();
+  r.rounds = std::max(a.repeat, 1);
   read_loadavg(r.load_before);
   r.page_cache_dropped = true;
   auto drop = [&] {
@@ -203,31 +204,51 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
   };
   if (!a.drop_caches) r.page_cache_dropped = false;
 
-  for (int depth : a.depths) {
-    // At least two reads per thread, so every thread is busy at least once.
-    const std::uint64_t records =
-        std::max<std::uint64_t>((a.bytes_per_run + r.record_bytes - 1) / r.record_bytes, 2 * std::uint64_t(depth));
-    ReaderSweepRow row;
-    row.depth = depth;
-    if (!r.fio_version.empty()) {
-      drop();
-      auto f = fio_run(*info, a.container, r.record_bytes, depth, records * r.record_bytes, r.direct_io);
-      if (!f) return std::unexpected(f.error());
-      row.fio = *f;
+  const bool with_fio = !r.fio_version.empty();
+  std::vector<std::vector<ReadRun>> fio_runs(a.depths.size()), pread_runs(a.depths.size()), uring_runs(a.depths.size());
+  for (int round = 0; round < std::max(a.repeat, 1); ++round) {
+    for (std::size_t d = 0; d < a.depths.size(); ++d) {
+      const int depth = a.depths[d];
+      // At least two reads per thread, so every thread is busy at least once.
+      const std::uint64_t records =
+          std::max<std::uint64_t>((a.bytes_per_run + r.record_bytes - 1) / r.record_bytes, 2 * std::uint64_t(depth));
+      for (int k = 0; k < 3; ++k) {
+        const int which = (k + round) % 3;  // 0 fio, 1 pread, 2 io_uring
+        if (which == 0 && !with_fio) continue;
+        drop();
+        if (which == 0) {
+          auto f = fio_run(*info, a.container, r.record_bytes, depth, records * r.record_bytes, r.direct_io);
+          if (!f) return std::unexpected(f.error());
+          fio_runs[d].push_back(*f);
+        } else {
+          const RecordReader& reader = which == 1 ? *pread_reader : *uring_reader;
+          auto run = pool_run(reader, depth, records, order);
+          if (!run) {
+            return std::unexpected(run.error().with_context(std::string(which == 1 ? "pread" : "io_uring") +
+                                                            " at depth " + std::to_string(depth)));
+          }
+          (which == 1 ? pread_runs : uring_runs)[d].push_back(*run);
+        }
+      }
+      std::fprintf(stderr, "round %d depth %d: fio %.3f, pread %.3f, io_uring %.3f GB/s\n", round + 1, depth,
+                   with_fio ? fio_runs[d].back().gb_per_second() : 0.0, pread_runs[d].back().gb_per_second(),
+                   uring_runs[d].back().gb_per_second());
     }
-    drop();
-    auto p = pool_run(*pread_reader, depth, records, order);
-    if (!p) return std::unexpected(p.error().with_context("pread at depth " + std::to_string(depth)));
-    row.pread = *p;
-    drop();
-    auto u = pool_run(*uring_reader, depth, records, order);
-    if (!u) return std::unexpected(u.error().with_context("io_uring at depth " + std::to_string(depth)));
-    row.io_uring = *u;
-    std::fprintf(stderr, "depth %d: fio %.3f, pread %.3f, io_uring %.3f GB/s\n", depth,
-                 row.fio ? row.fio->gb_per_second() : 0.0, row.pread.gb_per_second(), row.io_uring.gb_per_second());
-    r.rows.push_back(row);
   }
   read_loadavg(r.load_after);
+  auto median = [](std::vector<ReadRun> runs, std::vector<double>& samples) {
+    for (const auto& run : runs) samples.push_back(run.gb_per_second());
+    std::sort(runs.begin(), runs.end(), [](const ReadRun& x, const ReadRun& y) { return x.gb_per_second() < y.gb_per_second(); });
+    return runs[runs.size() / 2];
+  };
+  for (std::size_t d = 0; d < a.depths.size(); ++d) {
+    ReaderSweepRow row;
+    row.depth = a.depths[d];
+    if (with_fio) row.fio = median(fio_runs[d], row.fio_samples);
+    row.pread = median(pread_runs[d], row.pread_samples);
+    row.io_uring = median(uring_runs[d], row.io_uring_samples);
+    r.rows.push_back(std::move(row));
+  }
 
   double best = 0;
   for (const auto& row : r.rows) best = std::max({best, row.pread.gb_per_second(), row.io_uring.gb_per_second()});
@@ -246,7 +267,9 @@ nlohmann::json reader_sweep_json(const ReaderSweepReport& r) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows) {
     nlohmann::json j = {{"depth", row.depth}, {"pread", run_json(row.pread, row.fio)},
-                        {"io_uring", run_json(row.io_uring, row.fio)}};
+                        {"io_uring", run_json(row.io_uring, row.fio)},
+                        {"samples_gb_per_second",
+                         {{"fio", row.fio_samples}, {"pread", row.pread_samples}, {"io_uring", row.io_uring_samples}}}};
     j["fio"] = row.fio ? run_json(*row.fio, std::nullopt) : nlohmann::json();
     rows.push_back(std::move(j));
   }
@@ -257,6 +280,7 @@ nlohmann::json reader_sweep_json(const ReaderSweepReport& r) {
           {"io_uring_engaged", r.io_uring_engaged},
           {"fio", r.fio_version.empty() ? nlohmann::json() : nlohmann::json(r.fio_version)},
           {"page_cache_dropped", r.page_cache_dropped},
+          {"rounds", r.rounds},
           {"load_average", {{"before", r.load_before}, {"after", r.load_after}}},
           {"rows", rows},
           {"best", {{"reader", r.best_reader}, {"depth", r.best_depth}}}};
@@ -277,7 +301,7 @@ void print_reader_sweep(const ReaderSweepReport& r) {
                 static_cast<unsigned long long>(row.pread.records), ceiling, row.pread.gb_per_second(), pct(row.pread),
                 row.io_uring.gb_per_second(), pct(row.io_uring));
   }
-  std::printf("best: %s with %d reader threads\n", r.best_reader.c_str(), r.best_depth);
+  std::printf("best: %s with %d reader threads (medians of %d rounds)\n", r.best_reader.c_str(), r.best_depth, r.rounds);
 }
 
 }  // namespace waste::cli::bench

@@ -29,6 +29,9 @@ struct ReaderSweepArgs {
   bool drop_caches = true;                   // before each run (root; skipped silently otherwise)
   bool fio = true;                           // measure the ceiling with fio when installed
   std::uint64_t seed = 1;
+  // Rounds over every depth; each figure is the median of its rounds. The order of fio, pread and
+  // io_uring rotates from round to round, so none always runs first after a drop.
+  int repeat = 1;
 };
 
 struct ReadRun {
@@ -40,9 +43,11 @@ struct ReadRun {
 
 struct ReaderSweepRow {
   int depth = 0;
+  // The median round of each (by GB/s); the rounds' GB/s in samples.
   std::optional<ReadRun> fio;  // none when fio is missing or was not asked for
   ReadRun pread;
   ReadRun io_uring;
+  std::vector<double> fio_samples, pread_samples, io_uring_samples;
 };
 
 struct ReaderSweepReport {
@@ -53,6 +58,7 @@ struct ReaderSweepReport {
   bool io_uring_engaged = false;  // false: the io_uring column fell back to pread
   std::string fio_version;        // empty: fio not run
   bool page_cache_dropped = false;
+  int rounds = 1;
   double load_before[3]{}, load_after[3]{};  // /proc/loadavg around the whole sweep
   std::vector<ReaderSweepRow> rows;
   // The setting the measurements recommend: the fewest threads within 3% of the best of our

@@ -50,7 +50,8 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
   for (const auto& [layer, bank] : manifest.banks) records_in_container += std::uint64_t(bank.experts);
   // Three records a run, but at least two per reader thread: 3 at depth 1, 4 at depth 2.
   const auto doc = run_json({"bench", test::tokenizer_container().string(), "--reader-sweep", "--depths", "1,2",
-                             "--run-bytes", std::to_string(3 * record), "--json"});
+                             "--run-bytes", std::to_string(3 * record), "--rounds", "2", "--json"});
+  CHECK(doc["rounds"].get<int>() == 2);
   CHECK(doc["record_bytes"].get<std::uint64_t>() == record);
   CHECK(doc["container_records"].get<std::uint64_t>() == records_in_container);
   CHECK(doc["load_average"]["before"].size() == 3);
@@ -73,7 +74,12 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
       CHECK(run["gb_per_second"].get<double>() ==
             Approx(double(expected_records[i] * record) / 1e9 / run["seconds"].get<double>()));
       CHECK(run.contains("percent_of_fio") == fio);
+      // Two rounds, and the reported run is one of them (the median).
+      const auto& samples = row["samples_gb_per_second"][reader];
+      REQUIRE(samples.size() == 2);
+      CHECK((samples[0] == run["gb_per_second"] || samples[1] == run["gb_per_second"]));
     }
+    CHECK(row["samples_gb_per_second"]["fio"].size() == (fio ? 2u : 0u));
     if (fio) {
       CHECK(row["fio"]["bytes"].get<std::uint64_t>() == expected_records[i] * record);
       CHECK(row["pread"]["percent_of_fio"].get<double>() ==
