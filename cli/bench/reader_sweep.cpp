@@ -108,7 +108,9 @@ Result<ReadRun> fio_run(const ContainerInfo& info, const std::filesystem::path& 
     }
     files += (files.empty() ? "" : ":") + path;
   }
-  const std::string cmd = "fio --name=ceiling --rw=randread --ioengine=libaio --direct=" + std::string(direct ? "1" : "0") +
+  // --readonly: fio lays out (unlinks and rewrites) a file it finds too small for the job; the
+  // banks are the container's and must never be written. No --size: fio takes each file's own.
+  const std::string cmd = "fio --readonly --allow_file_create=0 --name=ceiling --rw=randread --ioengine=libaio --direct=" + std::string(direct ? "1" : "0") +
                           " --numjobs=1 --iodepth=" +
                           std::to_string(depth) + " --bs=" + std::to_string(record) +
                           " --io_size=" + std::to_string(bytes) + " --file_service_type=random --randrepeat=0" +

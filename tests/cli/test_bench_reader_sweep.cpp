@@ -48,6 +48,9 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
   const std::uint64_t record = manifest.banks.begin()->second.record_bytes();
   std::uint64_t records_in_container = 0;
   for (const auto& [layer, bank] : manifest.banks) records_in_container += std::uint64_t(bank.experts);
+  // Hazard: fio rewrites a file it finds too small for its job; the banks must come out unchanged.
+  std::vector<std::string> banks_before;
+  for (const auto& [layer, bank] : manifest.banks) banks_before.push_back(test::slurp(test::tokenizer_container() / bank.file));
   // Three records a run, but at least two per reader thread: 3 at depth 1, 4 at depth 2.
   const auto doc = run_json({"bench", test::tokenizer_container().string(), "--reader-sweep", "--depths", "1,2",
                              "--run-bytes", std::to_string(3 * record), "--rounds", "2", "--json"});
@@ -87,6 +90,11 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
     } else {
       CHECK(row["fio"].is_null());
     }
+  }
+  std::size_t b = 0;
+  for (const auto& [layer, bank] : manifest.banks) {
+    INFO(bank.file);
+    CHECK(test::slurp(test::tokenizer_container() / bank.file) == banks_before[b++]);
   }
   const auto best = doc["best"]["reader"].get<std::string>();
   CHECK((best == "pread" || best == "io_uring"));
