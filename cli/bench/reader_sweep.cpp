@@ -7,6 +7,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "cli/bench/child_process.hpp"
@@ -52,19 +53,23 @@ void read_loadavg(double (&out)[3]) {
   in >> out[0] >> out[1] >> out[2];
 }
 
-// `records` reads through a ReaderPool of `depth` threads over `reader`, `depth` slots: a slot is
-// resubmitted as soon as its read lands, so `depth` reads are in flight until the tail.
+// `records` reads through a ReaderPool of `depth` threads over `reader`, with twice as many slots
+// (one queued job per thread, as in the daemon when a layer's misses are queued together): a
+// thread whose read lands takes the next job at once, so `depth` reads are in flight until the
+// tail, and no thread waits for this one to resubmit (on a loaded 2-core machine that wake-up
+// cost milliseconds per record).
 Result<ReadRun> pool_run(const RecordReader& reader, int depth, std::uint64_t records, RecordOrder& order) {
   const std::size_t record = reader.record_bytes();
+  const int slots = 2 * depth;
   std::vector<AlignedBuffer> buffers;
-  for (int i = 0; i < depth; ++i) buffers.emplace_back(record);
+  for (int i = 0; i < slots; ++i) buffers.emplace_back(record);
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<std::uint32_t> free_slots;
   Status first_error;
-  for (int i = depth - 1; i >= 0; --i) free_slots.push_back(std::uint32_t(i));
+  for (int i = slots - 1; i >= 0; --i) free_slots.push_back(std::uint32_t(i));
   ReaderPool pool(
-      reader, depth, std::size_t(depth),
+      reader, depth, std::size_t(slots),
       [&](std::uint32_t slot) { return buffers[slot].span().first(record); },
       [&](const ReaderPool::Job& job, const Status& status, std::chrono::nanoseconds) {
         std::lock_guard lock(mutex);
@@ -89,7 +94,7 @@ Result<ReadRun> pool_run(const RecordReader& reader, int depth, std::uint64_t re
   }
   {
     std::unique_lock lock(mutex);
-    cv.wait(lock, [&] { return free_slots.size() == std::size_t(depth); });
+    cv.wait(lock, [&] { return free_slots.size() == std::size_t(slots); });
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!first_error) return std::unexpected(first_error.error());
@@ -203,6 +208,9 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
   r.page_cache_dropped = true;
   auto drop = [&] {
     if (a.drop_caches && !drop_page_cache()) r.page_cache_dropped = false;
+    // drop_page_cache syncs first: let the writeback it started (other processes' dirty pages)
+    // reach the disk before the timed reads, whichever reader comes next.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
   };
   if (!a.drop_caches) r.page_cache_dropped = false;
 
