@@ -13,6 +13,7 @@
 #include "cli/bench/child_process.hpp"
 #include "ioserver/nvme/reader_pool.hpp"
 #include "ioserver/nvme/record_reader.hpp"
+#include "ioserver/nvme/uring_queue.hpp"
 #include "ioserver/nvme/uring_record_reader.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/expert_bank.hpp"
@@ -97,6 +98,26 @@ Result<ReadRun> pool_run(const RecordReader& reader, int depth, std::uint64_t re
     cv.wait(lock, [&] { return free_slots.size() == std::size_t(slots); });
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!first_error) return std::unexpected(first_error.error());
+  return ReadRun{records, records * record, seconds};
+}
+
+// `records` reads through one UringQueue of `depth` (one thread, `depth` slots in flight).
+Result<ReadRun> queue_run(UringQueue& queue, std::uint64_t record, std::uint64_t records, RecordOrder& order) {
+  std::vector<AlignedBuffer> buffers;
+  for (unsigned i = 0; i < queue.depth(); ++i) buffers.emplace_back(record);
+  std::vector<Key> keys;
+  for (std::uint64_t i = 0; i < records; ++i) keys.push_back(order.next());
+  Status first_error;
+  const auto start = Clock::now();
+  Status ran = queue.run(
+      keys.size(), [&](std::size_t i) { return UringQueue::Key{keys[i].layer, keys[i].expert}; },
+      [&](unsigned slot) { return buffers[slot].span().first(record); },
+      [&](std::size_t, unsigned, const Status& status) {
+        if (!status && first_error) first_error = status;
+      });
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!ran) return std::unexpected(ran.error());
   if (!first_error) return std::unexpected(first_error.error());
   return ReadRun{records, records * record, seconds};
 }
@@ -192,6 +213,8 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
   if (!pread_banks) return std::unexpected(pread_banks.error());
   auto uring_banks = open_banks();
   if (!uring_banks) return std::unexpected(uring_banks.error());
+  auto queue_banks = open_banks();
+  if (!queue_banks) return std::unexpected(queue_banks.error());
   const auto pread_reader = make_bank_record_reader(std::move(*pread_banks), info->manifest);
   const auto uring_reader = make_uring_record_reader(std::move(*uring_banks), info->manifest);
 
@@ -215,18 +238,25 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
   if (!a.drop_caches) r.page_cache_dropped = false;
 
   const bool with_fio = !r.fio_version.empty();
-  std::vector<std::vector<ReadRun>> fio_runs(a.depths.size()), pread_runs(a.depths.size()), uring_runs(a.depths.size());
+  std::vector<std::vector<ReadRun>> fio_runs(a.depths.size()), pread_runs(a.depths.size()), uring_runs(a.depths.size()),
+      queue_runs(a.depths.size());
   for (int round = 0; round < std::max(a.repeat, 1); ++round) {
     for (std::size_t d = 0; d < a.depths.size(); ++d) {
       const int depth = a.depths[d];
       // At least two reads per thread, so every thread is busy at least once.
       const std::uint64_t records =
           std::max<std::uint64_t>((a.bytes_per_run + r.record_bytes - 1) / r.record_bytes, 2 * std::uint64_t(depth));
-      for (int k = 0; k < 3; ++k) {
-        const int which = (k + round) % 3;  // 0 fio, 1 pread, 2 io_uring
+      for (int k = 0; k < 4; ++k) {
+        const int which = (k + round) % 4;  // 0 fio, 1 pread, 2 io_uring, 3 uring_queue
         if (which == 0 && !with_fio) continue;
         drop();
-        if (which == 0) {
+        if (which == 3) {
+          auto queue = UringQueue::create(*queue_banks, unsigned(depth));
+          if (!queue) return std::unexpected(queue.error().with_context("uring_queue at depth " + std::to_string(depth)));
+          auto run = queue_run(*queue, r.record_bytes, records, order);
+          if (!run) return std::unexpected(run.error().with_context("uring_queue at depth " + std::to_string(depth)));
+          queue_runs[d].push_back(*run);
+        } else if (which == 0) {
           auto f = fio_run(*info, a.container, r.record_bytes, depth, records * r.record_bytes, r.direct_io);
           if (!f) return std::unexpected(f.error());
           fio_runs[d].push_back(*f);
@@ -240,9 +270,9 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
           (which == 1 ? pread_runs : uring_runs)[d].push_back(*run);
         }
       }
-      std::fprintf(stderr, "round %d depth %d: fio %.3f, pread %.3f, io_uring %.3f GB/s\n", round + 1, depth,
-                   with_fio ? fio_runs[d].back().gb_per_second() : 0.0, pread_runs[d].back().gb_per_second(),
-                   uring_runs[d].back().gb_per_second());
+      std::fprintf(stderr, "round %d depth %d: fio %.3f, pread %.3f, io_uring %.3f, uring_queue %.3f GB/s\n", round + 1,
+                   depth, with_fio ? fio_runs[d].back().gb_per_second() : 0.0, pread_runs[d].back().gb_per_second(),
+                   uring_runs[d].back().gb_per_second(), queue_runs[d].back().gb_per_second());
     }
   }
   read_loadavg(r.load_after);
@@ -257,6 +287,7 @@ Result<ReaderSweepReport> run_reader_sweep(const ReaderSweepArgs& a) {
     if (with_fio) row.fio = median(fio_runs[d], row.fio_samples);
     row.pread = median(pread_runs[d], row.pread_samples);
     row.io_uring = median(uring_runs[d], row.io_uring_samples);
+    row.uring_queue = median(queue_runs[d], row.uring_queue_samples);
     r.rows.push_back(std::move(row));
   }
 
@@ -278,8 +309,12 @@ nlohmann::json reader_sweep_json(const ReaderSweepReport& r) {
   for (const auto& row : r.rows) {
     nlohmann::json j = {{"depth", row.depth}, {"pread", run_json(row.pread, row.fio)},
                         {"io_uring", run_json(row.io_uring, row.fio)},
+                        {"uring_queue", run_json(row.uring_queue, row.fio)},
                         {"samples_gb_per_second",
-                         {{"fio", row.fio_samples}, {"pread", row.pread_samples}, {"io_uring", row.io_uring_samples}}}};
+                         {{"fio", row.fio_samples},
+                          {"pread", row.pread_samples},
+                          {"io_uring", row.io_uring_samples},
+                          {"uring_queue", row.uring_queue_samples}}}};
     j["fio"] = row.fio ? run_json(*row.fio, std::nullopt) : nlohmann::json();
     rows.push_back(std::move(j));
   }
@@ -303,13 +338,14 @@ void print_reader_sweep(const ReaderSweepReport& r) {
   std::printf("load average %.2f %.2f %.2f before, %.2f %.2f %.2f after; page cache %s\n", r.load_before[0],
               r.load_before[1], r.load_before[2], r.load_after[0], r.load_after[1], r.load_after[2],
               r.page_cache_dropped ? "dropped before each run" : "not dropped");
-  std::printf("%5s %8s %10s %10s %8s %10s %8s\n", "depth", "records", "fio GB/s", "pread GB/s", "% fio", "uring GB/s", "% fio");
+  std::printf("%5s %8s %10s %10s %8s %10s %8s %10s %8s\n", "depth", "records", "fio GB/s", "pread GB/s", "% fio",
+              "uring GB/s", "% fio", "queue GB/s", "% fio");
   for (const auto& row : r.rows) {
     const double ceiling = row.fio ? row.fio->gb_per_second() : 0;
     auto pct = [&](const ReadRun& run) { return ceiling > 0 ? 100.0 * run.gb_per_second() / ceiling : 0.0; };
-    std::printf("%5d %8llu %10.3f %10.3f %8.1f %10.3f %8.1f\n", row.depth,
+    std::printf("%5d %8llu %10.3f %10.3f %8.1f %10.3f %8.1f %10.3f %8.1f\n", row.depth,
                 static_cast<unsigned long long>(row.pread.records), ceiling, row.pread.gb_per_second(), pct(row.pread),
-                row.io_uring.gb_per_second(), pct(row.io_uring));
+                row.io_uring.gb_per_second(), pct(row.io_uring), row.uring_queue.gb_per_second(), pct(row.uring_queue));
   }
   std::printf("best: %s with %d reader threads (medians of %d rounds)\n", r.best_reader.c_str(), r.best_depth, r.rounds);
 }

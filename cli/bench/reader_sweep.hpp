@@ -5,6 +5,8 @@
 //            ceiling (skipped when fio is not installed)
 //   pread    the daemon's ReaderPool with D threads over the pread reader (make_bank_record_reader)
 //   io_uring the same pool over the io_uring reader (make_uring_record_reader)
+//   uring_queue  one thread, one ring, D reads in flight (ioserver/nvme/uring_queue.hpp): what a
+//            real queue depth gives, for the daemon's next reader
 // so D is what the daemon's --reader-threads would be. Records are drawn from one shuffled list of
 // every record, continued across runs, so no record is read twice before all have been read
 // (a host-side cache under a virtual disk cannot serve a later run what an earlier one read).
@@ -47,7 +49,8 @@ struct ReaderSweepRow {
   std::optional<ReadRun> fio;  // none when fio is missing or was not asked for
   ReadRun pread;
   ReadRun io_uring;
-  std::vector<double> fio_samples, pread_samples, io_uring_samples;
+  ReadRun uring_queue;
+  std::vector<double> fio_samples, pread_samples, io_uring_samples, uring_queue_samples;
 };
 
 struct ReaderSweepReport {
@@ -61,8 +64,8 @@ struct ReaderSweepReport {
   int rounds = 1;
   double load_before[3]{}, load_after[3]{};  // /proc/loadavg around the whole sweep
   std::vector<ReaderSweepRow> rows;
-  // The setting the measurements recommend: the fewest threads within 3% of the best of our
-  // readers' figures, pread on a tie (no ring per thread).
+  // The daemon setting the measurements recommend (pread or io_uring pool, threads): the fewest
+  // threads within 3% of the best of the two pools' figures, pread on a tie.
   std::string best_reader;
   int best_depth = 0;
 };

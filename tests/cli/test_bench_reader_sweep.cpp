@@ -68,7 +68,7 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
     const auto& row = rows[i];
     INFO("depth " << row["depth"]);
     CHECK(row["depth"].get<int>() == int(i) + 1);
-    for (const char* reader : {"pread", "io_uring"}) {
+    for (const char* reader : {"pread", "io_uring", "uring_queue"}) {
       INFO(reader);
       const auto& run = row[reader];
       CHECK(run["records"].get<std::uint64_t>() == expected_records[i]);
