@@ -37,9 +37,10 @@ class UringQueue {
   ~UringQueue();
 
   // Reads records key_of(0) .. key_of(count - 1), at most depth() in flight; done() runs on this
-  // thread once per read, in completion order. Returns the first ring error (a failed submit or
-  // wait), after which reads still in flight are waited for and reported; a record's own error
-  // goes to its done() only.
+  // thread once per read, in completion order. A record's own error (bad key, read error, short
+  // read, bad header) goes to its done() only. A ring error (failed submit or wait) returns at once:
+  // the queue is then unusable, and the kernel cancels the reads still in flight when it is
+  // destroyed (so the slot buffers must outlive it).
   Status run(std::size_t count, const KeyOf& key_of, const BufferOf& buffer_of, const Done& done);
   [[nodiscard]] unsigned depth() const;
 
