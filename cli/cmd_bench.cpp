@@ -6,7 +6,8 @@
 // Modes (cli/bench/*): --profile (stage table of each phase), --compute-only (every expert
 // resident), --record-trace / --io-only --trace (expert I/O alone through waste-ioserver),
 // --clients N (N processes on one daemon), --sweep BUDGETS (table + PNG per budget),
-// --policy-sim TRACE (the daemon's cache policies on a routing trace, no model, no disk).
+// --policy-sim TRACE (the daemon's cache policies on a routing trace, no model, no disk),
+// --reader-sweep (the daemon's readers against fio's random-read ceiling on the container).
 #include <unistd.h>
 
 #include <chrono>
@@ -24,12 +25,14 @@
 #include "cli/bench/long_context.hpp"
 #include "cli/bench/multi_client.hpp"
 #include "cli/bench/policy_sim.hpp"
+#include "cli/bench/reader_sweep.hpp"
 #include "cli/bench/sweep.hpp"
 #include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "shared/container/container.hpp"
+#include "shared/memory/budget.hpp"
 
 namespace waste::cli {
 namespace {
@@ -58,7 +61,12 @@ struct BenchArgs {
   int sim_wrong = 0;               // of which not used by the next layer
   std::string positions;           // --positions: decode speed at these context positions
   std::string context_fill = "replicate";
-  int rounds = 3;                  // --positions: interleaved rounds
+  std::string daemon_policy;       // --io-only: the daemon's --policy (empty = its default)
+  bool reader_sweep = false;
+  std::string depths = "1,2,4,8,16";  // --reader-sweep queue depths
+  std::string run_bytes = "1G";    // --reader-sweep: bytes per (reader, depth) run
+  bool no_fio = false;
+  int rounds = 0;                  // --positions (default 3) / --reader-sweep (default 1) rounds
 };
 
 struct PhaseReport {
@@ -244,11 +252,22 @@ int run_io_only_mode(const BenchArgs& a) {
   if (a.trace.empty()) return report_error("bench", "--io-only needs --trace FILE (write one with --record-trace)");
   auto text = read_text(a.trace);
   if (!text) return report_error("bench", text.error());
-  auto trace = bench::parse_trace(*text);
-  if (!trace) return report_error("bench", trace.error().with_context(a.trace));
   auto info = ContainerInfo::open(a.engine.model);
   if (!info) return report_error("bench", info.error());
-  auto daemon = bench::BenchDaemon::start(a.engine.model, a.engine.budget, 1);
+  // Either format: the expert trace --record-trace writes, or a routing trace (JSON lines).
+  const bool routing = bench::is_routing_trace(*text);
+  Result<std::vector<bench::TraceEvent>> trace = std::vector<bench::TraceEvent>{};
+  if (routing) {
+    auto parsed = parse_routing_trace(*text);
+    if (!parsed) return report_error("bench", parsed.error().with_context(a.trace));
+    trace = bench::routing_trace_events(*parsed, info->manifest);
+  } else {
+    trace = bench::parse_trace(*text);
+  }
+  if (!trace) return report_error("bench", trace.error().with_context(a.trace));
+  std::vector<std::string> daemon_args;
+  if (!a.daemon_policy.empty()) daemon_args = {"--policy", a.daemon_policy};
+  auto daemon = bench::BenchDaemon::start(a.engine.model, a.engine.budget, 1, daemon_args);
   if (!daemon) return report_error("bench", daemon.error());
   std::vector<bench::ReplayPass> passes;
   {
@@ -268,13 +287,17 @@ int run_io_only_mode(const BenchArgs& a) {
     for (const auto& p : passes) list.push_back(bench::replay_json(p));
     print_json({{"model", a.engine.model},
                 {"trace", a.trace},
+                {"trace_format", routing ? "routing" : "expert"},
+                {"policy", a.daemon_policy.empty() ? "default" : a.daemon_policy},
                 {"record_bytes", info->geometry.record_bytes},
                 {"arena_slots", daemon->arena_slots()},
                 {"budget_bytes", daemon->budget_bytes()},
                 {"passes", list}});
   } else {
-    std::printf("io-only replay of %s through waste-ioserver (budget %.2f GB, %llu arena slots)\n", a.trace.c_str(),
-                double(daemon->budget_bytes()) / 1e9, static_cast<unsigned long long>(daemon->arena_slots()));
+    std::printf("io-only replay of %s (%s trace) through waste-ioserver (budget %.2f GB, %llu arena slots, policy %s)\n",
+                a.trace.c_str(), routing ? "routing" : "expert", double(daemon->budget_bytes()) / 1e9,
+                static_cast<unsigned long long>(daemon->arena_slots()),
+                a.daemon_policy.empty() ? "default" : a.daemon_policy.c_str());
     bench::print_replay_table(passes);
   }
   return 0;
@@ -313,7 +336,7 @@ int run_positions_mode(BenchArgs a) {
   auto positions = bench::parse_position_list(a.positions);
   if (!positions) return report_error("bench", positions.error());
   if (a.floor) return report_error("bench", "--floor and --positions are separate runs");
-  bench::LongContextArgs l{*positions, a.prompt_tokens, a.decode_tokens, a.rounds,
+  bench::LongContextArgs l{*positions, a.prompt_tokens, a.decode_tokens, a.rounds > 0 ? a.rounds : 3,
                            a.context_fill == "prefill" ? bench::ContextFill::prefill : bench::ContextFill::replicate};
   if (l.decode_tokens < 1) return report_error("bench", "--positions needs decoded tokens (-n at least 1)");
   bench::BenchEngineArgs e{a.engine, a.lookahead, /*profile=*/true, a.compute_only, false, a.prefill_chunk};
@@ -339,9 +362,31 @@ int run_positions_mode(BenchArgs a) {
   return 0;
 }
 
+int run_reader_sweep_mode(const BenchArgs& a) {
+  auto depths = bench::parse_depth_list(a.depths);
+  if (!depths) return report_error("bench", depths.error());
+  auto bytes = parse_bytes(a.run_bytes);
+  if (!bytes || *bytes == 0) return report_error("bench", "--run-bytes: '" + a.run_bytes + "' is not a byte size (e.g. 1G)");
+  bench::ReaderSweepArgs s;
+  s.container = a.engine.model;
+  s.depths = std::move(*depths);
+  s.bytes_per_run = *bytes;
+  s.fio = !a.no_fio;
+  s.repeat = a.rounds > 0 ? a.rounds : 1;
+  auto report = bench::run_reader_sweep(s);
+  if (!report) return report_error("bench", report.error());
+  if (a.json) {
+    print_json(bench::reader_sweep_json(*report));
+  } else {
+    bench::print_reader_sweep(*report);
+  }
+  return 0;
+}
+
 int run_bench(BenchArgs a) {
   if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
   if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
+  if (a.reader_sweep) return run_reader_sweep_mode(a);
   if (!a.sweep.empty()) return run_sweep_mode(a);
   if (a.clients > 0) return run_clients_mode(a);
   if (a.io_only) return run_io_only_mode(a);
@@ -463,8 +508,24 @@ const CommandRegistration kRegistration{Command{
                      "real tokens)")
           ->type_name("HOW")
           ->check(CLI::IsMember({"replicate", "prefill"}));
-      sub.add_option("--rounds", args->rounds, "--positions: interleaved rounds (best one reported)")
+      sub.add_option("--policy", args->daemon_policy, "--io-only: the daemon's cache policy (echo, reuse, lfru, lru)")
+          ->type_name("NAME")
+          ->default_str("the daemon's")
+          ->check(CLI::IsMember({"echo", "reuse", "lfru", "lru"}));
+      sub.add_flag("--reader-sweep", args->reader_sweep,
+                   "Read random expert records with fio, the pread pool and io_uring at each --depths; GB/s and % of fio");
+      sub.add_option("--depths", args->depths, "--reader-sweep: queue depths (reader threads)")
+          ->type_name("LIST")
+          ->default_str("1,2,4,8,16");
+      sub.add_option("--run-bytes", args->run_bytes, "--reader-sweep: bytes each reader reads at each depth")
+          ->type_name("SIZE")
+          ->default_str("1G");
+      sub.add_flag("--no-fio", args->no_fio, "--reader-sweep: skip the fio ceiling");
+      sub.add_option("--rounds", args->rounds,
+                     "--positions: interleaved rounds (the best reported); --reader-sweep: rounds over every depth "
+                     "(each figure their median)")
           ->type_name("N")
+          ->default_str("3 with --positions, 1 with --reader-sweep")
           ->check(int_range("--rounds", 1, 100));
       sub.add_flag("--drop-caches", args->drop_caches, "--sweep: drop the page cache before each run (root)");
       return [args] { return run_bench(*args); };

@@ -13,12 +13,18 @@
 
 namespace waste {
 
+// Reader threads (= reads in flight) of the daemon: 4, measured with `waste bench MODEL
+// --reader-sweep` on the 2-core VM's virtio disk (docs/PERFORMANCE.md, "The reader at the disk's
+// ceiling"): depth 4 read more than depth 2 in every sweep, 8 and 16 not consistently more than
+// 4. A layer's misses (top_k = 8 on Kimi-Linear) then land in two waves, not four.
+inline constexpr int kDefaultReaderThreads = 4;
+
 struct IoServerConfig {
   std::filesystem::path container;    // the NAME.waste directory
   std::string instance;               // unique name part: segment and socket names derive from uid + this
   std::uint64_t arena_slots = 0;      // expert slots in the arena (>= 1)
   CachePolicy policy = kDefaultCachePolicy;
-  int reader_threads = 2;             // 1..64
+  int reader_threads = kDefaultReaderThreads;  // 1..64
   bool direct_io = true;
   bool verify_crc = false;
   bool io_uring = false;              // read records through io_uring (falls back to pread if refused)

@@ -13,6 +13,8 @@ packages=(
   python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev gnuplot-nox
   # test-time only: the validator of the grammar tests' outputs (tests/grammar/random_schemas.py)
   python3-jsonschema
+  # test-time only: the random-read ceiling of `waste bench --reader-sweep` (tests/cli/test_bench_reader_sweep.cpp)
+  fio
   # models/kjv-mini: the King James Bible its train.py and measure.py read (the ctest needs only the committed files)
   bible-kjv
   # test-time only: the NEON kernels, cross-compiled and run under qemu (tests/cross/)

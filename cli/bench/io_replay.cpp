@@ -91,6 +91,7 @@ nlohmann::json replay_json(const ReplayPass& p) {
           {"records_per_second", p.records_per_second()},
           {"disk_bytes_read", p.experts.bytes_read},
           {"disk_gb_per_second", p.disk_gb_per_second()},
+          {"disk_bytes_per_step", p.disk_bytes_per_step()},
           {"experts_hit", p.experts.hits},
           {"experts_missed", p.experts.misses},
           {"hit_rate", p.hit_rate()},
@@ -100,13 +101,14 @@ nlohmann::json replay_json(const ReplayPass& p) {
 }
 
 void print_replay_table(const std::vector<ReplayPass>& passes) {
-  std::printf("%-5s %8s %10s %9s %10s %8s %6s %9s %9s %9s %12s\n", "pass", "records", "seconds", "rec/s", "GB read",
-              "GB/s", "hit%", "p50 us", "p99 us", "max us", "hit-layer us");
+  std::printf("%-5s %8s %10s %9s %10s %8s %9s %6s %9s %9s %9s %12s\n", "pass", "records", "seconds", "rec/s", "GB read",
+              "GB/s", "MB/step", "hit%", "p50 us", "p99 us", "max us", "hit-layer us");
   for (std::size_t i = 0; i < passes.size(); ++i) {
     const auto& p = passes[i];
-    std::printf("%-5zu %8llu %10.3f %9.1f %10.4f %8.3f %6.1f %9.1f %9.1f %9.1f %12.1f\n", i + 1,
+    std::printf("%-5zu %8llu %10.3f %9.1f %10.4f %8.3f %9.2f %6.1f %9.1f %9.1f %9.1f %12.1f\n", i + 1,
                 static_cast<unsigned long long>(p.records), p.seconds, p.records_per_second(),
-                double(p.experts.bytes_read) / 1e9, p.disk_gb_per_second(), 100.0 * p.hit_rate(),
+                double(p.experts.bytes_read) / 1e9, p.disk_gb_per_second(), p.disk_bytes_per_step() / 1e6,
+                100.0 * p.hit_rate(),
                 p.record_latency.p50_us, p.record_latency.p99_us, p.record_latency.max_us, p.hit_layer.mean_us);
   }
 }

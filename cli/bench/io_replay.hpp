@@ -31,6 +31,8 @@ struct ReplayPass {
   LatencySummary hit_layer;          // request -> every record acquired -> released, layers with no miss
   [[nodiscard]] double records_per_second() const { return seconds > 0 ? double(records) / seconds : 0; }
   [[nodiscard]] double disk_gb_per_second() const { return seconds > 0 ? double(experts.bytes_read) / 1e9 / seconds : 0; }
+  // Disk bytes per trace step (per decoded token for a routing trace).
+  [[nodiscard]] double disk_bytes_per_step() const { return steps ? double(experts.bytes_read) / double(steps) : 0; }
   [[nodiscard]] double hit_rate() const {
     const auto total = experts.hits + experts.misses;
     return total ? double(experts.hits) / double(total) : 0;

@@ -59,6 +59,38 @@ Result<std::vector<TraceEvent>> parse_trace(std::string_view text) {
   return events;
 }
 
+bool is_routing_trace(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{';
+}
+
+Result<std::vector<TraceEvent>> routing_trace_events(const RoutingTrace& trace, const Manifest& manifest) {
+  std::vector<int> layers;  // the container's MoE layers, ascending (std::map order)
+  for (const auto& [layer, bank] : manifest.banks) layers.push_back(layer);
+  if (std::size_t(trace.n_layers) != layers.size()) {
+    return make_error(Errc::argument, "routing trace has " + std::to_string(trace.n_layers) +
+                                          " MoE layers but the container has " + std::to_string(layers.size()) +
+                                          " expert banks");
+  }
+  std::vector<TraceEvent> events;
+  for (std::size_t t = 0; t < trace.tokens.size(); ++t) {
+    for (std::size_t i = 0; i < trace.tokens[t].size(); ++i) {
+      const int layer = layers[i];
+      const int experts = manifest.banks.at(layer).experts;
+      for (int id : trace.tokens[t][i]) {
+        if (id >= experts) {
+          return make_error(Errc::argument, "routing trace token " + std::to_string(t) + " MoE layer " +
+                                                std::to_string(i) + ": expert " + std::to_string(id) +
+                                                " is beyond layer " + std::to_string(layer) + "'s " +
+                                                std::to_string(experts) + " experts");
+        }
+      }
+      events.push_back(TraceEvent{false, int(t), layer, trace.tokens[t][i]});
+    }
+  }
+  return events;
+}
+
 TracingExpertSource::TracingExpertSource(std::unique_ptr<ExpertSource> inner,
                                          std::shared_ptr<std::vector<TraceEvent>> sink)
     : inner_(std::move(inner)), sink_(std::move(sink)) {}

@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "compute/expert_source.hpp"
+#include "ioserver/expert_cache/policy_sim.hpp"
+#include "shared/container/manifest.hpp"
 
 namespace waste::cli::bench {
 
@@ -31,6 +33,14 @@ inline constexpr std::string_view kTraceHeader = "# waste expert trace v1: KIND 
 std::string format_trace(const std::vector<TraceEvent>& events);
 // Errors name the line: "trace line 3: expected KIND STEP LAYER IDS".
 Result<std::vector<TraceEvent>> parse_trace(std::string_view text);
+
+// A routing trace (tests/data's JSON lines, ioserver/expert_cache/policy_sim.hpp) as demand events:
+// token t is step t, and the trace's MoE layer i is the container's i-th expert bank in layer
+// order (Kimi-Linear: trace layer 0 is model layer 1, after the dense layer 0). Errors name the
+// count or id that does not fit the container.
+Result<std::vector<TraceEvent>> routing_trace_events(const RoutingTrace& trace, const Manifest& manifest);
+// True when `text` is a routing trace (its first non-blank character opens a JSON object).
+bool is_routing_trace(std::string_view text);
 
 // Forwards every call to `inner` and records request/prefetch calls. A demand request on a
 // layer below the previous one starts a new step (the forward pass walks layers upward).

@@ -27,7 +27,8 @@ Result<DaemonAttachment> attach_daemon(const std::filesystem::path& model, const
   return out;
 }
 
-Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const std::string& budget, int clients) {
+Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const std::string& budget, int clients,
+                                       const std::vector<std::string>& extra_args) {
   BenchDaemon d;
   std::error_code ec;
   const auto absolute = std::filesystem::absolute(model, ec);
@@ -46,6 +47,7 @@ Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const
     args.push_back("--budget");
     args.push_back(budget);
   }
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
   if (auto started = ipc::run_ioserver(args, /*quiet_stdout=*/true); !started) {
     return std::unexpected(ipc::with_log_hint(started.error(), ipc::default_log_path(d.instance_)));
   }

@@ -60,7 +60,9 @@ Result<std::shared_ptr<const Trunk>> open_daemon_trunk(const ipc::ClientLease& l
 // budget wins) and never stops it.
 class BenchDaemon {
  public:
-  static Result<BenchDaemon> start(const std::filesystem::path& model, const std::string& budget, int clients);
+  // `extra_args` go to waste-ioserver as given ("--policy", "lru"); unused when one already serves.
+  static Result<BenchDaemon> start(const std::filesystem::path& model, const std::string& budget, int clients,
+                                   const std::vector<std::string>& extra_args = {});
   BenchDaemon(BenchDaemon&&) noexcept;
   BenchDaemon& operator=(BenchDaemon&&) noexcept;
   ~BenchDaemon();

@@ -27,7 +27,7 @@ void add_daemon_options(CLI::App& app, DaemonCli& c) {
   app.add_option("--policy", c.policy, "expert cache policy, echo, reuse, lfru or lru (default echo)")
       ->check(CLI::IsMember({"echo", "reuse", "lfru", "lru"}));
   app.add_option("--log", c.log_file, "log file (default: <runtime dir>/waste-<name>.log)");
-  app.add_option("--reader-threads", c.reader_threads, "disk reader threads, 1..64 (default 2)");
+  app.add_option("--reader-threads", c.reader_threads, "disk reader threads, 1..64 (default " + std::to_string(kDefaultReaderThreads) + ")");
   app.add_flag("--no-direct-io", c.no_direct_io, "read through the page cache (default: O_DIRECT where allowed)");
   app.add_flag("--io-uring", c.io_uring,
                "read records through io_uring (default: pread; pread also where the kernel refuses io_uring)");

@@ -23,7 +23,7 @@ struct DaemonCli {
   std::string name;
   std::string policy = "echo";
   std::string log_file;
-  int reader_threads = 2;
+  int reader_threads = kDefaultReaderThreads;
   int reserve_clients = 1;
   int max_clients = 16;
   bool no_direct_io = false;

@@ -94,7 +94,7 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
   CHECK(daemon_argv(*plain) == std::vector<std::string>{"/some/model.waste"});
   CHECK_FALSE(plain->linger);
   CHECK(plain->io.max_clients == 16);
-  CHECK(plain->io.reader_threads == 2);
+  CHECK(plain->io.reader_threads == 4);  // kDefaultReaderThreads (measured, issue 15)
   CHECK(plain->reserved_clients == 1);
 }
 
@@ -103,7 +103,7 @@ TEST_CASE("Each daemon option's help names its default", "[ioserver][control][cl
   DaemonCli cli;
   add_daemon_options(app, cli);
   const std::string help = app.help();
-  for (const char* line : {"disk reader threads, 1..64 (default 2)", "most clients attached at once, 1..64 (default 16)",
+  for (const char* line : {"disk reader threads, 1..64 (default 4)", "most clients attached at once, 1..64 (default 16)",
                            "reserves room for, 1..64 (default 1)", "expert cache policy, echo, reuse, lfru or lru (default echo)",
                            "ms to wait for the first client, 0..3600000 (default 10000)"}) {
     INFO(line);
