@@ -15,6 +15,11 @@ void rvq_lut_quantize(const float* lut, int n_vectors, int stages, int entries, 
                       float* block_scales);
 void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
                int row_end);
+// rvq_apply with its table lookups named: rvq_apply picks gathers or scalar loads once per process
+// (avx2.cpp: rvq_scalar_loads); tests run both on any AVX2 machine.
+enum class RvqLookups { gather, loads };
+void rvq_apply_lookups(RvqLookups how, const RvqMatrix& m, const float* lut, int entries, float* y,
+                       int row_begin, int row_end);
 void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                     float* y, int row_begin, int row_end);
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include "compute/kernels/avx2.hpp"
+#endif
 #include "compute/kernels/kernels.hpp"
 #include "test_kernels_fixtures.hpp"
 
@@ -75,6 +78,43 @@ TEST_CASE("every ISA's RVQ apply is bit-identical to generic on odd shapes and r
     }
   }
 }
+
+#if defined(__x86_64__)
+TEST_CASE("the AVX2 RVQ apply gives generic's bits with gathers and with scalar loads, whichever the CPU picks",
+          "[compute][kernels]") {
+  if (waste::kernels::find("avx2") == nullptr) {
+    WARN("no AVX2 on this CPU: nothing to check");
+    return;
+  }
+  using waste::kernels::detail::avx2_impl::RvqLookups;
+  struct Shape { int rows, cols, stages; };
+  for (const Shape shape : {Shape{1, 24, 3}, Shape{17, 40, 3}, Shape{63, 8, 1}, Shape{129, 56, 2},
+                            Shape{577, 72, 3}, Shape{1030, 32, 3}}) {
+    ExpertMatrix m = make_expert_matrix(shape.rows, shape.cols, shape.stages, false, 900 + shape.rows);
+    plant_special_scales(m);
+    const int n_vectors = m.view.n_vectors;
+    const std::vector<float> x = random_floats(static_cast<std::size_t>(shape.cols), 901);
+    std::vector<float> lut(static_cast<std::size_t>(n_vectors) * m.stages * m.entries);
+    generic().rvq_lut_build(x.data(), m.book_ptrs.data(), m.stages, m.entries, 8, 0, n_vectors, lut.data());
+    std::vector<float> expected(shape.rows);
+    generic().rvq_apply(m.view, lut.data(), m.entries, expected.data(), 0, shape.rows);
+    for (const RvqLookups how : {RvqLookups::gather, RvqLookups::loads}) {
+      for (const auto& [begin, end] : row_ranges(shape.rows)) {
+        INFO((how == RvqLookups::loads ? "loads" : "gather") << " rows " << shape.rows << " stages " << shape.stages
+                                                             << " range [" << begin << ", " << end << ")");
+        std::vector<float> actual(shape.rows, kUntouched);
+        waste::kernels::detail::avx2_impl::rvq_apply_lookups(how, m.view, lut.data(), m.entries, actual.data(),
+                                                             begin, end);
+        REQUIRE(same_bits(actual.data() + begin, expected.data() + begin, end - begin));
+        for (int r = 0; r < shape.rows; ++r) {
+          if (r < begin || r >= end) REQUIRE(actual[r] == kUntouched);
+        }
+      }
+    }
+  }
+}
+
+#endif
 
 TEST_CASE("every ISA's VQ4P apply is bit-identical to generic on odd shapes and row ranges",
           "[compute][kernels]") {

@@ -71,7 +71,7 @@ TEST_CASE("io_uring reads of every record equal a plain pread of the bank", "[io
   REQUIRE(record_bytes > 0);
   // An aligned slot (the O_DIRECT descriptor when engaged) and a misaligned one (the buffered descriptor).
   AlignedBuffer slot(record_bytes + kRecordAlign);
-  int records = 0;
+  std::size_t records = 0;
   for (const auto& [layer, bank] : r.info.manifest.banks) {
     REQUIRE(r.uring->has_layer(layer));
     for (int e = 0; e < bank.experts; ++e) {
