@@ -93,19 +93,10 @@ ExpertSourceStats minus(const ExpertSourceStats& a, const ExpertSourceStats& b) 
   return d;
 }
 
-// The prompt: a fixed spread of ids (no specials near the end of the vocabulary) so every run
-// and every machine measures the same tokens.
-std::vector<int> bench_prompt(int n, int vocab) {
-  std::vector<int> ids(static_cast<std::size_t>(n));
-  const int span = std::max(vocab - 16, 1);
-  for (int i = 0; i < n; ++i) ids[std::size_t(i)] = int((std::uint64_t(i) * 7919u + 13u) % std::uint64_t(span));
-  return ids;
-}
-
 Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_tokens) {
   BenchReport report;
   report.info = engine.info();
-  const std::vector<int> prompt = bench_prompt(prompt_tokens, engine.config().vocab);
+  const std::vector<int> prompt = bench::bench_prompt_ids(prompt_tokens, engine.config().vocab);
   engine.reset();
 
   engine.reset_profile();

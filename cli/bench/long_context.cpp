@@ -10,14 +10,6 @@
 namespace waste::cli::bench {
 namespace {
 
-// The bench prompt's id pattern (cmd_bench's bench_prompt), extended to any length.
-std::vector<int> pattern_ids(int n, int vocab) {
-  std::vector<int> ids(static_cast<std::size_t>(n));
-  const int span = std::max(vocab - 16, 1);
-  for (int i = 0; i < n; ++i) ids[std::size_t(i)] = int((std::uint64_t(i) * 7919u + 13u) % std::uint64_t(span));
-  return ids;
-}
-
 // Rows [from, to) of every MLA layer's latent cache become copies of rows [0, from).
 void replicate_latent_rows(model::RunState& state, int from, int to) {
   const std::size_t width = std::size_t(state.latent_width());
@@ -35,6 +27,13 @@ void replicate_latent_rows(model::RunState& state, int from, int to) {
 double min_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
 }  // namespace
+
+std::vector<int> bench_prompt_ids(int n, int vocab) {
+  std::vector<int> ids(static_cast<std::size_t>(n));
+  const int span = std::max(vocab - 16, 1);
+  for (int i = 0; i < n; ++i) ids[std::size_t(i)] = int((std::uint64_t(i) * 7919u + 13u) % std::uint64_t(span));
+  return ids;
+}
 
 double PositionResult::best_ms() const { return min_of(ms_per_token); }
 double PositionResult::best_mla_ms() const { return min_of(mla_ms_per_token); }
@@ -77,7 +76,7 @@ Result<LongContextReport> run_long_context(Engine& engine, const LongContextArgs
   }
   const int vocab = engine.config().vocab;
   const int max_position = *std::max_element(args.positions.begin(), args.positions.end());
-  const std::vector<int> ids = pattern_ids(std::max(max_position, args.prompt_tokens), vocab);
+  const std::vector<int> ids = bench_prompt_ids(std::max(max_position, args.prompt_tokens), vocab);
 
   // Snapshots: the state after P-1 tokens for each position (replicate builds them from one prefill).
   std::vector<model::RunState> snapshots;

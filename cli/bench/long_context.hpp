@@ -51,6 +51,10 @@ struct LongContextReport {
   [[nodiscard]] double rate_ratio() const;
 };
 
+// The bench workload's prompt ids: a fixed spread (no specials near the end of the vocabulary)
+// so every run and every machine measures the same tokens; n of them, any n.
+std::vector<int> bench_prompt_ids(int n, int vocab);
+
 Result<std::vector<int>> parse_position_list(const std::string& text);
 Result<LongContextReport> run_long_context(Engine& engine, const LongContextArgs& args, bool profiling);
 nlohmann::json long_context_json(const LongContextReport& report);
