@@ -247,18 +247,11 @@ bool rvq_scalar_loads() {
 void rvq_apply_lookups(RvqLookups how, const RvqMatrix& m, const float* lut, int entries, float* y,
                        int row_begin, int row_end) {
   assert(row_begin % kRowBlock == 0);
-  if (how == RvqLookups::loads) {
-    switch (m.stages) {
-      case 1: apply_stages_loads<1>(m, lut, entries, y, row_begin, row_end); return;
-      case 2: apply_stages_loads<2>(m, lut, entries, y, row_begin, row_end); return;
-      case 3: apply_stages_loads<3>(m, lut, entries, y, row_begin, row_end); return;
-      default: generic_impl::rvq_apply(m, lut, entries, y, row_begin, row_end); return;
-    }
-  }
+  const bool loads = how == RvqLookups::loads;
   switch (m.stages) {
-    case 1: apply_stages<1>(m, lut, entries, y, row_begin, row_end); return;
-    case 2: apply_stages<2>(m, lut, entries, y, row_begin, row_end); return;
-    case 3: apply_stages<3>(m, lut, entries, y, row_begin, row_end); return;
+    case 1: (loads ? apply_stages_loads<1> : apply_stages<1>)(m, lut, entries, y, row_begin, row_end); return;
+    case 2: (loads ? apply_stages_loads<2> : apply_stages<2>)(m, lut, entries, y, row_begin, row_end); return;
+    case 3: (loads ? apply_stages_loads<3> : apply_stages<3>)(m, lut, entries, y, row_begin, row_end); return;
     default: generic_impl::rvq_apply(m, lut, entries, y, row_begin, row_end); return;
   }
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 extern char** environ;
 
@@ -98,6 +99,14 @@ inline Ran run_binary(const fs::path& binary, const std::vector<std::string>& ar
 
 inline Ran run_waste(const std::vector<std::string>& args, const std::string& input = "") {
   return run_binary(waste_bin(), args, input);
+}
+
+// A waste command that must succeed and print one JSON document.
+inline nlohmann::json run_waste_json(const std::vector<std::string>& args) {
+  auto ran = run_waste(args);
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  return nlohmann::json::parse(ran.out);
 }
 
 // `waste synth --preset tiny --tokenizer` once per process.

@@ -34,13 +34,6 @@ TinyShape tiny_shape() {
                    manifest->banks.begin()->second.record_bytes(), manifest->config.n_moe_layers()};
 }
 
-json run_json(const std::vector<std::string>& args) {
-  auto ran = test::run_waste(args);
-  INFO(ran.err);
-  REQUIRE(ran.rc == 0);
-  return json::parse(ran.out);
-}
-
 // The daemon modes: a private runtime dir per test process, and the built waste-ioserver.
 void use_private_runtime_dir() {
   static test::ScratchDir dir;
@@ -70,7 +63,7 @@ bool runtime_dir_empty_of_daemons() {
 
 TEST_CASE("waste bench --profile reports each phase's stage timings", "[cli][bench]") {
   use_private_runtime_dir();
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "6",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "6",
                              "-n", "4", "--profile", "--json"});
   for (const char* phase : {"prefill", "decode"}) {
     INFO(phase);
@@ -100,7 +93,7 @@ TEST_CASE("waste bench --profile reports each phase's stage timings", "[cli][ben
 
 TEST_CASE("waste bench --compute-only reads nothing while decoding", "[cli][bench]") {
   use_private_runtime_dir();
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "4",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "4",
                              "-n", "3", "--compute-only", "--json"});
   CHECK(doc["compute_only"].get<bool>());
   for (const char* phase : {"prefill", "decode"}) {
@@ -116,7 +109,7 @@ TEST_CASE("waste bench --lookahead sets the prefetch width and never changes the
   const auto shape = tiny_shape();
   for (const char* width : {"0", "2"}) {
     INFO("lookahead " << width);
-    const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens",
+    const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens",
                                "4", "-n", "3", "--lookahead", width, "--in-process", "--cache-records", "64", "--json"});
     CHECK(doc["lookahead"].get<int>() == std::stoi(width));
     const auto& d = doc["decode"];
@@ -132,7 +125,7 @@ TEST_CASE("waste bench --record-trace writes every request the run made", "[cli]
   const auto shape = tiny_shape();
   test::ScratchDir dir;
   const auto trace = dir.path() / "trace.txt";
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "5",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "5",
                              "-n", "3", "--in-process", "--cache-records", "64", "--record-trace", trace.string(), "--json"});
   const auto lines = test::split_lines(test::slurp(trace));
   REQUIRE(!lines.empty());
@@ -167,9 +160,9 @@ TEST_CASE("waste bench --io-only replays a trace through waste-ioserver", "[cli]
   const auto shape = tiny_shape();
   test::ScratchDir dir;
   const auto trace = dir.path() / "trace.txt";
-  run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "3", "-n", "4",
+  test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "3", "-n", "4",
             "--lookahead", "0", "--record-trace", trace.string(), "--json"});
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--io-only", "--trace", trace.string(),
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--io-only", "--trace", trace.string(),
                              "--passes", "2", "--json"});
   CHECK(doc["record_bytes"].get<std::uint64_t>() == shape.record);
   const auto& passes = doc["passes"];
@@ -205,7 +198,7 @@ TEST_CASE("waste bench --io-only replays a trace through waste-ioserver", "[cli]
 TEST_CASE("waste bench --clients runs N processes on one daemon and sums them", "[cli][bench][daemon]") {
   use_private_runtime_dir();
   const auto shape = tiny_shape();
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "1", "--prompt-tokens", "3",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "1", "--prompt-tokens", "3",
                              "-n", "4", "--clients", "2", "--json"});
   REQUIRE(doc["clients"].size() == 2);
   double sum = 0;
@@ -235,7 +228,7 @@ TEST_CASE("waste bench --sweep writes a table row and a plot point per budget", 
   use_private_runtime_dir();
   test::ScratchDir dir;
   const auto md = dir.path() / "sweep.md", png = dir.path() / "sweep.png";
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "3",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "2", "--prompt-tokens", "3",
                              "-n", "2", "--sweep", "1G,2G", "--sweep-md", md.string(), "--sweep-png", png.string(),
                              "--json"});
   const auto& sweep = doc["sweep"];

@@ -26,11 +26,9 @@ std::string pattern_ids(int n, int vocab) {
 }
 
 std::vector<int> run_tokens(const std::string& model, const std::string& ids, int n) {
-  auto ran = test::run_waste({"run", model, "--in-process", "--threads", "2", "--ids", ids, "-n", std::to_string(n),
-                              "--ignore-eos", "--json"});
-  INFO(ran.err);
-  REQUIRE(ran.rc == 0);
-  return json::parse(ran.out)["tokens"].get<std::vector<int>>();
+  return test::run_waste_json({"run", model, "--in-process", "--threads", "2", "--ids", ids, "-n", std::to_string(n),
+                               "--ignore-eos", "--json"})["tokens"]
+      .get<std::vector<int>>();
 }
 
 TEST_CASE("waste bench --positions: each position decodes what a fresh run of its ids decodes, every round", "[cli][bench]") {
@@ -41,12 +39,9 @@ TEST_CASE("waste bench --positions: each position decodes what a fresh run of it
   for (const char* fill : {"prefill", "replicate"}) {
     INFO(fill);
     // With replicate, positions within the prompt (8) are fed for real: 5 and 9 must equal runs.
-    auto ran = test::run_waste({"bench", model.string(), "--threads", "2", "--in-process", "--compute-only",
-                                "--positions", "5,9,30", "--context-fill", fill, "--prompt-tokens", "8", "-n", "3",
-                                "--rounds", "2", "--json"});
-    INFO(ran.err);
-    REQUIRE(ran.rc == 0);
-    const json doc = json::parse(ran.out);
+    const json doc = test::run_waste_json({"bench", model.string(), "--threads", "2", "--in-process", "--compute-only",
+                                           "--positions", "5,9,30", "--context-fill", fill, "--prompt-tokens", "8",
+                                           "-n", "3", "--rounds", "2", "--json"});
     CHECK(doc["fill"] == fill);
     REQUIRE(doc["positions"].size() == 3);
     for (const json& p : doc["positions"]) {

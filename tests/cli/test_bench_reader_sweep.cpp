@@ -16,13 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-json run_json(const std::vector<std::string>& args) {
-  auto ran = test::run_waste(args);
-  INFO(ran.err);
-  REQUIRE(ran.rc == 0);
-  return json::parse(ran.out);
-}
-
 Manifest tiny_manifest() {
   auto manifest = Manifest::parse(test::slurp(test::tokenizer_container() / "manifest.json"));
   REQUIRE(manifest);
@@ -52,7 +45,7 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
   std::vector<std::string> banks_before;
   for (const auto& [layer, bank] : manifest.banks) banks_before.push_back(test::slurp(test::tokenizer_container() / bank.file));
   // Three records a run, but at least two per reader thread: 3 at depth 1, 4 at depth 2.
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--reader-sweep", "--depths", "1,2",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--reader-sweep", "--depths", "1,2",
                              "--run-bytes", std::to_string(3 * record), "--rounds", "2", "--json"});
   CHECK(doc["rounds"].get<int>() == 2);
   CHECK(doc["record_bytes"].get<std::uint64_t>() == record);
@@ -102,7 +95,7 @@ TEST_CASE("waste bench --reader-sweep reads whole records at each depth beside f
   CHECK((depth == 1 || depth == 2));
 
   // --no-fio: our readers only.
-  const auto no_fio = run_json({"bench", test::tokenizer_container().string(), "--reader-sweep", "--depths", "1",
+  const auto no_fio = test::run_waste_json({"bench", test::tokenizer_container().string(), "--reader-sweep", "--depths", "1",
                                 "--run-bytes", "1", "--no-fio", "--json"});
   CHECK(no_fio["fio"].is_null());
   REQUIRE(no_fio["rows"].size() == 1);
@@ -137,7 +130,7 @@ TEST_CASE("waste bench --io-only replays a routing trace onto the container's Mo
     text += json{{"tok", t}, {"layers", layers}}.dump() + "\n";
   }
   test::write_text(dir.path() / "routing.jsonl", text);
-  const auto doc = run_json({"bench", test::tokenizer_container().string(), "--io-only", "--trace",
+  const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--io-only", "--trace",
                              (dir.path() / "routing.jsonl").string(), "--passes", "1", "--policy", "lru", "--json"});
   CHECK(doc["trace_format"] == "routing");
   CHECK(doc["policy"] == "lru");

@@ -126,46 +126,50 @@ TEST_CASE("policy sim: the default policy beats LRU and LFRU on the committed re
   }
 }
 
-TEST_CASE("reuse policy: a prefetch never evicts a record valued above the hint", "[ioserver][policy]") {
-  constexpr std::uint32_t kSlots = 3;
-  auto slots = std::make_unique<ipc::SlotShm[]>(kSlots);
-  ExpertCache cache({slots.get(), kSlots}, CachePolicy::reuse);
-  auto access = [&](int layer, int expert) {
-    const auto got = cache.demand(ipc::make_key(layer, expert));
-    if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
-    return got.outcome;
-  };
-  // Token 0 also uses (1, 1) once; then (0, 0) and (1, 0) are used in each of 16 tokens.
-  REQUIRE(access(0, 0) == ExpertCache::Outcome::claimed);
-  REQUIRE(access(1, 0) == ExpertCache::Outcome::claimed);
-  REQUIRE(access(1, 1) == ExpertCache::Outcome::claimed);
-  for (int t = 1; t < 16; ++t) {
+TEST_CASE("reuse and echo policies: a prefetch never evicts a record valued above the hint", "[ioserver][policy]") {
+  // Under echo every past token read (1, 0) and only token 0 read (1, 1): the same ranking.
+  for (const CachePolicy policy : {CachePolicy::reuse, CachePolicy::echo}) {
+    INFO("policy " << (policy == CachePolicy::echo ? "echo" : "reuse"));
+    constexpr std::uint32_t kSlots = 3;
+    auto slots = std::make_unique<ipc::SlotShm[]>(kSlots);
+    ExpertCache cache({slots.get(), kSlots}, policy);
+    auto access = [&](int layer, int expert) {
+      const auto got = cache.demand(ipc::make_key(layer, expert));
+      if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
+      return got.outcome;
+    };
+    // Token 0 also uses (1, 1) once; then (0, 0) and (1, 0) are used in each of 16 tokens.
+    REQUIRE(access(0, 0) == ExpertCache::Outcome::claimed);
+    REQUIRE(access(1, 0) == ExpertCache::Outcome::claimed);
+    REQUIRE(access(1, 1) == ExpertCache::Outcome::claimed);
+    for (int t = 1; t < 16; ++t) {
+      REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
+      REQUIRE(access(1, 0) == ExpertCache::Outcome::ready);
+    }
+    // Token 16 starts; the lookahead hints layer 1 while the walk is at layer 0.
     REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
-    REQUIRE(access(1, 0) == ExpertCache::Outcome::ready);
+    // The stale (1, 1) is worth less than a hint: the prefetch takes its slot.
+    const auto first = cache.prefetch(ipc::make_key(1, 5));
+    REQUIRE(first.outcome == ExpertCache::Outcome::claimed);
+    cache.mark_ready(first.slot);
+    CHECK_FALSE(cache.find(ipc::make_key(1, 1)));
+    // Hazard: a speculative read evicting (0, 0) or (1, 0), used every token, for a guess. The
+    // remaining candidates are those two and the first hint, valued as much as this one: declined,
+    // nothing evicted.
+    const std::uint64_t evictions = cache.evictions();
+    const auto second = cache.prefetch(ipc::make_key(1, 6));
+    CHECK(second.outcome == ExpertCache::Outcome::declined);
+    CHECK(cache.evictions() == evictions);
+    CHECK(cache.find(ipc::make_key(0, 0)));
+    CHECK(cache.find(ipc::make_key(1, 0)));
+    CHECK(cache.find(ipc::make_key(1, 5)));
+    // Without admission the same prefetch evicts.
+    cache.set_prefetch_admission(false);
+    CHECK(cache.prefetch(ipc::make_key(1, 6)).outcome == ExpertCache::Outcome::claimed);
+    // A demand is never declined: it evicts like any miss.
+    cache.set_prefetch_admission(true);
+    CHECK(access(0, 7) == ExpertCache::Outcome::claimed);
   }
-  // Token 16 starts; the lookahead hints layer 1 while the walk is at layer 0.
-  REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
-  // The stale (1, 1) is worth less than a hint: the prefetch takes its slot.
-  const auto first = cache.prefetch(ipc::make_key(1, 5));
-  REQUIRE(first.outcome == ExpertCache::Outcome::claimed);
-  cache.mark_ready(first.slot);
-  CHECK_FALSE(cache.find(ipc::make_key(1, 1)));
-  // Hazard: a speculative read evicting (0, 0) or (1, 0), used every token, for a guess. The
-  // remaining candidates are those two and the first hint, valued as much as this one: declined,
-  // nothing evicted.
-  const std::uint64_t evictions = cache.evictions();
-  const auto second = cache.prefetch(ipc::make_key(1, 6));
-  CHECK(second.outcome == ExpertCache::Outcome::declined);
-  CHECK(cache.evictions() == evictions);
-  CHECK(cache.find(ipc::make_key(0, 0)));
-  CHECK(cache.find(ipc::make_key(1, 0)));
-  CHECK(cache.find(ipc::make_key(1, 5)));
-  // Without admission the same prefetch evicts.
-  cache.set_prefetch_admission(false);
-  CHECK(cache.prefetch(ipc::make_key(1, 6)).outcome == ExpertCache::Outcome::claimed);
-  // A demand is never declined: it evicts like any miss.
-  cache.set_prefetch_admission(true);
-  CHECK(access(0, 7) == ExpertCache::Outcome::claimed);
 }
 
 TEST_CASE("routing echo: the best-matched past token and its successor vote", "[ioserver][policy]") {
@@ -204,32 +208,3 @@ TEST_CASE("routing echo: the best-matched past token and its successor vote", "[
   CHECK(*wrap.vote_this_token(9) == 0.25);  // tokens kWindow-1..kWindow-4 vote, token 0 has left
 }
 
-TEST_CASE("echo policy: a prefetch never evicts a record valued above the hint", "[ioserver][policy]") {
-  // The default's admission: the same hazard as the reuse case above, under echo.
-  constexpr std::uint32_t kSlots = 3;
-  auto slots = std::make_unique<ipc::SlotShm[]>(kSlots);
-  ExpertCache cache({slots.get(), kSlots}, CachePolicy::echo);
-  auto access = [&](int layer, int expert) {
-    const auto got = cache.demand(ipc::make_key(layer, expert));
-    if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
-    return got.outcome;
-  };
-  REQUIRE(access(0, 0) == ExpertCache::Outcome::claimed);
-  REQUIRE(access(1, 0) == ExpertCache::Outcome::claimed);
-  REQUIRE(access(1, 1) == ExpertCache::Outcome::claimed);
-  for (int t = 1; t < 16; ++t) {
-    REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
-    REQUIRE(access(1, 0) == ExpertCache::Outcome::ready);
-  }
-  REQUIRE(access(0, 0) == ExpertCache::Outcome::ready);
-  // Every past token read (1, 0) and only token 0 read (1, 1): the stale one goes to the hint.
-  const auto first = cache.prefetch(ipc::make_key(1, 5));
-  REQUIRE(first.outcome == ExpertCache::Outcome::claimed);
-  cache.mark_ready(first.slot);
-  CHECK_FALSE(cache.find(ipc::make_key(1, 1)));
-  const std::uint64_t evictions = cache.evictions();
-  CHECK(cache.prefetch(ipc::make_key(1, 6)).outcome == ExpertCache::Outcome::declined);
-  CHECK(cache.evictions() == evictions);
-  CHECK(cache.find(ipc::make_key(0, 0)));
-  CHECK(cache.find(ipc::make_key(1, 0)));
-}
