@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <zmq.hpp>
 
@@ -11,6 +17,29 @@
 namespace waste::ipc {
 
 using nlohmann::json;
+
+namespace {
+
+// Whether something listens on a Unix socket file: a daemon killed with -9 leaves its file behind.
+// Checked here once, at connect, because the REQ socket queues rather than refuses (see open_socket).
+Status probe_listener(const std::filesystem::path& file) {
+  sockaddr_un addr{};
+  if (file.native().size() >= sizeof addr.sun_path) return ok();   // zmq reports what it cannot reach
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, file.c_str(), file.native().size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ok();
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err == ECONNREFUSED) {
+    return make_error(Errc::ipc, "no waste-ioserver listens at " + file.string() +
+                                     " (a stale socket file: its daemon exited without removing it)");
+  }
+  return ok();
+}
+
+}  // namespace
 
 ControlClient::ControlClient(std::string endpoint, std::chrono::milliseconds timeout)
     : endpoint_(std::move(endpoint)), timeout_(timeout), context_(std::make_unique<zmq::context_t>(1)) {}
@@ -30,6 +59,7 @@ Result<ControlClient> ControlClient::connect(std::string endpoint, std::chrono::
     if (!std::filesystem::exists(file, ec)) {
       return make_error(Errc::ipc, "no waste-ioserver socket at " + file.string());
     }
+    WASTE_TRY(probe_listener(file));
   }
   ControlClient client(std::move(endpoint), timeout);
   WASTE_TRY(client.open_socket());
@@ -43,7 +73,9 @@ Status ControlClient::open_socket() {
     socket_->set(zmq::sockopt::linger, 0);          // never block process exit on a dead peer
     socket_->set(zmq::sockopt::rcvtimeo, ms);
     socket_->set(zmq::sockopt::sndtimeo, ms);
-    socket_->set(zmq::sockopt::immediate, 1);       // don't queue to a socket nobody accepts
+    // Not ZMQ_IMMEDIATE: with it, a peer that closes right after its reply (a daemon whose drain
+    // that reply ended) makes libzmq drop the pipe, the unread reply with it. A stale socket file
+    // is caught by connect's probe instead.
     socket_->connect(endpoint_);
   } catch (const zmq::error_t& e) {
     socket_.reset();
