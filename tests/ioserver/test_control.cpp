@@ -545,6 +545,38 @@ TEST_CASE("requests of another protocol version and unknown ops are refused", "[
   REQUIRE(c.ping());   // the daemon is still serving
 }
 
+TEST_CASE("a reply sent just before the daemon closes its socket still reaches the client", "[ioserver][control]") {
+  // What a daemon does when a detach ends its drain: answer, then close at once. A REQ socket
+  // with ZMQ_IMMEDIATE let libzmq drop that arrived-but-unread reply with the pipe.
+  test::ScopedRuntimeDir runtime;
+  REQUIRE(ipc::ensure_runtime_dir());
+  const std::string endpoint = "ipc://" + (ipc::runtime_dir() / "closing.sock").string();
+  constexpr int kRounds = 40;
+  int answered = 0;
+  std::string lost;
+  for (int round = 0; round < kRounds; ++round) {
+    zmq::context_t ctx(1);
+    auto rep = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::rep);
+    rep->set(zmq::sockopt::linger, 1000);
+    rep->bind(endpoint);
+    std::thread server([&] {
+      zmq::message_t request;
+      if (rep->recv(request)) {
+        rep->send(zmq::buffer(ipc::make_ok(nlohmann::json{{"round", round}}).dump()), zmq::send_flags::none);
+      }
+      rep.reset();   // closes right after the reply, as teardown does
+    });
+    auto c = ipc::ControlClient::connect(endpoint, std::chrono::milliseconds(3000));
+    REQUIRE(c);
+    auto reply = c->ping();
+    server.join();
+    if (reply && (*reply)["round"] == round) ++answered;
+    else lost += "round " + std::to_string(round) + ": " + (reply ? reply->dump() : reply.error().message) + "\n";
+  }
+  INFO(lost);
+  CHECK(answered == kRounds);
+}
+
 TEST_CASE("a dead daemon is a clear error, never a hang", "[ioserver][control]") {
   test::ScopedRuntimeDir runtime;
   REQUIRE(ipc::ensure_runtime_dir());
