@@ -29,7 +29,18 @@ bool ExpertCache::evictable(std::uint32_t slot) const {
          waiters_[slot] == 0;
 }
 
+bool ExpertCache::window_hint(std::uint32_t slot) const {
+  const SlotReuse& r = slot_reuse_[slot];
+  const int layer = ipc::key_layer(key(slot));
+  return r.hinted && r.hint_epoch == reuse_.epoch() && r.hint_walk_layer == layer && reuse_.current_layer() == layer;
+}
+
+double ExpertCache::prefetch_wait(int layer) const {
+  return layer == reuse_.current_layer() ? 0.0 : reuse_.hinted_wait(layer);
+}
+
 double ExpertCache::wait_of(std::uint32_t slot) const {
+  if (window_hint(slot)) return 0.0;
   const SlotReuse& r = slot_reuse_[slot];
   const int layer = ipc::key_layer(key(slot));
   double wait = reuse_.expected_wait(r.state, layer);
@@ -51,6 +62,9 @@ bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
   const auto& sb = slots_[b];
   const std::uint64_t la = sa.last_use.load(std::memory_order_relaxed);
   const std::uint64_t lb = sb.last_use.load(std::memory_order_relaxed);
+  // Under every policy: the window being prefetched for this layer goes last (LFRU would take it
+  // first, one hit against records used every token).
+  if (const bool wa = window_hint(a), wb = window_hint(b); wa != wb) return wb;
   if (scored()) {
     const double wa = wait_of(a);
     const double wb = wait_of(b);
@@ -121,11 +135,17 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
       s.hits.store(s.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       slot_reuse_[*found].state = reuse_.used(slot_reuse_[*found].state);
       slot_reuse_[*found].hinted = false;
+    } else if (layer == reuse_.current_layer()) {
+      // Already here and in the window being prefetched: it is kept like the ones that had to be read.
+      SlotReuse& r = slot_reuse_[*found];
+      r.hinted = true;
+      r.hint_epoch = reuse_.epoch();
+      r.hint_walk_layer = layer;
     }
     return {state(*found) == SlotState::ready ? Outcome::ready : Outcome::inflight, *found};
   }
   std::optional<double> admit_below;
-  if (!demand && scored() && admission_) admit_below = reuse_.hinted_wait(layer);
+  if (!demand && scored() && admission_) admit_below = prefetch_wait(layer);
   const auto victim = choose_victim(admit_below);
   if (!victim) return {demand || !admit_below ? Outcome::no_victim : Outcome::declined, 0};
   SlotReuse& r = slot_reuse_[*victim];
@@ -135,6 +155,7 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
   } else {
     r.hinted = true;
     r.hint_epoch = reuse_.epoch();
+    r.hint_walk_layer = reuse_.current_layer();
   }
   auto& s = slots_[*victim];
   s.key.store(key, std::memory_order_relaxed);

@@ -114,8 +114,14 @@ class ExpertCache {
   struct SlotReuse {
     ReuseState state;
     std::uint32_t hint_epoch = 0;
+    int hint_walk_layer = -1;  // the layer the walk was at when the hint came
     bool hinted = false;  // prefetched, not demanded since: valued as the hint until its layer passes
   };
+  // A hint given while the walk is at the record's own layer, still in that token and layer: a
+  // prefill chunk's next window, demanded before the walk leaves the layer.
+  [[nodiscard]] bool window_hint(std::uint32_t slot) const;
+  // What a prefetch for `layer` is worth as an expected wait (0 for a window of the layer walked).
+  [[nodiscard]] double prefetch_wait(int layer) const;
   std::vector<SlotReuse> slot_reuse_;
 };
 

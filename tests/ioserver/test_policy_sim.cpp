@@ -172,6 +172,59 @@ TEST_CASE("reuse and echo policies: a prefetch never evicts a record valued abov
   }
 }
 
+TEST_CASE("a prefill chunk's next window, prefetched at its own layer, is never evicted by the rest of it",
+          "[ioserver][policy]") {
+  // moe_prefill pins a window of the layer's distinct experts and prefetches the next window
+  // behind it: those hints are demanded before the walk leaves the layer, sooner than anything of
+  // another layer. Seen under ASan in CI: a later hint of the same window evicted an earlier one
+  // that had landed (reuse and echo valued a never-used record's wait as the longest), and the
+  // chunk read that expert twice.
+  for (const CachePolicy policy : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse, CachePolicy::echo}) {
+    INFO("policy " << int(policy));
+    constexpr std::uint32_t kSlots = 7;
+    auto slots = std::make_unique<ipc::SlotShm[]>(kSlots);
+    ExpertCache cache({slots.get(), kSlots}, policy);
+    auto access = [&](int layer, int expert) {
+      const auto got = cache.demand(ipc::make_key(layer, expert));
+      if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
+      return got;
+    };
+    // Eight tokens of decode over three layers: layers 0 and 2 read experts 0 and 1 every token;
+    // layer 1 read expert 8 once, long ago.
+    REQUIRE(access(1, 8).outcome == ExpertCache::Outcome::claimed);
+    for (int t = 0; t < 8; ++t) {
+      for (int layer : {0, 2}) {
+        REQUIRE(access(layer, 0).outcome != ExpertCache::Outcome::no_victim);
+        REQUIRE(access(layer, 1).outcome != ExpertCache::Outcome::no_victim);
+      }
+    }
+    // A chunk: layer 0's window hits, then layer 1's first window (2 experts) is demanded and pinned.
+    REQUIRE(access(0, 0).outcome == ExpertCache::Outcome::ready);
+    std::vector<std::uint32_t> window;
+    for (int e : {4, 5}) {
+      const auto got = access(1, e);
+      REQUIRE(got.outcome == ExpertCache::Outcome::claimed);
+      cache.pin(got.slot, 0);
+      window.push_back(got.slot);
+    }
+    // The next window (3 experts, one of them still cached) is prefetched behind it; each read
+    // lands before the next is asked for.
+    CHECK(cache.prefetch(ipc::make_key(1, 8)).outcome == ExpertCache::Outcome::ready);
+    for (int e : {6, 7}) {
+      const auto got = cache.prefetch(ipc::make_key(1, e));
+      REQUIRE(got.outcome == ExpertCache::Outcome::claimed);
+      cache.mark_ready(got.slot);
+      CHECK(cache.find(ipc::make_key(1, 8)));   // the cached one stays,
+      CHECK(cache.find(ipc::make_key(1, 6)));   // and so does the hint that landed first
+    }
+    for (std::uint32_t slot : window) cache.unpin(slot, 0);
+    // The second window hits: each expert of the chunk read once.
+    CHECK(access(1, 8).outcome == ExpertCache::Outcome::ready);
+    CHECK(access(1, 6).outcome == ExpertCache::Outcome::ready);
+    CHECK(access(1, 7).outcome == ExpertCache::Outcome::ready);
+  }
+}
+
 TEST_CASE("routing echo: the best-matched past token and its successor vote", "[ioserver][policy]") {
   RoutingEcho echo(64);
   // Token 0 reads 1, 2; token 1 reads 3, 4; token 2 reads 5, 6; token 3 reads 1 (echoing token 0).
