@@ -58,6 +58,7 @@ struct BenchArgs {
   std::string policy_sim;          // routing trace (JSON lines)
   std::string capacity;            // --policy-sim capacities
   int sim_lookahead = 0;           // --policy-sim: hinted next-layer experts per layer
+  int sim_clients = 1;             // --policy-sim: interleaved clients sharing the cache
   int sim_wrong = 0;               // of which not used by the next layer
   std::string positions;           // --positions: decode speed at these context positions
   std::string context_fill = "replicate";
@@ -311,6 +312,7 @@ int run_policy_sim_mode(const BenchArgs& a) {
     return report_error("bench", "--sim-wrong " + std::to_string(a.sim_wrong) + " exceeds --sim-lookahead " +
                                      std::to_string(a.sim_lookahead));
   }
+  s.clients = a.sim_clients;
   s.hints.lookahead = a.sim_lookahead;
   s.hints.wrong = a.sim_wrong;
   auto report = bench::run_policy_sim(*trace, s);
@@ -490,6 +492,11 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--sim-wrong", args->sim_wrong, "--policy-sim: of the N, how many the next layer does not use")
           ->type_name("N")
           ->check(int_range("--sim-wrong", 0, 64));
+      sub.add_option("--sim-clients", args->sim_clients,
+                     "--policy-sim: split the trace among N clients whose walks interleave on one cache")
+          ->type_name("N")
+          ->default_str("1")
+          ->check(int_range("--sim-clients", 1, 64));
       sub.add_option("--positions", args->positions,
                      "Decode -n tokens starting at each context position (e.g. 64,4000), interleaved over --rounds")
           ->type_name("LIST")

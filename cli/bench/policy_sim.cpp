@@ -35,18 +35,18 @@ std::vector<CapacitySpec> default_capacities() { return {{0.5, 0}, {1, 0}, {2, 0
 
 Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySimArgs& args) {
   const std::uint32_t ws = trace.working_set();
-  const double tokens = double(trace.tokens.size());
+  const double tokens = double(trace.tokens.size() / std::size_t(std::max(args.clients, 1)) * std::size_t(std::max(args.clients, 1)));
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& spec : args.capacities) {
     const auto capacity = spec.slots ? spec.slots : std::uint32_t(std::llround(spec.multiple * ws));
     nlohmann::json policies = nlohmann::json::object();
     for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse, CachePolicy::echo}) {
-      auto r = simulate_policy(trace, capacity, p);
+      auto r = simulate_policy(trace, capacity, p, {}, args.clients);
       if (!r) return std::unexpected(r.error());
       policies[cache_policy_name(p)] = r->hit_rate();
       if (p == kDefaultCachePolicy) policies["default"] = r->hit_rate();
     }
-    auto best = simulate_belady(trace, capacity);
+    auto best = simulate_belady(trace, capacity, args.clients);
     if (!best) return std::unexpected(best.error());
     policies["belady"] = best->hit_rate();
     nlohmann::json row = {{"capacity", capacity}, {"multiple", double(capacity) / double(ws)}, {"policies", policies}};
@@ -65,7 +65,7 @@ Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySim
                               Variant{"echo_admit_all", CachePolicy::echo, false}}) {
         SimHints h = args.hints;
         h.admission = v.admission;
-        auto r = simulate_policy(trace, capacity, v.policy, h);
+        auto r = simulate_policy(trace, capacity, v.policy, h, args.clients);
         if (!r) return std::unexpected(r.error());
         pf[v.name] = {{"hit_rate", r->hit_rate()},
                       {"reads_per_token", double(r->reads()) / tokens},
@@ -76,12 +76,16 @@ Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySim
     }
     rows.push_back(row);
   }
-  return nlohmann::json{{"working_set", ws}, {"rows", rows}};
+  return nlohmann::json{{"working_set", ws}, {"clients", args.clients}, {"rows", rows}};
 }
 
 std::string policy_sim_table(const nlohmann::json& report) {
   std::string out = "working set " + std::to_string(report["working_set"].get<std::uint32_t>()) +
                     " records (top_k x layers); hit rate of demands\n";
+  if (const int clients = report.value("clients", 1); clients > 1) {
+    out += std::to_string(clients) + " clients, each a run of the trace's tokens, their walks " +
+           "interleaved layer by layer and spread through the pass\n";
+  }
   char line[256];
   std::snprintf(line, sizeof line, "%9s %8s %8s %8s %8s %8s %8s %8s\n", "capacity", "multiple", "lru", "lfru",
                 "reuse", "echo", "default", "belady");

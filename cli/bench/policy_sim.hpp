@@ -22,9 +22,11 @@ std::vector<CapacitySpec> default_capacities();  // 0.5, 1, 2, 4, 8 x the workin
 struct PolicySimArgs {
   std::vector<CapacitySpec> capacities;
   SimHints hints;  // lookahead > 0: also the prefetch comparison
+  int clients = 1;  // the trace split among this many interleaved walks (ioserver policy_sim.hpp)
 };
 
-// {"working_set": N, "rows": [{"capacity": C, "multiple": M, "policies": {"lru": h, ...}}]}
+// {"working_set": N, "clients": K, "rows": [{"capacity": C, "multiple": M, "policies": {"lru": h, ...}}]}
+// (the working set is one client's).
 Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySimArgs& args);
 std::string policy_sim_table(const nlohmann::json& report);
 

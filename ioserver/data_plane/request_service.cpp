@@ -50,7 +50,7 @@ void IoServer::Impl::push_error(int c, int layer, int expert, ipc::CompletionErr
 bool IoServer::Impl::try_demand(int c, int layer, int expert) {
   Client& client = clients[std::size_t(c)];
   ipc::ClientShm& shm_client = view.client(c);
-  const auto lookup = cache->demand(ipc::make_key(layer, expert));
+  const auto lookup = cache->demand(ipc::make_key(layer, expert), c);
   if (lookup.outcome == ExpertCache::Outcome::no_victim) return false;
   cache->pin(lookup.slot, c);
   client.pinned.push_back(lookup.slot);
@@ -140,7 +140,7 @@ void IoServer::Impl::drop_blocked(int c, std::optional<int> layer) {
 
 void IoServer::Impl::handle_prefetch(int c, int layer, int expert) {
   if (!key_valid(layer, expert)) return;  // speculative: dropped silently
-  const auto lookup = cache->prefetch(ipc::make_key(layer, expert));
+  const auto lookup = cache->prefetch(ipc::make_key(layer, expert), c);
   if (lookup.outcome == ExpertCache::Outcome::claimed) {
     note_claimed(lookup.slot);
     readers->submit(ReaderPool::Job{lookup.slot, layer, expert, c, clients[std::size_t(c)].generation, true});

@@ -32,11 +32,20 @@ bool ExpertCache::evictable(std::uint32_t slot) const {
 bool ExpertCache::window_hint(std::uint32_t slot) const {
   const SlotReuse& r = slot_reuse_[slot];
   const int layer = ipc::key_layer(key(slot));
-  return r.hinted && r.hint_epoch == reuse_.epoch() && r.hint_walk_layer == layer && reuse_.current_layer() == layer;
+  return r.hinted && r.hint_walk_layer == layer && reuse_.walk_layer(r.hint_client) == layer &&
+         reuse_.walk_tokens(r.hint_client) == r.hint_token;
 }
 
-double ExpertCache::prefetch_wait(int layer) const {
-  return layer == reuse_.current_layer() ? 0.0 : reuse_.hinted_wait(layer);
+double ExpertCache::prefetch_wait(int layer, int client) const {
+  return layer == reuse_.walk_layer(client) ? 0.0 : reuse_.hinted_wait(layer);
+}
+
+void ExpertCache::mark_window_hint(std::uint32_t slot, int client) {
+  SlotReuse& r = slot_reuse_[slot];
+  r.hinted = true;
+  r.hint_client = client;
+  r.hint_walk_layer = reuse_.walk_layer(client);
+  r.hint_token = reuse_.walk_tokens(client);
 }
 
 double ExpertCache::wait_of(std::uint32_t slot) const {
@@ -51,7 +60,7 @@ double ExpertCache::wait_of(std::uint32_t slot) const {
     if (vote) wait = reuse_.wait_after_chance(r.state, layer, *vote);
   }
   // A hint holds until the walk reaches its layer in the token it was given in.
-  if (r.hinted && r.hint_epoch == reuse_.epoch() && reuse_.current_layer() < layer) {
+  if (r.hinted && reuse_.walk_tokens(r.hint_client) == r.hint_token && reuse_.walk_layer(r.hint_client) < layer) {
     return std::min(wait, reuse_.hinted_wait(layer));
   }
   return wait;
@@ -121,11 +130,11 @@ std::optional<std::uint32_t> ExpertCache::choose_victim(std::optional<double> ad
   return best;
 }
 
-ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
+ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand, int client) {
   const int layer = ipc::key_layer(key);
   if (demand) {
     ++clock_;
-    reuse_.note_demand(layer);
+    reuse_.note_demand(layer, client);
     echo_.note_demand(key, reuse_.epoch());
   }
   if (const auto found = index_.find(key)) {
@@ -135,17 +144,14 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
       s.hits.store(s.hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       slot_reuse_[*found].state = reuse_.used(slot_reuse_[*found].state);
       slot_reuse_[*found].hinted = false;
-    } else if (layer == reuse_.current_layer()) {
+    } else if (layer == reuse_.walk_layer(client)) {
       // Already here and in the window being prefetched: it is kept like the ones that had to be read.
-      SlotReuse& r = slot_reuse_[*found];
-      r.hinted = true;
-      r.hint_epoch = reuse_.epoch();
-      r.hint_walk_layer = layer;
+      mark_window_hint(*found, client);
     }
     return {state(*found) == SlotState::ready ? Outcome::ready : Outcome::inflight, *found};
   }
   std::optional<double> admit_below;
-  if (!demand && scored() && admission_) admit_below = prefetch_wait(layer);
+  if (!demand && scored() && admission_) admit_below = prefetch_wait(layer, client);
   const auto victim = choose_victim(admit_below);
   if (!victim) return {demand || !admit_below ? Outcome::no_victim : Outcome::declined, 0};
   SlotReuse& r = slot_reuse_[*victim];
@@ -153,9 +159,7 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
   if (demand) {
     r.state = reuse_.used(r.state);
   } else {
-    r.hinted = true;
-    r.hint_epoch = reuse_.epoch();
-    r.hint_walk_layer = reuse_.current_layer();
+    mark_window_hint(*victim, client);   // a window hint only if `layer` is the walk's own
   }
   auto& s = slots_[*victim];
   s.key.store(key, std::memory_order_relaxed);
@@ -166,8 +170,8 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand) {
   return {Outcome::claimed, *victim};
 }
 
-ExpertCache::Lookup ExpertCache::demand(std::uint32_t key) { return lookup(key, true); }
-ExpertCache::Lookup ExpertCache::prefetch(std::uint32_t key) { return lookup(key, false); }
+ExpertCache::Lookup ExpertCache::demand(std::uint32_t key, int client) { return lookup(key, true, client); }
+ExpertCache::Lookup ExpertCache::prefetch(std::uint32_t key, int client) { return lookup(key, false, client); }
 
 void ExpertCache::mark_ready(std::uint32_t slot) {
   slots_[slot].state.store(std::uint32_t(SlotState::ready), std::memory_order_relaxed);

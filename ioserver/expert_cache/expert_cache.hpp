@@ -44,11 +44,11 @@ class ExpertCache {
   };
 
   // A demand access ticks the clock and, when resident, bumps frequency and recency.
-  Lookup demand(std::uint32_t key);
+  Lookup demand(std::uint32_t key, int client = 0);
   // A prefetch looks up or claims without touching frequency or recency of resident records.
   // Under the reuse and echo policies it is admitted only over a victim whose expected wait is longer than
   // the hinted record's (a speculative read never evicts what the policy values more).
-  Lookup prefetch(std::uint32_t key);
+  Lookup prefetch(std::uint32_t key, int client = 0);
 
   // Where `key` sits (ready or in flight), without touching any policy state.
   [[nodiscard]] std::optional<std::uint32_t> find(std::uint32_t key) const { return index_.find(key); }
@@ -90,7 +90,7 @@ class ExpertCache {
   [[nodiscard]] bool evictable(std::uint32_t slot) const;
 
  private:
-  Lookup lookup(std::uint32_t key, bool demand);
+  Lookup lookup(std::uint32_t key, bool demand, int client);
   // `admit_below`: a victim must have a longer expected wait than this (reuse prefetch), or none.
   std::optional<std::uint32_t> choose_victim(std::optional<double> admit_below);
   [[nodiscard]] bool better_victim(std::uint32_t a, std::uint32_t b) const;  // a beats b
@@ -113,15 +113,18 @@ class ExpertCache {
   bool admission_ = true;
   struct SlotReuse {
     ReuseState state;
-    std::uint32_t hint_epoch = 0;
-    int hint_walk_layer = -1;  // the layer the walk was at when the hint came
+    int hint_client = 0;             // whose walk the hint came in,
+    int hint_walk_layer = -1;        // the layer that walk was at,
+    std::uint32_t hint_token = 0;    // and that walk's token
     bool hinted = false;  // prefetched, not demanded since: valued as the hint until its layer passes
   };
   // A hint given while the walk is at the record's own layer, still in that token and layer: a
   // prefill chunk's next window, demanded before the walk leaves the layer.
   [[nodiscard]] bool window_hint(std::uint32_t slot) const;
-  // What a prefetch for `layer` is worth as an expected wait (0 for a window of the layer walked).
-  [[nodiscard]] double prefetch_wait(int layer) const;
+  // What `client`'s prefetch for `layer` is worth as an expected wait (0 for a window of the layer
+  // its walk is at).
+  [[nodiscard]] double prefetch_wait(int layer, int client) const;
+  void mark_window_hint(std::uint32_t slot, int client);
   std::vector<SlotReuse> slot_reuse_;
 };
 

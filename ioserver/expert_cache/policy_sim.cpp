@@ -55,7 +55,14 @@ Result<RoutingTrace> parse_routing_trace(std::string_view text) {
 
 namespace {
 
-Status check_capacity(const RoutingTrace& trace, std::uint32_t capacity) {
+Status check_run(const RoutingTrace& trace, std::uint32_t capacity, int clients) {
+  if (clients < 1 || clients > 64) {
+    return make_error(Errc::argument, "clients " + std::to_string(clients) + " is not in 1..64");
+  }
+  if (int(trace.tokens.size()) < clients) {
+    return make_error(Errc::argument, "a trace of " + std::to_string(trace.tokens.size()) + " tokens cannot feed " +
+                                          std::to_string(clients) + " clients");
+  }
   if (capacity < std::uint32_t(trace.top_k)) {
     return make_error(Errc::argument, "capacity " + std::to_string(capacity) + " is below one layer's " +
                                           std::to_string(trace.top_k) + " experts (they are pinned together)");
@@ -81,18 +88,35 @@ std::vector<int> hinted_ids(const RoutingTrace& trace, int token, int layer, con
 
 }  // namespace
 
+std::vector<SimStep> interleaved_walk(const RoutingTrace& trace, int clients) {
+  std::vector<SimStep> walk;
+  if (clients < 1) return walk;
+  const long per_client = long(trace.tokens.size()) / clients;
+  const long steps = per_client * trace.n_layers;
+  const long behind = trace.n_layers / clients;
+  for (long s = 0; s < steps + behind * (clients - 1); ++s) {
+    for (int c = 0; c < clients; ++c) {
+      const long mine = s - behind * c;
+      if (mine < 0 || mine >= steps) continue;
+      walk.push_back({c, int(per_client * c + mine / trace.n_layers), int(mine % trace.n_layers)});
+    }
+  }
+  return walk;
+}
+
 Result<SimResult> simulate_policy(const RoutingTrace& trace, std::uint32_t capacity, CachePolicy policy,
-                                  const SimHints& hints) {
-  WASTE_TRY(check_capacity(trace, capacity));
+                                  const SimHints& hints, int clients) {
+  WASTE_TRY(check_run(trace, capacity, clients));
   auto slots = std::make_unique<ipc::SlotShm[]>(capacity);
   ExpertCache cache({slots.get(), capacity}, policy);
   cache.set_prefetch_admission(hints.admission);
   SimResult r;
   std::vector<std::uint32_t> pinned;
-  for (int t = 0; t < int(trace.tokens.size()); ++t) {
-    for (int l = 0; l < trace.n_layers; ++l) {
+  for (const SimStep& step : interleaved_walk(trace, clients)) {
+    {
+      const int t = step.token, l = step.layer;
       for (int e : trace.tokens[std::size_t(t)][std::size_t(l)]) {
-        const auto got = cache.demand(ipc::make_key(l, e));
+        const auto got = cache.demand(ipc::make_key(l, e), step.client);
         ++r.demands;
         if (got.outcome == ExpertCache::Outcome::ready) ++r.hits;
         if (got.outcome == ExpertCache::Outcome::no_victim) {
@@ -100,13 +124,13 @@ Result<SimResult> simulate_policy(const RoutingTrace& trace, std::uint32_t capac
                                                 std::to_string(e) + " of layer " + std::to_string(l));
         }
         if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
-        cache.pin(got.slot, 0);
+        cache.pin(got.slot, step.client);
         pinned.push_back(got.slot);
       }
       // The router's lookahead: hints for the next layer while this one is still pinned.
       if (hints.lookahead > 0 && l + 1 < trace.n_layers) {
         for (int e : hinted_ids(trace, t, l + 1, hints)) {
-          const auto got = cache.prefetch(ipc::make_key(l + 1, e));
+          const auto got = cache.prefetch(ipc::make_key(l + 1, e), step.client);
           if (got.outcome == ExpertCache::Outcome::claimed) {
             cache.mark_ready(got.slot);
             ++r.prefetch_reads;
@@ -114,25 +138,25 @@ Result<SimResult> simulate_policy(const RoutingTrace& trace, std::uint32_t capac
           if (got.outcome == ExpertCache::Outcome::declined) ++r.prefetch_declined;
         }
       }
-      for (std::uint32_t s : pinned) cache.unpin(s, 0);
+      for (std::uint32_t s : pinned) cache.unpin(s, step.client);
       pinned.clear();
     }
   }
   return r;
 }
 
-Result<SimResult> simulate_belady(const RoutingTrace& trace, std::uint32_t capacity) {
-  WASTE_TRY(check_capacity(trace, capacity));
+Result<SimResult> simulate_belady(const RoutingTrace& trace, std::uint32_t capacity, int clients) {
+  WASTE_TRY(check_run(trace, capacity, clients));
   struct Access {
     std::uint32_t key;
     std::uint64_t next;  // index of the key's next access (max: never)
   };
   std::vector<Access> seq;
-  std::vector<std::size_t> layer_start;  // first access index of each (token, layer)
-  for (const auto& token : trace.tokens) {
-    for (int l = 0; l < trace.n_layers; ++l) {
-      layer_start.push_back(seq.size());
-      for (int e : token[std::size_t(l)]) seq.push_back({ipc::make_key(l, e), 0});
+  std::vector<std::size_t> layer_start;  // first access index of each step (a client's token, layer)
+  for (const SimStep& step : interleaved_walk(trace, clients)) {
+    layer_start.push_back(seq.size());
+    for (int e : trace.tokens[std::size_t(step.token)][std::size_t(step.layer)]) {
+      seq.push_back({ipc::make_key(step.layer, e), 0});
     }
   }
   constexpr std::uint64_t kNever = std::numeric_limits<std::uint64_t>::max();

@@ -48,9 +48,20 @@ struct SimResult {
   [[nodiscard]] std::uint64_t reads() const { return demands - hits + prefetch_reads; }
 };
 
-// `capacity` slots (>= top_k, so one layer's pins fit).
+// Several clients on one cache: the trace's tokens split into `clients` consecutive runs of
+// tokens.size() / clients (the remainder unused), one per client. Their walks interleave one layer
+// step at a time, client c starting c * n_layers / clients steps behind client 0 (spread through
+// the walk, as independent decoders are), each step demanded and pinned by its client.
+struct SimStep {
+  int client = 0;
+  int token = 0;
+  int layer = 0;
+};
+[[nodiscard]] std::vector<SimStep> interleaved_walk(const RoutingTrace& trace, int clients);
+
+// `capacity` slots (>= top_k, so one layer's pins fit); `clients` in 1..64.
 Result<SimResult> simulate_policy(const RoutingTrace& trace, std::uint32_t capacity, CachePolicy policy,
-                                  const SimHints& hints = {});
-Result<SimResult> simulate_belady(const RoutingTrace& trace, std::uint32_t capacity);
+                                  const SimHints& hints = {}, int clients = 1);
+Result<SimResult> simulate_belady(const RoutingTrace& trace, std::uint32_t capacity, int clients = 1);
 
 }  // namespace waste

@@ -16,8 +16,16 @@ ReuseModel::ReuseModel(std::uint32_t history_keys) : limit_(history_keys) {
   full_ = 1.0 / (1.0 - decay_);
 }
 
-void ReuseModel::note_demand(int layer) {
-  if (layer < layer_) ++epoch_;
+void ReuseModel::note_demand(int layer, int client) {
+  Walk& w = walks_[std::size_t(client) % kMaxWalks];
+  if (layer < w.layer) {
+    // The token count is the busiest walk's: clients walking side by side are one round of
+    // tokens, not one each (the decay is per round).
+    ++w.tokens;
+    epoch_ = std::max(epoch_, w.tokens);
+  }
+  w.layer = layer;
+  w.seen = epoch_;
   layer_ = layer;
   n_layers_ = std::max(n_layers_, layer + 1);
 }
@@ -28,10 +36,23 @@ ReuseState ReuseModel::used(ReuseState s) const {
   return ReuseState{float(kept + 1.0), epoch_};
 }
 
+int ReuseModel::distance(int layer) const {
+  // Layer steps until some walk is at `layer` again: 1 for the next layer, n for the current one.
+  const int n = n_layers_;
+  int best = n;
+  bool any = false;
+  for (const Walk& w : walks_) {
+    if (w.layer < 0 || epoch_ - w.seen > kWalkStaleTokens) continue;
+    any = true;
+    best = std::min(best, ((layer - w.layer - 1) % n + n) % n + 1);
+  }
+  return any ? best : ((layer - layer_ - 1) % n + n) % n + 1;
+}
+
 double ReuseModel::wait_for(double p, int layer) const {
   // Layer steps until the walk is at `layer` again: 1 for the next layer, n for the current one.
   const int n = n_layers_;
-  const int dist = ((layer - layer_ - 1) % n + n) % n + 1;
+  const int dist = distance(layer);
   if (p <= 0) return 1e30;
   return dist + n * (1.0 / std::min(p, 1.0) - 1.0);
 }
@@ -44,7 +65,7 @@ double ReuseModel::expected_wait(const ReuseState& s, int layer) const {
 
 double ReuseModel::wait_after_chance(const ReuseState& s, int layer, double chance) const {
   const int n = n_layers_;
-  const int dist = ((layer - layer_ - 1) % n + n) % n + 1;
+  const int dist = distance(layer);
   const double p = s.uses > 0 ? std::min(1.0, double(s.uses) * std::pow(decay_, double(epoch_ - s.epoch)) / full_) : 0.0;
   if (p <= 0) return 1e30;
   return dist + (1.0 - std::min(chance, 1.0)) * n / p;

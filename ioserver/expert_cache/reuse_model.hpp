@@ -9,12 +9,14 @@
 // for records that were evicted (the ghost history), so a record read back after eviction is not
 // mistaken for a new one: that history is what keeps hits below one working set.
 //
-// Tokens are counted from the demands: one starts when a demand names a lower layer than the
-// previous demand (the rule the trace recorder uses). The layer count is the highest layer seen,
-// plus one. Daemon-private; not thread-safe (the cache mutex covers it); allocates only in the
+// Tokens are counted from the demands, per client: one starts when a client's demand names a lower
+// layer than its previous one (the rule the trace recorder uses); the decay counts rounds, the
+// busiest client's tokens. With several clients a record's distance is to the nearest walk (one
+// seen in the last kWalkStaleTokens rounds). The layer count is the highest layer seen, plus one. Daemon-private; not thread-safe (the cache mutex covers it); allocates only in the
 // constructor.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -35,8 +37,14 @@ class ReuseModel {
   // keys are not remembered (treated as never seen), never a failure.
   explicit ReuseModel(std::uint32_t history_keys);
 
-  // A demand for a record of `layer`: advances the token when the walk started over.
-  void note_demand(int layer);
+  // Walks tracked apart (one per client slot of the daemon; `client` below is taken modulo this).
+  static constexpr int kMaxWalks = 64;
+  // A walk not seen for this many tokens no longer counts for the distance to a layer.
+  static constexpr std::uint32_t kWalkStaleTokens = 2;
+
+  // A demand for a record of `layer` by `client`: a token starts when that client's walk starts
+  // over. Clients interleave their walks; each keeps its own position.
+  void note_demand(int layer, int client = 0);
   // `s` with one use in the current token (a second use in the same token adds nothing).
   [[nodiscard]] ReuseState used(ReuseState s) const;
   // Expected layer steps until a record of `layer` in state `s` is next wanted (larger = better
@@ -54,9 +62,13 @@ class ReuseModel {
 
   [[nodiscard]] std::uint32_t epoch() const { return epoch_; }
   [[nodiscard]] int current_layer() const { return layer_; }
+  // One client's walk: the layer of its last demand (-1 before any) and its tokens so far.
+  [[nodiscard]] int walk_layer(int client) const { return walks_[std::size_t(client) % kMaxWalks].layer; }
+  [[nodiscard]] std::uint32_t walk_tokens(int client) const { return walks_[std::size_t(client) % kMaxWalks].tokens; }
 
  private:
   [[nodiscard]] double wait_for(double p, int layer) const;
+  [[nodiscard]] int distance(int layer) const;
   [[nodiscard]] std::uint32_t home(std::uint32_t key) const;
 
   static constexpr std::uint32_t kNoKey = 0xFFFFFFFFu;
@@ -69,7 +81,13 @@ class ReuseModel {
   std::uint32_t size_ = 0;
   std::uint32_t limit_ = 0;
   std::uint32_t epoch_ = 0;
-  int layer_ = -1;
+  int layer_ = -1;  // the last demand's layer (whichever client)
+  struct Walk {
+    int layer = -1;           // -1: never seen
+    std::uint32_t seen = 0;   // epoch of its last demand
+    std::uint32_t tokens = 0; // its own tokens so far
+  };
+  std::array<Walk, kMaxWalks> walks_{};
   int n_layers_ = 1;
   double decay_ = 0;  // per-token factor 2^(-1/half-life)
   double full_ = 0;   // steady-state count of a record used every token: 1 / (1 - decay)

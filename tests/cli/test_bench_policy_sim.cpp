@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
+#include "ioserver/expert_cache/cache_policy.hpp"
+#include "ioserver/expert_cache/policy_sim.hpp"
 
 using namespace waste::test;
 
@@ -18,8 +20,9 @@ TEST_CASE("waste bench --policy-sim --json reports every policy and Belady per c
   INFO(ran.err);
   REQUIRE(ran.rc == 0);
   const auto j = nlohmann::json::parse(ran.out);
-  CHECK(j.size() == 2);
+  CHECK(j.size() == 3);
   CHECK(j["working_set"] == 1);
+  CHECK(j["clients"] == 1);
   REQUIRE(j["rows"].size() == 2);
   const auto& row = j["rows"][0];
   CHECK(row.size() == 3);
@@ -53,4 +56,31 @@ TEST_CASE("waste bench --policy-sim refuses a bad capacity and still needs no MO
   const Ran no_model = run_waste({"bench"});
   CHECK(no_model.rc != 0);
   CHECK(no_model.err.find("a MODEL is required (except with --policy-sim)") != std::string::npos);
+}
+
+TEST_CASE("waste bench --policy-sim --sim-clients 2 interleaves two clients on one cache", "[cli][bench]") {
+  const fs::path trace = fs::path(WASTE_SOURCE_DIR) / "tests" / "data" / "routing-olmoe-299tok.jsonl";
+  const Ran ran = run_waste({"bench", "--policy-sim", trace.string(), "--capacity", "1x", "--sim-clients", "2", "--json"});
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  const auto j = nlohmann::json::parse(ran.out);
+  CHECK(j["clients"] == 2);
+  CHECK(j["working_set"] == 128);
+  auto parsed = waste::parse_routing_trace(slurp(trace));
+  REQUIRE(parsed);
+  using waste::CachePolicy;
+  for (CachePolicy p : {CachePolicy::lru, CachePolicy::lfru, CachePolicy::reuse, CachePolicy::echo}) {
+    const auto r = waste::simulate_policy(*parsed, 128, p, {}, 2);
+    REQUIRE(r);
+    CHECK(j["rows"][0]["policies"][std::string(waste::cache_policy_name(p))].get<double>() == r->hit_rate());
+  }
+  const auto best = waste::simulate_belady(*parsed, 128, 2);
+  REQUIRE(best);
+  CHECK(j["rows"][0]["policies"]["belady"].get<double>() == best->hit_rate());
+  const Ran table = run_waste({"bench", "--policy-sim", trace.string(), "--capacity", "1x", "--sim-clients", "2"});
+  REQUIRE(table.rc == 0);
+  CHECK(table.out.find("2 clients, each a run of the trace's tokens") != std::string::npos);
+  const Ran bad = run_waste({"bench", "--policy-sim", trace.string(), "--sim-clients", "0"});
+  CHECK(bad.rc != 0);
+  CHECK(bad.err.find("--sim-clients") != std::string::npos);
 }
