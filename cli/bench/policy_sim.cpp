@@ -35,7 +35,8 @@ std::vector<CapacitySpec> default_capacities() { return {{0.5, 0}, {1, 0}, {2, 0
 
 Result<nlohmann::json> run_policy_sim(const RoutingTrace& trace, const PolicySimArgs& args) {
   const std::uint32_t ws = trace.working_set();
-  const double tokens = double(trace.tokens.size() / std::size_t(std::max(args.clients, 1)) * std::size_t(std::max(args.clients, 1)));
+  const std::size_t clients = std::size_t(std::max(args.clients, 1));
+  const double tokens = double(trace.tokens.size() / clients * clients);  // the tokens the clients walk
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& spec : args.capacities) {
     const auto capacity = spec.slots ? spec.slots : std::uint32_t(std::llround(spec.multiple * ws));

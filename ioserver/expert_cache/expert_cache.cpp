@@ -40,7 +40,7 @@ double ExpertCache::prefetch_wait(int layer, int client) const {
   return layer == reuse_.walk_layer(client) ? 0.0 : reuse_.hinted_wait(layer);
 }
 
-void ExpertCache::mark_window_hint(std::uint32_t slot, int client) {
+void ExpertCache::note_hint(std::uint32_t slot, int client) {
   SlotReuse& r = slot_reuse_[slot];
   r.hinted = true;
   r.hint_client = client;
@@ -71,13 +71,13 @@ bool ExpertCache::better_victim(std::uint32_t a, std::uint32_t b) const {
   const auto& sb = slots_[b];
   const std::uint64_t la = sa.last_use.load(std::memory_order_relaxed);
   const std::uint64_t lb = sb.last_use.load(std::memory_order_relaxed);
-  // Under every policy: the window being prefetched for this layer goes last (LFRU would take it
-  // first, one hit against records used every token).
-  if (const bool wa = window_hint(a), wb = window_hint(b); wa != wb) return wb;
   if (scored()) {
+    // A window hint's wait is 0, below every other (each is at least one layer step).
     const double wa = wait_of(a);
     const double wb = wait_of(b);
     if (wa != wb) return wa > wb;
+  } else if (const bool wa = window_hint(a), wb = window_hint(b); wa != wb) {
+    return wb;  // the window goes last here too (LFRU would take it first: one hit)
   }
   if (policy_ == CachePolicy::lfru) {
     const std::uint32_t ha = sa.hits.load(std::memory_order_relaxed);
@@ -146,7 +146,7 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand, int clie
       slot_reuse_[*found].hinted = false;
     } else if (layer == reuse_.walk_layer(client)) {
       // Already here and in the window being prefetched: it is kept like the ones that had to be read.
-      mark_window_hint(*found, client);
+      note_hint(*found, client);
     }
     return {state(*found) == SlotState::ready ? Outcome::ready : Outcome::inflight, *found};
   }
@@ -159,7 +159,7 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand, int clie
   if (demand) {
     r.state = reuse_.used(r.state);
   } else {
-    mark_window_hint(*victim, client);   // a window hint only if `layer` is the walk's own
+    note_hint(*victim, client);   // a window hint when `layer` is the walk's own
   }
   auto& s = slots_[*victim];
   s.key.store(key, std::memory_order_relaxed);

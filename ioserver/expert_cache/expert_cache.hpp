@@ -124,7 +124,7 @@ class ExpertCache {
   // What `client`'s prefetch for `layer` is worth as an expected wait (0 for a window of the layer
   // its walk is at).
   [[nodiscard]] double prefetch_wait(int layer, int client) const;
-  void mark_window_hint(std::uint32_t slot, int client);
+  void note_hint(std::uint32_t slot, int client);  // prefetched by `client`, where its walk is now
   std::vector<SlotReuse> slot_reuse_;
 };
 

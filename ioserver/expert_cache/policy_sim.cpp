@@ -113,34 +113,32 @@ Result<SimResult> simulate_policy(const RoutingTrace& trace, std::uint32_t capac
   SimResult r;
   std::vector<std::uint32_t> pinned;
   for (const SimStep& step : interleaved_walk(trace, clients)) {
-    {
-      const int t = step.token, l = step.layer;
-      for (int e : trace.tokens[std::size_t(t)][std::size_t(l)]) {
-        const auto got = cache.demand(ipc::make_key(l, e), step.client);
-        ++r.demands;
-        if (got.outcome == ExpertCache::Outcome::ready) ++r.hits;
-        if (got.outcome == ExpertCache::Outcome::no_victim) {
-          return make_error(Errc::argument, "capacity " + std::to_string(capacity) + ": no victim for expert " +
-                                                std::to_string(e) + " of layer " + std::to_string(l));
-        }
-        if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
-        cache.pin(got.slot, step.client);
-        pinned.push_back(got.slot);
+    const int t = step.token, l = step.layer;
+    for (int e : trace.tokens[std::size_t(t)][std::size_t(l)]) {
+      const auto got = cache.demand(ipc::make_key(l, e), step.client);
+      ++r.demands;
+      if (got.outcome == ExpertCache::Outcome::ready) ++r.hits;
+      if (got.outcome == ExpertCache::Outcome::no_victim) {
+        return make_error(Errc::argument, "capacity " + std::to_string(capacity) + ": no victim for expert " +
+                                              std::to_string(e) + " of layer " + std::to_string(l));
       }
-      // The router's lookahead: hints for the next layer while this one is still pinned.
-      if (hints.lookahead > 0 && l + 1 < trace.n_layers) {
-        for (int e : hinted_ids(trace, t, l + 1, hints)) {
-          const auto got = cache.prefetch(ipc::make_key(l + 1, e), step.client);
-          if (got.outcome == ExpertCache::Outcome::claimed) {
-            cache.mark_ready(got.slot);
-            ++r.prefetch_reads;
-          }
-          if (got.outcome == ExpertCache::Outcome::declined) ++r.prefetch_declined;
-        }
-      }
-      for (std::uint32_t s : pinned) cache.unpin(s, step.client);
-      pinned.clear();
+      if (got.outcome == ExpertCache::Outcome::claimed) cache.mark_ready(got.slot);
+      cache.pin(got.slot, step.client);
+      pinned.push_back(got.slot);
     }
+    // The router's lookahead: hints for the next layer while this one is still pinned.
+    if (hints.lookahead > 0 && l + 1 < trace.n_layers) {
+      for (int e : hinted_ids(trace, t, l + 1, hints)) {
+        const auto got = cache.prefetch(ipc::make_key(l + 1, e), step.client);
+        if (got.outcome == ExpertCache::Outcome::claimed) {
+          cache.mark_ready(got.slot);
+          ++r.prefetch_reads;
+        }
+        if (got.outcome == ExpertCache::Outcome::declined) ++r.prefetch_declined;
+      }
+    }
+    for (std::uint32_t s : pinned) cache.unpin(s, step.client);
+    pinned.clear();
   }
   return r;
 }

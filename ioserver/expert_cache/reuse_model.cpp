@@ -50,7 +50,6 @@ int ReuseModel::distance(int layer) const {
 }
 
 double ReuseModel::wait_for(double p, int layer) const {
-  // Layer steps until the walk is at `layer` again: 1 for the next layer, n for the current one.
   const int n = n_layers_;
   const int dist = distance(layer);
   if (p <= 0) return 1e30;
