@@ -549,8 +549,10 @@ json Daemon::handle_detach(const json& body) {
 }
 
 json Daemon::handle_heartbeat(const json& body) {
-  const int idx = body.at("client_idx").get<int>();
-  const int pid = body.at("pid").get<int>();
+  auto req = ipc::heartbeat_request_from_json(body);
+  if (!req) return ipc::make_error_reply(req.error());
+  const int idx = req->client_idx;
+  const int pid = req->pid;
   if (!clients_.touch(idx, pid, Clock::now())) {
     return ipc::make_error_reply(Error{Errc::ipc, "client " + std::to_string(idx) + " (pid " + std::to_string(pid) +
                                                       ") is not attached (reclaimed?)"});
@@ -626,8 +628,9 @@ json Daemon::handle_config(const json& body) {
 }
 
 json Daemon::handle_shutdown(const json& body) {
-  const int drain_ms = body.value("drain_ms", 2000);
-  begin_drain(std::chrono::milliseconds(drain_ms < 0 ? 0 : drain_ms));
+  auto req = ipc::shutdown_request_from_json(body);
+  if (!req) return ipc::make_error_reply(req.error());
+  begin_drain(std::chrono::milliseconds(req->drain_ms));
   return ipc::make_ok(json{{"clients", clients_.clients().size()}});
 }
 

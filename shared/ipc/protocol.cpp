@@ -1,5 +1,9 @@
 #include "shared/ipc/protocol.hpp"
 
+#include <limits>
+#include <optional>
+#include <utility>
+
 namespace waste::ipc {
 
 using nlohmann::json;
@@ -37,12 +41,47 @@ Status check_version(const json& j, std::string_view what) {
   if (it == j.end() || !it->is_number_integer()) {
     return make_error(Errc::ipc, std::string(what) + " has no protocol version");
   }
-  if (it->get<int>() != kProtocolVersion) {
-    return make_error(Errc::ipc, std::string(what) + " uses protocol version " + std::to_string(it->get<int>()) +
-                                     ", this side speaks " + std::to_string(kProtocolVersion));
+  // Compared as the integer it is: 4294967298 is not version 2.
+  const bool same = it->is_number_unsigned() ? it->get<std::uint64_t>() == std::uint64_t(kProtocolVersion)
+                                             : it->get<std::int64_t>() == kProtocolVersion;
+  if (!same) {
+    return make_error(Errc::ipc, std::string(what) + " uses protocol version " + it->dump() + ", this side speaks " +
+                                     std::to_string(kProtocolVersion));
   }
   return ok();
 }
+
+// The integer field `key` as a T: a JSON integer within T's range, or `fallback` when absent (an
+// error when there is none). A float, a string or a value that would wrap is refused, never narrowed.
+template <class T>
+Result<T> integer_field(const json& j, const char* key, std::string_view what, Errc code,
+                        std::optional<T> fallback = std::nullopt) {
+  const auto it = j.find(key);
+  if (it == j.end()) {
+    if (fallback) return *fallback;
+    return make_error(code, std::string(what) + ": \"" + key + "\" is missing");
+  }
+  if (it->is_number_unsigned()) {
+    const auto v = it->get<std::uint64_t>();
+    if (std::in_range<T>(v)) return T(v);
+  } else if (it->is_number_integer()) {
+    const auto v = it->get<std::int64_t>();
+    if (std::in_range<T>(v)) return T(v);
+  }
+  std::string given = it->dump();
+  if (given.size() > 40) given = given.substr(0, 40) + "...";
+  return make_error(code, std::string(what) + ": \"" + key + "\" must be an integer in " +
+                              std::to_string(std::numeric_limits<T>::min()) + ".." +
+                              std::to_string(std::numeric_limits<T>::max()) + ", not " + given);
+}
+
+// lhs = the field's value, or return its error.
+#define WASTE_ASSIGN_OR_RETURN_FIELD(lhs, expr)                  \
+  do {                                                          \
+    auto field_ = (expr);                                       \
+    if (!field_) return std::unexpected(field_.error());        \
+    (lhs) = *field_;                                            \
+  } while (0)
 
 }  // namespace
 
@@ -79,15 +118,25 @@ json to_json(const DetachRequest& r) {
 }
 
 Result<DetachRequest> detach_request_from_json(const json& j) {
-  try {
-    DetachRequest r;
-    r.client_idx = j.at("client_idx").get<int>();
-    r.pid = j.at("pid").get<int>();
-    r.generation = j.at("generation").get<std::uint64_t>();
-    return r;
-  } catch (const json::exception& e) {
-    return make_error(Errc::format, std::string("detach: ") + e.what());
-  }
+  DetachRequest r;
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.client_idx, integer_field<int>(j, "client_idx", "detach", Errc::format));
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.pid, integer_field<int>(j, "pid", "detach", Errc::format));
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.generation, integer_field<std::uint64_t>(j, "generation", "detach", Errc::format));
+  return r;
+}
+
+Result<HeartbeatRequest> heartbeat_request_from_json(const json& j) {
+  HeartbeatRequest r;
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.client_idx, integer_field<int>(j, "client_idx", "heartbeat", Errc::format));
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.pid, integer_field<int>(j, "pid", "heartbeat", Errc::format));
+  return r;
+}
+
+Result<ShutdownRequest> shutdown_request_from_json(const json& j) {
+  ShutdownRequest r;
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.drain_ms, integer_field<int>(j, "drain_ms", "shutdown", Errc::format, kDefaultDrainMs));
+  if (r.drain_ms < 0) r.drain_ms = 0;
+  return r;
 }
 
 json to_json(const AttachReply& r) {
@@ -106,32 +155,32 @@ json to_json(const ConfigRequest& r) {
 }
 
 Result<AttachRequest> attach_request_from_json(const json& j) {
-  try {
-    AttachRequest r;
-    r.pid = j.at("pid").get<int>();
-    r.state_bytes = j.at("state_bytes").get<std::uint64_t>();
-    r.start_ticks = j.value("start_ticks", std::uint64_t{0});
-    if (r.pid <= 0) return make_error(Errc::argument, "attach: pid " + std::to_string(r.pid) + " is not a process id");
-    return r;
-  } catch (const json::exception& e) {
-    return make_error(Errc::format, std::string("attach: ") + e.what());
-  }
+  AttachRequest r;
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.pid, integer_field<int>(j, "pid", "attach", Errc::format));
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.state_bytes, integer_field<std::uint64_t>(j, "state_bytes", "attach", Errc::format));
+  WASTE_ASSIGN_OR_RETURN_FIELD(r.start_ticks,
+                               integer_field<std::uint64_t>(j, "start_ticks", "attach", Errc::format, std::uint64_t{0}));
+  if (r.pid <= 0) return make_error(Errc::argument, "attach: pid " + std::to_string(r.pid) + " is not a process id");
+  return r;
 }
 
 Result<AttachReply> attach_reply_from_json(const json& j) {
   try {
     AttachReply r;
-    r.client_idx = j.at("client_idx").get<int>();
+    constexpr std::string_view what = "attach reply";
+    using U = std::uint64_t;
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.client_idx, integer_field<int>(j, "client_idx", what, Errc::ipc));
     r.arena_segment = j.value("arena_segment", std::string());
     r.trunk_segment = j.value("trunk_segment", std::string());
-    r.budget_bytes = j.at("budget_bytes").get<std::uint64_t>();
-    r.used_bytes = j.at("used_bytes").get<std::uint64_t>();
-    r.arena_slots = j.value("arena_slots", std::uint64_t{0});
-    r.cache_slots = j.value("cache_slots", r.arena_slots);
-    r.record_bytes = j.value("record_bytes", std::uint64_t{0});
-    r.daemon_pid = j.at("daemon_pid").get<int>();
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.budget_bytes, integer_field<U>(j, "budget_bytes", what, Errc::ipc));
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.used_bytes, integer_field<U>(j, "used_bytes", what, Errc::ipc));
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.arena_slots, integer_field<U>(j, "arena_slots", what, Errc::ipc, U{0}));
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.cache_slots, integer_field<U>(j, "cache_slots", what, Errc::ipc, r.arena_slots));
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.record_bytes, integer_field<U>(j, "record_bytes", what, Errc::ipc, U{0}));
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.daemon_pid, integer_field<int>(j, "daemon_pid", what, Errc::ipc));
     r.instance = j.value("instance", std::string());
-    r.heartbeat_ms = j.value("heartbeat_ms", kHeartbeatIntervalMs);
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.heartbeat_ms,
+                                 integer_field<int>(j, "heartbeat_ms", what, Errc::ipc, kHeartbeatIntervalMs));
     r.lease = j.value("lease", json::object());
     return r;
   } catch (const json::exception& e) {
@@ -148,7 +197,11 @@ Result<ConfigRequest> config_request_from_json(const json& j) {
         return make_error(Errc::argument, "config: policy '" + *r.policy + "' is not echo, reuse, lfru or lru");
       }
     }
-    if (j.contains("budget_bytes")) r.budget_bytes = j.at("budget_bytes").get<std::uint64_t>();
+    if (j.contains("budget_bytes")) {
+      auto budget = integer_field<std::uint64_t>(j, "budget_bytes", "config", Errc::format);
+      if (!budget) return std::unexpected(budget.error());
+      r.budget_bytes = *budget;
+    }
     return r;
   } catch (const json::exception& e) {
     return make_error(Errc::format, std::string("config: ") + e.what());

@@ -67,6 +67,16 @@ struct AttachReply {
   nlohmann::json lease;            // data-plane details (everything the DaemonExpertSource needs)
 };
 
+struct HeartbeatRequest {
+  int client_idx = -1;
+  int pid = 0;
+};
+
+inline constexpr int kDefaultDrainMs = 2000;
+struct ShutdownRequest {
+  int drain_ms = kDefaultDrainMs;  // a negative one reads as 0
+};
+
 struct ConfigRequest {
   std::optional<std::string> policy;          // "echo" | "reuse" | "lfru" | "lru"
   std::optional<std::uint64_t> budget_bytes;
@@ -93,6 +103,10 @@ Result<DetachRequest> detach_request_from_json(const nlohmann::json& j);
 Result<AttachRequest> attach_request_from_json(const nlohmann::json& j);
 Result<AttachReply> attach_reply_from_json(const nlohmann::json& j);
 Result<ConfigRequest> config_request_from_json(const nlohmann::json& j);
+Result<HeartbeatRequest> heartbeat_request_from_json(const nlohmann::json& j);
+Result<ShutdownRequest> shutdown_request_from_json(const nlohmann::json& j);
+// Every integer field above must be a JSON integer within its C++ type's range: a float, a
+// string or a number that would wrap is refused with an error naming the field, never narrowed.
 
 // Errc <-> its wire name ("ram_budget", ...).
 Errc errc_from_name(std::string_view name) noexcept;
