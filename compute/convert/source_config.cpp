@@ -1,6 +1,9 @@
 #include "compute/convert/source_config.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <utility>
+#include <vector>
 
 #include "shared/container/file_io.hpp"
 
@@ -24,6 +27,22 @@ int layer_of(std::string_view name, std::string_view prefix) {
   return layer;
 }
 
+// The nesting depth of `root` (a scalar is 0), walked with an explicit stack (nlohmann's copy and
+// dump recurse, so a deep value must be refused before either); stops counting past `limit`.
+int json_depth(const json& root, int limit) {
+  std::vector<std::pair<const json*, int>> stack{{&root, 0}};
+  int deepest = 0;
+  while (!stack.empty()) {
+    const auto [j, depth] = stack.back();
+    stack.pop_back();
+    if (!j->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    if (deepest > limit) return deepest;
+    for (const json& child : *j) stack.emplace_back(&child, depth + 1);
+  }
+  return deepest;
+}
+
 void rename_key(json& c, const char* from, const char* to) {
   if (c.contains(from) && !c.contains(to)) c[to] = c[from];
 }
@@ -32,6 +51,10 @@ void rename_key(json& c, const char* from, const char* to) {
 
 Result<SourceConfig> normalize_config(const json& raw) {
   if (!raw.is_object()) return make_error(Errc::format, "config.json: not a JSON object");
+  if (json_depth(raw, kMaxConfigDepth) > kMaxConfigDepth) {
+    return make_error(Errc::format, "config.json: nested deeper than " + std::to_string(kMaxConfigDepth) +
+                                        " levels (the limit for a checkpoint config)");
+  }
   SourceConfig s;
   const bool nested = raw.contains("text_config") && raw["text_config"].is_object();
   json config = nested ? raw["text_config"] : raw;

@@ -29,6 +29,10 @@ struct SourceConfig {
   BlockSize fp8_block;          // quantization_config.weight_block_size, if any
 };
 
+// Checkpoint configs nest a few levels (text_config, quantization_config, rope_scaling); a deeper
+// one is refused before it is copied (a copy recurses once per level and could exhaust the stack).
+inline constexpr int kMaxConfigDepth = 64;
+
 Result<SourceConfig> normalize_config(const nlohmann::json& raw);
 Result<SourceConfig> load_source_config(const std::filesystem::path& config_json);
 

@@ -106,3 +106,21 @@ TEST_CASE("a malformed weight_block_size is refused", "[convert][config]") {
   REQUIRE_FALSE(s.has_value());
   CHECK(s.error().message == "config.json: quantization_config.weight_block_size must be two integers in 1..65536");
 }
+
+TEST_CASE("a config.json nested deeper than 64 levels is refused, not copied into a stack overflow",
+          "[convert][config]") {
+  // 200,000 levels under text_config: copying it (what normalisation does first) recursed once
+  // per level and overflowed the stack (found by tests/fuzz/fuzz_source_config.cpp).
+  const int depth = 200000;
+  const std::string text = R"({"text_config": {"rope_scaling": )" + std::string(depth, '[') + std::string(depth, ']') + "}}";
+  const auto raw = nlohmann::json::parse(text);
+  auto deep = normalize_config(raw);
+  REQUIRE_FALSE(deep);
+  CHECK(deep.error().code == Errc::format);
+  CHECK(deep.error().message == "config.json: nested deeper than 64 levels (the limit for a checkpoint config)");
+  // 64 levels is still a config (it fails later, for what it lacks, not for its depth).
+  const std::string at_limit = R"({"a": )" + std::string(63, '[') + std::string(63, ']') + "}";
+  auto shallow = normalize_config(nlohmann::json::parse(at_limit));
+  REQUIRE_FALSE(shallow);
+  CHECK(shallow.error().message.find("nested deeper") == std::string::npos);
+}
