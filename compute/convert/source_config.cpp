@@ -64,7 +64,16 @@ Result<SourceConfig> normalize_config(const json& raw) {
     config["_outer"] = outer;
     s.prefix = "language_model.";
   }
-  const std::string model_type = config.value("model_type", std::string());
+  // The keys read here, before ModelConfig checks the rest: a wrong type is refused by name
+  // (nlohmann's value() throws on one).
+  std::string model_type;
+  if (const auto it = config.find("model_type"); it != config.end()) {
+    if (!it->is_string()) return make_error(Errc::format, "config.json: \"model_type\" is not a string");
+    model_type = it->get<std::string>();
+  }
+  if (const auto it = config.find("norm_topk_prob"); it != config.end() && !it->is_boolean()) {
+    return make_error(Errc::format, "config.json: \"norm_topk_prob\" is not a boolean");
+  }
   std::string arch0;
   if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
       config["architectures"][0].is_string()) {

@@ -124,3 +124,15 @@ TEST_CASE("a config.json nested deeper than 64 levels is refused, not copied int
   REQUIRE_FALSE(shallow);
   CHECK(shallow.error().message.find("nested deeper") == std::string::npos);
 }
+
+TEST_CASE("a model_type or norm_topk_prob of the wrong type is refused by name, not thrown", "[convert][config]") {
+  // Found by tests/fuzz/fuzz_source_config.cpp: nlohmann's value() threw type_error out of
+  // normalize_config (waste convert terminated).
+  auto number = normalize_config(json::parse(R"({"architectures": ["DeepseekV3ForCausalLM"], "model_type": 8})"));
+  REQUIRE_FALSE(number);
+  CHECK(number.error().code == Errc::format);
+  CHECK(number.error().message == "config.json: \"model_type\" is not a string");
+  auto text = normalize_config(json::parse(R"({"model_type": "deepseek_v3", "norm_topk_prob": "yes"})"));
+  REQUIRE_FALSE(text);
+  CHECK(text.error().message == "config.json: \"norm_topk_prob\" is not a boolean");
+}
