@@ -26,8 +26,8 @@ SupportedTables detect() {
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     found.tables[found.count++] = &detail::avx512_table();
-    // VQ4P lookups as byte permutes from registers (vpermb/vpermi2b) summed by vpdpbusd.
-    if (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vnni")) {
+    // VQ4P lookups as byte permutes (vpermb) from registers, 64 rows per lookup.
+    if (__builtin_cpu_supports("avx512vbmi")) {
       found.tables[found.count++] = &detail::avx512vbmi_table();
     }
   }
