@@ -11,7 +11,7 @@
 //   per stage looks 64 rows up in the stage's 64-entry int8 table, and the looked-up bytes are
 //   summed as int16 in two halves without a lane-crossing widen: even rows by vpmaddubsw with
 //   byte weights (1, 0), odd rows by an arithmetic word shift right by 8. The even/odd row order
-//   is undone once per LUT block (unpack + vpermt2ps).
+//   is undone once per tile, when y is written (unpack + vpermt2ps).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
