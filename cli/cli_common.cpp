@@ -99,7 +99,7 @@ Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
 
 }  // namespace
 
-Result<std::uint64_t> local_cache_records(const EngineArgs& a, std::uint64_t& budget_bytes) {
+Result<InProcessCache> local_cache_records(const EngineArgs& a, std::uint64_t& budget_bytes) {
   auto cache = in_process_cache(a.model, a.ctx, a.cache_records, a.budget);
   if (!cache) return std::unexpected(cache.error());
   if (cache->above_cap) {
@@ -107,7 +107,7 @@ Result<std::uint64_t> local_cache_records(const EngineArgs& a, std::uint64_t& bu
                  format_bytes(cache->budget_bytes).c_str());
   }
   if (!a.cache_records) budget_bytes = cache->budget_bytes;
-  return cache->records;
+  return cache;
 }
 
 Status check_cache_records(const EngineArgs& a) {
@@ -125,7 +125,8 @@ Result<OpenEngine> open_engine(const EngineArgs& a) {
   OpenEngine out;
   auto records = local_cache_records(a, out.budget_bytes);
   if (!records) return std::unexpected(records.error());
-  options.cache_records = std::size_t(*records);
+  options.cache_records = std::size_t(records->records);
+  options.resident_embedding = records->resident_embedding;
   auto engine = Engine::open(options);
   if (!engine) return std::unexpected(engine.error());
   out.engine = std::move(*engine);

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/api/engine.hpp"
+#include "compute/api/front_end_open.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/result.hpp"
@@ -84,7 +85,7 @@ Status check_cache_records(const EngineArgs& args);
 
 // In-process arena size in records: --cache-records, else the arena the budget (given or
 // automatic, §4.2) leaves; `budget_bytes` gets the resolved budget (untouched with --cache-records).
-Result<std::uint64_t> local_cache_records(const EngineArgs& args, std::uint64_t& budget_bytes);
+Result<InProcessCache> local_cache_records(const EngineArgs& args, std::uint64_t& budget_bytes);
 
 // The container's tokenizer with config.eos_token_id applied (reference §5.2).
 Result<Tokenizer> load_tokenizer(const std::filesystem::path& model);

@@ -46,6 +46,7 @@ struct BenchArgs {
   bool profile = false;
   bool compute_only = false;
   bool floor = false;              // --floor: the compute floor measured beside the step
+  bool embedding_on_disk = false;  // --embedding-on-disk: one embed_tokens row read per token (A/B)
   std::string record_trace;        // write the run's expert trace here
   bool io_only = false;
   std::string trace;               // --io-only input
@@ -158,6 +159,7 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
               {"compute_only", ctx.compute_only},
               {"lookahead", r.info.lookahead},
               {"prefill_chunk", r.info.prefill_chunk},
+              {"embedding_resident_bytes", r.info.embedding_resident_bytes},
               {"memory",
                {{"rss_bytes", ctx.memory.rss_bytes},
                 {"pss_bytes", ctx.memory.pss_bytes},
@@ -169,8 +171,9 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
 }
 
 void print_table(const BenchReport& r) {
-  std::printf("threads %d  kernels %s  experts %s  direct_io %s\n", r.info.threads, r.info.kernel_isa.c_str(),
-              r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off");
+  std::printf("threads %d  kernels %s  experts %s  direct_io %s  embedding %s\n", r.info.threads,
+              r.info.kernel_isa.c_str(), r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
+              r.info.embedding_resident_bytes > 0 ? "resident" : "on disk");
   std::printf("%-8s %7s %10s %10s %10s %10s %6s %10s\n", "phase", "tokens", "seconds", "tok/s", "hits", "misses",
               "hit%", "GB read");
   for (const auto& [name, p] : {std::pair{"prefill", &r.prefill}, std::pair{"decode", &r.decode}}) {
@@ -396,7 +399,7 @@ int run_bench(BenchArgs a) {
   if (a.floor && a.decode_tokens < 1) return report_error("bench", "--floor needs decoded tokens (-n at least 1)");
   if (a.floor) a.profile = true;  // the per-stage comparison needs the decode profile
   bench::BenchEngineArgs e{a.engine, a.lookahead, a.profile, a.compute_only, !a.record_trace.empty(),
-                           a.prefill_chunk};
+                           a.prefill_chunk, a.embedding_on_disk};
   auto engine = bench::open_bench_engine(e);
   if (!engine) return report_error("bench", engine.error().with_context("open"));
   auto report = run_workload(*engine->open, a.prompt_tokens, a.decode_tokens);
@@ -452,6 +455,9 @@ const CommandRegistration kRegistration{Command{
           ->check(int_range("--prefill-chunk", 1, 64));
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
+      sub.add_flag("--embedding-on-disk", args->embedding_on_disk,
+                   "Read one embed_tokens row from trunk.bin per token even when the budget (or --compute-only) "
+                   "would hold the table");
       sub.add_flag("--floor", args->floor,
                    "With --compute-only: measure this machine's compute floor per stage and compare the step with it");
       sub.add_option("--record-trace", args->record_trace, "Write the run's expert requests to FILE")

@@ -51,7 +51,9 @@ Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
     auto records = local_cache_records(a, out.open.budget_bytes);
     if (!records) return std::unexpected(records.error());
     InProcessPlaneOptions io;
-    io.arena_slots = *records;
+    io.arena_slots = records->records;
+    // --compute-only holds everything in memory; otherwise the budget decides (embedding_resident).
+    options.resident_embedding = !args.embedding_on_disk && (args.resident || records->resident_embedding);
     io.reader_threads = options.reader_threads;
     io.direct_io = options.direct_io;
     io.verify_crc = options.verify_records;

@@ -1,7 +1,7 @@
 // Opening the engine for `waste bench`: the same budget resolution as every other command
 // (cli_common's open_engine), plus what only the benchmark sets: lookahead width, profiling,
-// resident experts (--compute-only), trace recording, and the daemon path (records through
-// waste-ioserver, trunk from its shared image).
+// resident experts and the embedding table (--compute-only), trace recording, and the daemon path
+// (records through waste-ioserver, trunk from its shared image; the embedding stays on disk there).
 #pragma once
 
 #include <memory>
@@ -21,6 +21,7 @@ struct BenchEngineArgs {
   bool resident = false;         // every expert read at open (--compute-only)
   bool record_trace = false;     // fill `trace` with every request/prefetch
   int prefill_chunk = 64;        // 1 = the prompt token by token
+  bool embedding_on_disk = false;  // keep embed_tokens on disk even when it would be resident
 };
 
 struct BenchEngine {

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
 #include "compute/io/daemon_attach.hpp"
 #include "compute/io/in_process_plane.hpp"
 #include "compute/kernels/kernels.hpp"
+#include "compute/model/resident_tensor.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/container/codebooks.hpp"
@@ -37,6 +39,7 @@ struct Engine::Impl {
   std::shared_ptr<const Trunk> trunk;
   Codebooks codebooks;
   model::ModelWeights weights;
+  std::optional<model::ResidentTensor> embedding;  // weights.embed points here when loaded
   std::unique_ptr<ExpertSource> source;
   std::unique_ptr<ThreadPool> pool;
   const kernels::KernelTable* kernels = nullptr;
@@ -177,6 +180,12 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
     auto weights = model::ModelWeights::bind(c, *impl->trunk);
     if (!weights) return std::unexpected(weights.error().with_context(where));
     impl->weights = std::move(*weights);
+  }
+  if (options.resident_embedding && !impl->weights.embed->resident()) {
+    auto table = model::ResidentTensor::load(*impl->trunk, *impl->weights.embed);
+    if (!table) return std::unexpected(table.error().with_context(where));
+    impl->embedding = std::move(*table);
+    impl->weights.embed = &impl->embedding->tensor();
   }
   if (source) {
     impl->source = std::move(source);
@@ -428,6 +437,7 @@ ModelInfo Engine::info() const {
   m.expert_format = impl_->info.manifest.quant.fmt;
   m.record_bytes = impl_->info.geometry.record_bytes;
   m.trunk_resident_bytes = impl_->trunk->resident_bytes();
+  m.embedding_resident_bytes = impl_->embedding ? impl_->embedding->bytes() : 0;
   m.threads = impl_->pool->size();
   m.kernel_isa = impl_->kernels->isa;
   m.direct_io = impl_->source->direct_io();

@@ -54,6 +54,8 @@ struct EngineOptions {
                                    // -1 = automatic from the source's cache size, 0 = off, else 1..64
   int prefill_chunk = 64;          // prompt tokens per chunked-prefill call (1 = token by token), <= 64
   bool resident_experts = false;   // read every expert at open: decode then measures compute alone
+  bool resident_embedding = false; // load the on-disk embed_tokens into memory at open (no disk read per
+                                   // token); front ends set it from the budget (InProcessCache)
   bool profile = false;            // per-stage timings, see Engine::profile()
   DaemonOpenOptions daemon;        // enabled: read through waste-ioserver (ignored with a source)
 };
@@ -98,6 +100,7 @@ struct ModelInfo {
   std::string expert_format;       // "VQ3R", "VQ2R", "VQ4P"
   std::uint64_t record_bytes = 0;
   std::uint64_t trunk_resident_bytes = 0;
+  std::uint64_t embedding_resident_bytes = 0;  // embed_tokens loaded at open (0: one row read per token)
   int threads = 0;
   std::string kernel_isa;
   bool direct_io = false;

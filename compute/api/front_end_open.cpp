@@ -29,7 +29,9 @@ Result<InProcessCache> in_process_cache(const std::filesystem::path& model, int 
   }
   auto choice = resolve_budget(*plan, requested, usable_ram().cap_bytes);
   if (!choice) return std::unexpected(choice.error());
-  return InProcessCache{arena_slots(*plan, choice->budget_bytes), choice->budget_bytes, choice->above_cap};
+  const bool embed = embedding_resident(*plan, choice->budget_bytes);
+  const std::uint64_t for_experts = choice->budget_bytes - (embed ? plan->embed_bytes : 0);
+  return InProcessCache{arena_slots(*plan, for_experts), choice->budget_bytes, choice->above_cap, embed};
 }
 
 }  // namespace waste

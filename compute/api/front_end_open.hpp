@@ -21,8 +21,11 @@ struct InProcessCache {
   std::uint64_t records = 0;       // arena slots
   std::uint64_t budget_bytes = 0;  // the resolved budget; 0 when `cache_records` was given
   bool above_cap = false;          // the budget exceeds what this machine can hold (expect paging)
+  bool resident_embedding = false; // the budget also holds embed_tokens (EngineOptions::resident_embedding);
+                                   // `records` is then what is left after it
 };
-// `cache_records` if given, else the arena the budget (`budget` "" = automatic) leaves.
+// `cache_records` if given (embedding on disk), else the arena the budget (`budget` "" =
+// automatic) leaves, after the embedding table when embedding_resident() says it fits.
 Result<InProcessCache> in_process_cache(const std::filesystem::path& model, int ctx_tokens,
                                         std::optional<std::uint64_t> cache_records, std::string_view budget);
 

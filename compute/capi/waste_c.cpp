@@ -267,6 +267,7 @@ waste_status waste_open(const char* path, const waste_open_options* options, was
       auto cache = waste::in_process_cache(model->path, o.ctx_tokens, records, o.budget != nullptr ? o.budget : "");
       if (!cache) return fail(cache.error());
       e.cache_records = std::size_t(cache->records);
+      e.resident_embedding = cache->resident_embedding;
     }
     auto engine = waste::Engine::open(e);
     if (!engine) return fail(engine.error());

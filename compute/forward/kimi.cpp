@@ -314,6 +314,7 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   const std::size_t H = std::size_t(c_.hidden);
   const std::size_t block_stride = std::size_t(state.max_blocks()) * H;
   ensure_batch_scratch();
+  watch.add(profile::Stage::other);  // the first chunk allocates the scratch: not the embedding's time
   const int pos0 = state.position();
   const TokenSeq chunk[1] = {TokenSeq{&state, pos0}};
   int n_blocks = 0;
@@ -371,6 +372,7 @@ Status Forward::run_batch(std::span<const Segment> segments) {
   const std::size_t H = std::size_t(c_.hidden), V = std::size_t(c_.vocab);
   const std::size_t block_stride = std::size_t(segments[0].state->max_blocks()) * H;
   ensure_batch_scratch();
+  watch.add(profile::Stage::other);
   batch_tokens_.clear();
   batch_seqs_.clear();
   batch_embeddings_.clear();

@@ -1,5 +1,5 @@
 // Picks the KernelTable once per process (Highway's "hoist the dispatch" rule): the best ISA this
-// CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512|neon names another supported one.
+// CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512|avx512vbmi|neon names another supported one.
 #include <array>
 #include <cstdlib>
 #include <string_view>
@@ -12,7 +12,7 @@ namespace waste::kernels {
 namespace {
 
 struct SupportedTables {
-  std::array<const KernelTable*, 4> tables{};
+  std::array<const KernelTable*, 5> tables{};
   std::size_t count = 0;
 };
 
@@ -26,6 +26,10 @@ SupportedTables detect() {
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     found.tables[found.count++] = &detail::avx512_table();
+    // VQ4P lookups as byte permutes (vpermb) from registers, 64 rows per lookup.
+    if (__builtin_cpu_supports("avx512vbmi")) {
+      found.tables[found.count++] = &detail::avx512vbmi_table();
+    }
   }
 #elif defined(__aarch64__)
   found.tables[found.count++] = &detail::neon_table();  // NEON is in the AArch64 base ISA

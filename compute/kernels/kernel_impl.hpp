@@ -69,6 +69,7 @@ const KernelTable& generic_table();
 #if defined(__x86_64__) || defined(_M_X64)
 const KernelTable& avx2_table();
 const KernelTable& avx512_table();
+const KernelTable& avx512vbmi_table();  // avx512_table + a VBMI VQ4P apply (avx512vbmi.cpp)
 #endif
 #if defined(__aarch64__)
 const KernelTable& neon_table();

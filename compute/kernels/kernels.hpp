@@ -34,7 +34,7 @@ struct RvqMatrix {
 };
 
 struct KernelTable {
-  const char* isa;  // "generic", "avx2", "avx512", "neon"
+  const char* isa;  // "generic", "avx2", "avx512", "avx512vbmi", "neon"
 
   // y[r] = sum_c W[r][c] * x[c] for r in [row_begin, row_end). Per group of 128 a partial
   // sum in f32, then acc += fp16(scale) * partial (the v0 summation order).
@@ -87,7 +87,7 @@ const KernelTable& active();
 const KernelTable& generic();
 // Every table this CPU can run, generic first (tests and benches loop over these).
 std::span<const KernelTable* const> supported();
-// The supported table named isa ("generic", "avx2", "avx512"), or nullptr.
+// The supported table named isa ("generic", "avx2", "avx512", "avx512vbmi"), or nullptr.
 const KernelTable* find(std::string_view isa);
 
 }  // namespace waste::kernels

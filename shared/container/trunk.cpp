@@ -92,6 +92,25 @@ TrunkLayout TrunkLayout::plan(const Manifest& manifest) {
   return layout;
 }
 
+namespace {
+
+// One tensor's payload then its scales (quantised) into `dst` (payload_bytes + scale_bytes).
+Status read_tensor(int fd, const std::filesystem::path& trunk_bin, const TrunkTensorInfo& t, std::span<std::byte> dst) {
+  auto payload = dst.first(t.payload_bytes());
+  auto n = pread_full(fd, payload, t.offset);
+  if (!n) return std::unexpected(n.error().with_context(trunk_bin.string() + ": tensor " + t.name));
+  if (*n != payload.size()) return make_error(Errc::io, trunk_bin.string() + ": tensor " + t.name + ": short read");
+  if (t.quantized()) {
+    auto scales = dst.subspan(t.payload_bytes(), t.scale_bytes());
+    n = pread_full(fd, scales, t.scale_offset);
+    if (!n) return std::unexpected(n.error().with_context(trunk_bin.string() + ": tensor " + t.name));
+    if (*n != scales.size()) return make_error(Errc::io, trunk_bin.string() + ": tensor " + t.name + ": short read of scales");
+  }
+  return {};
+}
+
+}  // namespace
+
 Status load_trunk_image(const std::filesystem::path& trunk_bin, const Manifest& manifest, const TrunkLayout& layout,
                         std::span<std::byte> image) {
   if (image.size() < layout.image_bytes) {
@@ -103,17 +122,7 @@ Status load_trunk_image(const std::filesystem::path& trunk_bin, const Manifest& 
   for (std::size_t i = 0; i < manifest.trunk.size(); ++i) {
     if (layout.image_offset[i] == TrunkLayout::kNotResident) continue;
     const auto& t = manifest.trunk[i];
-    auto dst = image.subspan(layout.image_offset[i], t.payload_bytes() + t.scale_bytes());
-    auto payload = dst.first(t.payload_bytes());
-    auto n = pread_full(fd->get(), payload, t.offset);
-    if (!n) return std::unexpected(n.error().with_context(trunk_bin.string() + ": tensor " + t.name));
-    if (*n != payload.size()) return make_error(Errc::io, trunk_bin.string() + ": tensor " + t.name + ": short read");
-    if (t.quantized()) {
-      auto scales = dst.subspan(t.payload_bytes());
-      n = pread_full(fd->get(), scales, t.scale_offset);
-      if (!n) return std::unexpected(n.error().with_context(trunk_bin.string() + ": tensor " + t.name));
-      if (*n != scales.size()) return make_error(Errc::io, trunk_bin.string() + ": tensor " + t.name + ": short read of scales");
-    }
+    WASTE_TRY(read_tensor(fd->get(), trunk_bin, t, image.subspan(layout.image_offset[i], t.payload_bytes() + t.scale_bytes())));
   }
   return {};
 }
@@ -216,6 +225,21 @@ Result<std::vector<float>> Trunk::dequantize(const TrunkTensor& tensor) const {
     WASTE_TRY(read_row(tensor, r, std::span(out).subspan(std::size_t(r * cols), std::size_t(cols))));
   }
   return out;
+}
+
+Status Trunk::read_tensor_bytes(const TrunkTensor& tensor, std::span<std::byte> dst) const {
+  const TrunkTensorInfo& t = *tensor.info;
+  const std::uint64_t need = t.payload_bytes() + t.scale_bytes();
+  if (dst.size() != need) {
+    return make_error(Errc::argument, "tensor " + t.name + ": " + std::to_string(dst.size()) + " bytes given for " +
+                                          std::to_string(need));
+  }
+  if (tensor.resident()) {
+    std::memcpy(dst.data(), tensor.payload, t.payload_bytes());
+    if (t.quantized()) std::memcpy(dst.data() + t.payload_bytes(), tensor.scales, t.scale_bytes());
+    return {};
+  }
+  return read_tensor(impl_->fd.get(), impl_->trunk_bin, t, dst);
 }
 
 std::uint64_t Trunk::resident_bytes() const { return impl_->resident_bytes; }

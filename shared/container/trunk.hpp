@@ -1,7 +1,9 @@
 // The trunk: every non-expert tensor, kept quantised (F32/Q8G/Q4G/Q3G, fp16 scale per group of
 // 128) and dequantised inline by the kernels. The resident tensors are packed into one
 // read-only "trunk image" (a private buffer, or a shared-memory segment the ioserver fills
-// once for all its clients); quantised embed_tokens stays on disk and one row is pread per token.
+// once for all its clients); quantised embed_tokens stays on disk and one row is pread per token,
+// unless a client loads it into its own memory (compute/model/resident_tensor.hpp) when its
+// budget allows (MemoryPlan::embed_bytes).
 #pragma once
 
 #include <cstddef>
@@ -57,6 +59,10 @@ class Trunk {
   [[nodiscard]] const TrunkTensor* find(std::string_view name) const;
   // Dequantise one row to f32 (resident or on disk: the embedding path). `out` has cols() floats.
   Status read_row(const TrunkTensor& tensor, std::int64_t row, std::span<float> out) const;
+  // The tensor's stored bytes, payload then scales (quantised), into `dst` of exactly
+  // payload_bytes() + scale_bytes(): from the image, or read from trunk.bin when it is on disk
+  // (what makes embed_tokens resident: compute/model/resident_tensor.hpp).
+  Status read_tensor_bytes(const TrunkTensor& tensor, std::span<std::byte> dst) const;
   // Whole tensor to f32 (tests, oracle cross-checks). rows()*cols() floats.
   Result<std::vector<float>> dequantize(const TrunkTensor& tensor) const;
   [[nodiscard]] std::uint64_t resident_bytes() const;

@@ -44,6 +44,10 @@ std::uint64_t arena_slots(const MemoryPlan& plan, std::uint64_t budget_bytes) no
   return expert_cache_bytes(plan, budget_bytes) / plan.max_record_bytes;
 }
 
+bool embedding_resident(const MemoryPlan& plan, std::uint64_t budget_bytes) noexcept {
+  return plan.embed_bytes > 0 && budget_bytes >= plan.recommended_bytes + plan.embed_bytes;
+}
+
 std::string format_bytes(std::uint64_t bytes) {
   char buf[64];
   const double b = double(bytes);

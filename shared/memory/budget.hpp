@@ -30,6 +30,11 @@ Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::u
 std::uint64_t expert_cache_bytes(const MemoryPlan& plan, std::uint64_t budget_bytes) noexcept;
 // Arena slots of max_record_bytes each in that cache (0 when a record does not fit).
 std::uint64_t arena_slots(const MemoryPlan& plan, std::uint64_t budget_bytes) noexcept;
+// Whether a compute client holding this budget also loads the on-disk embedding table (no disk
+// read per token): when the budget covers the recommended plan plus the table, so the table never
+// takes the expert cache below floor + 3 working sets. The table's bytes then come out of the
+// expert cache (arena_slots(plan, budget - embed_bytes)). False when nothing is on disk.
+bool embedding_resident(const MemoryPlan& plan, std::uint64_t budget_bytes) noexcept;
 
 // Binary units, as the reference CLI prints them: "1.28 GB", "100.0 MB", "12.0 KB", "512 B".
 std::string format_bytes(std::uint64_t bytes);

@@ -16,9 +16,15 @@ Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx
   const ModelConfig& c = m.config;
   MemoryPlan plan;
 
-  plan.trunk_bytes = TrunkLayout::plan(m).image_bytes;
-  for (const auto& t : m.trunk) {
-    if (!m.tensor_prefix.empty() && !t.name.starts_with(m.tensor_prefix)) plan.vision_bytes += t.bytes;
+  const TrunkLayout layout = TrunkLayout::plan(m);
+  plan.trunk_bytes = layout.image_bytes;
+  for (std::size_t i = 0; i < m.trunk.size(); ++i) {
+    const auto& t = m.trunk[i];
+    if (!m.tensor_prefix.empty() && !t.name.starts_with(m.tensor_prefix)) {
+      plan.vision_bytes += t.bytes;
+    } else if (layout.image_offset[i] == TrunkLayout::kNotResident) {
+      plan.embed_bytes += t.payload_bytes() + t.scale_bytes();
+    }
   }
 
   ExpertGeometry geometry;

@@ -19,6 +19,8 @@ inline constexpr int kPrefillChunkTokens = 64;   // chunked prefill width the sc
 
 struct MemoryPlan {
   std::uint64_t trunk_bytes = 0;      // the trunk image (TrunkLayout): tensors under the prefix, minus quantised embed_tokens
+  std::uint64_t embed_bytes = 0;      // quantised embed_tokens, on disk (one row read per token) unless
+                                      // a client loads it (embedding_resident in budget.hpp); not in the floor
   std::uint64_t vision_bytes = 0;     // tensors outside the prefix (vision weights only; not in the floor)
   std::uint64_t state_bytes = 0;      // RunState: KDA state + conv rings + MLA latent cache for ctx_tokens + AttnRes + hidden
   std::uint64_t scratch_bytes = 0;    // Forward's decode, LUT and chunked-prefill buffers + the logits

@@ -2,6 +2,8 @@
 // the RVQ entries bit for bit, matvec and the KDA step within documented tolerances.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <cstring>
 #include <string_view>
@@ -35,6 +37,22 @@ TEST_CASE("the generic table is always supported and listed first", "[compute][k
   const KernelTable& active = waste::kernels::active();
   REQUIRE(waste::kernels::find(active.isa) == &active);
 }
+
+#if defined(__x86_64__)
+// Without this, a VBMI table that dispatch forgot to list would leave its VQ4P apply untested
+// (the bit-identity tests loop over supported()).
+TEST_CASE("on a CPU with AVX-512 VBMI the avx512vbmi table is supported and chosen", "[compute][kernels]") {
+  __builtin_cpu_init();
+  const bool vbmi = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                    __builtin_cpu_supports("avx512vbmi");
+  REQUIRE((waste::kernels::find("avx512vbmi") != nullptr) == vbmi);
+  const char* forced = std::getenv("WASTE_FORCE_ISA");
+  if (vbmi && (forced == nullptr || *forced == '\0')) {
+    REQUIRE(std::string_view(waste::kernels::active().isa) == "avx512vbmi");
+  }
+}
+#endif
 
 #if defined(__aarch64__)
 // Run by the cross test (tests/cross/) under qemu-aarch64: without this, a NEON table that

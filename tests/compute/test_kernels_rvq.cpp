@@ -4,6 +4,7 @@
 // last LUT block, and fp16 row scales that are subnormal, negative or use exponent 31.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -144,6 +145,38 @@ TEST_CASE("every ISA's VQ4P apply is bit-identical to generic on odd shapes and 
           if (r < begin || r >= end) REQUIRE(actual[r] == kUntouched);
         }
       }
+    }
+  }
+}
+
+// The int8 sums' extremes: every entry at +127 or -127 (block sums of +-16256, the int16 bound
+// generic relies on) and every index field at 63 or at 0, for the byte-permute lookups
+// (avx512vbmi: bit 6 of each lookup byte picks the stage pair, so a field leaking into it would
+// read the wrong stage's table).
+TEST_CASE("every ISA's VQ4P apply gives generic's bits at the int8 LUT's extremes", "[compute][kernels]") {
+  ExpertMatrix m = make_expert_matrix(200, 8 * 70, 4, true, 811);
+  const int n_vectors = m.view.n_vectors;
+  std::vector<float> scales(lut_quant_blocks(n_vectors));
+  for (std::size_t b = 0; b < scales.size(); ++b) scales[b] = 0.5f + float(b);
+  const std::vector<std::uint8_t> random_index = m.index;
+  for (int pattern = 0; pattern < 6; ++pattern) {
+    std::vector<std::int8_t> lut_q(static_cast<std::size_t>(n_vectors) * 4 * 64);
+    for (std::size_t i = 0; i < lut_q.size(); ++i) {
+      const int stage = int(i / 64) % 4;
+      lut_q[i] = pattern % 3 == 0 ? std::int8_t{127} : pattern % 3 == 1 ? std::int8_t{-127}
+                                                                         : std::int8_t(stage % 2 ? 127 : -127 + int(i % 64));
+    }
+    m.index = random_index;
+    if (pattern >= 3) std::fill(m.index.begin(), m.index.end(), pattern == 3 ? 0xFF : 0x00);
+    m.view.index = m.index.data();
+    std::vector<float> expected(std::size_t(m.rows));
+    generic().rvq_apply_vq4p(m.view, lut_q.data(), scales.data(), expected.data(), 0, m.rows);
+    if (pattern == 0) REQUIRE(expected[0] != 0.0f);
+    for (const KernelTable* k : waste::kernels::supported()) {
+      INFO("isa " << k->isa << " pattern " << pattern);
+      std::vector<float> actual(std::size_t(m.rows), kUntouched);
+      k->rvq_apply_vq4p(m.view, lut_q.data(), scales.data(), actual.data(), 0, m.rows);
+      REQUIRE(same_bits(actual.data(), expected.data(), std::size_t(m.rows)));
     }
   }
 }

@@ -1,0 +1,177 @@
+// AVX-512 with VBMI (Ice Lake and later, Zen 4): the AVX-512 table with a VQ4P apply whose stage
+// lookups are byte permutes from registers, 64 rows per lookup, bit-identical to generic (integer
+// sums are exact in any order; acc += block_scale * sum per row, mul then add, as generic).
+//
+// rvq_apply_vq4p, per 64-row block and vector position: the block's 64 runs of 3 bytes (192
+//   contiguous bytes, three loads) become three byte planes B_j[k] = run byte j of row k, each by
+//   three merge-masked vpermb with one index vector (3k + j mod 64). The four 6-bit fields are
+//   then word shifts of the planes (stage 0 = B0, 1 = B0 >> 6 | B1 << 2, 2 = B1 >> 4 | B2 << 4,
+//   3 = B2 >> 2; bits a word shift carries over from the neighbouring byte land in bits 6-7 or in
+//   the bits vpternlogd takes from the other plane, and vpermb reads only bits 0-5). One vpermb
+//   per stage looks 64 rows up in the stage's 64-entry int8 table, and the looked-up bytes are
+//   summed as int16 in two halves without a lane-crossing widen: even rows by vpmaddubsw with
+//   byte weights (1, 0), odd rows by an arithmetic word shift right by 8. The even/odd row order
+//   is undone once per tile, when y is written (unpack + vpermt2ps).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cstdint>
+
+#include "compute/kernels/avx2.hpp"
+#include "compute/kernels/avx512_common.hpp"
+#include "compute/kernels/avx512_rvq.hpp"
+#include "compute/kernels/kernel_impl.hpp"
+
+namespace waste::kernels::detail {
+namespace avx512vbmi_impl {
+namespace {
+
+constexpr int kRun = 3;             // bytes per row and vector position (four 6-bit indices)
+constexpr int kPerVector = 4 * 64;  // int8 LUT entries per vector position
+
+// Byte k of plane j is run byte 3k + j of the 192: register (3k + j) / 64, byte (3k + j) % 64.
+struct PlaneIndex {
+  std::array<std::array<std::int8_t, 64>, 3> index{};
+  std::array<std::array<std::uint64_t, 3>, 3> mask{};  // [plane][register]
+  constexpr PlaneIndex() {
+    for (int j = 0; j < 3; ++j) {
+      for (int k = 0; k < 64; ++k) {
+        const int byte = 3 * k + j;
+        index[j][k] = static_cast<std::int8_t>(byte % 64);
+        mask[j][byte / 64] |= std::uint64_t{1} << k;
+      }
+    }
+  }
+};
+
+// Rows 0..63 in natural order from the even (rows 0, 2, ..) and odd (1, 3, ..) accumulators of
+// each half: unpacklo/hi interleave within 128-bit lanes (lane L: rows 8L..8L+3 and 8L+4..8L+7),
+// vpermt2ps puts the lanes in order.
+inline void store_natural(__m512 even_lo, __m512 odd_lo, __m512 even_hi, __m512 odd_hi, float* out) {
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int h = 0; h < 2; ++h) {
+    const __m512 e = h == 0 ? even_lo : even_hi, o = h == 0 ? odd_lo : odd_hi;
+    const __m512 lo = _mm512_unpacklo_ps(e, o), hi = _mm512_unpackhi_ps(e, o);
+    _mm512_store_ps(out + 32 * h, _mm512_permutex2var_ps(lo, first, hi));
+    _mm512_store_ps(out + 32 * h + 16, _mm512_permutex2var_ps(lo, second, hi));
+  }
+}
+
+}  // namespace
+
+void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales, float* y,
+                    int row_begin, int row_end) {
+  assert(row_begin % kRowBlock == 0);
+  static constexpr PlaneIndex kPlanes{};
+  __m512i plane_index[3];
+  __mmask64 plane_mask[3][3];
+  for (int j = 0; j < 3; ++j) {
+    plane_index[j] = _mm512_loadu_si512(kPlanes.index[j].data());
+    for (int z = 0; z < 3; ++z) plane_mask[j][z] = kPlanes.mask[j][z];
+  }
+  const __m512i low2 = _mm512_set1_epi8(0x03);
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i even_weights = _mm512_set1_epi16(0x0001);  // u8 (1, 0): the even byte of each word
+  const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kRowBlock * kRun;
+  // Per block of the tile: int16 sums (even rows, odd rows) and f32 accumulators (even, odd; 32 each).
+  alignas(64) std::int16_t sums[kRvqTileBlocks * 2 * 32];
+  alignas(64) float acc[kRvqTileBlocks * kRowBlock];
+  alignas(64) float natural[kRowBlock];
+
+  const int tile = rvq_tile_rows(row_begin, row_end);
+  for (int t0 = row_begin; t0 < row_end; t0 += tile) {
+    const int t1 = std::min(row_end, t0 + tile);
+    const int tile_blocks = (t1 - t0 + kRowBlock - 1) / kRowBlock;  // a last partial block reads its padding rows
+    const std::uint8_t* tile_index = m.index + static_cast<std::int64_t>(t0 / kRowBlock) * block_bytes;
+    for (int i = 0; i < tile_blocks * 4; ++i) _mm512_store_ps(acc + 16 * i, _mm512_setzero_ps());
+    for (int v = 0; v < std::min(kRvqPrefetchAhead, m.n_vectors); ++v) {
+      rvq_prefetch_runs<kRun>(tile_index + static_cast<std::int64_t>(v) * kRowBlock * kRun, block_bytes, tile_blocks);
+    }
+    for (int b = 0; b * kLutQuantBlock < m.n_vectors; ++b) {
+      const int v_begin = b * kLutQuantBlock;
+      const int v_end = std::min(m.n_vectors, v_begin + kLutQuantBlock);
+      for (int i = 0; i < tile_blocks * 2; ++i) _mm512_store_si512(sums + 32 * i, _mm512_setzero_si512());
+      for (int v = v_begin; v < v_end; ++v) {
+        const std::int8_t* t = lut_q + static_cast<std::int64_t>(v) * kPerVector;
+        const __m512i table0 = _mm512_loadu_si512(t);
+        const __m512i table1 = _mm512_loadu_si512(t + 64);
+        const __m512i table2 = _mm512_loadu_si512(t + 128);
+        const __m512i table3 = _mm512_loadu_si512(t + 192);
+        const std::uint8_t* runs_v = tile_index + static_cast<std::int64_t>(v) * kRowBlock * kRun;
+        if (v + kRvqPrefetchAhead < m.n_vectors) {
+          rvq_prefetch_runs<kRun>(runs_v + kRvqPrefetchAhead * kRowBlock * kRun, block_bytes, tile_blocks);
+        }
+        for (int blk = 0; blk < tile_blocks; ++blk) {
+          const std::uint8_t* runs = runs_v + blk * block_bytes;
+          const __m512i z0 = _mm512_loadu_si512(runs);
+          const __m512i z1 = _mm512_loadu_si512(runs + 64);
+          const __m512i z2 = _mm512_loadu_si512(runs + 128);
+          __m512i plane[3];
+          for (int j = 0; j < 3; ++j) {
+            __m512i p = _mm512_maskz_permutexvar_epi8(plane_mask[j][0], plane_index[j], z0);
+            p = _mm512_mask_permutexvar_epi8(p, plane_mask[j][1], plane_index[j], z1);
+            plane[j] = _mm512_mask_permutexvar_epi8(p, plane_mask[j][2], plane_index[j], z2);
+          }
+          // (a & c) | (b & ~c): the low bits from a, the rest from b.
+          const __m512i s1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(plane[0], 6), _mm512_slli_epi16(plane[1], 2), low2, 0xE4);
+          const __m512i s2 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(plane[1], 4), _mm512_slli_epi16(plane[2], 4), low4, 0xE4);
+          const __m512i s3 = _mm512_srli_epi16(plane[2], 2);
+          const __m512i l0 = _mm512_permutexvar_epi8(plane[0], table0);
+          const __m512i l1 = _mm512_permutexvar_epi8(s1, table1);
+          const __m512i l2 = _mm512_permutexvar_epi8(s2, table2);
+          const __m512i l3 = _mm512_permutexvar_epi8(s3, table3);
+          const __m512i even = _mm512_add_epi16(
+              _mm512_add_epi16(_mm512_maddubs_epi16(even_weights, l0), _mm512_maddubs_epi16(even_weights, l1)),
+              _mm512_add_epi16(_mm512_maddubs_epi16(even_weights, l2), _mm512_maddubs_epi16(even_weights, l3)));
+          const __m512i odd = _mm512_add_epi16(
+              _mm512_add_epi16(_mm512_srai_epi16(l0, 8), _mm512_srai_epi16(l1, 8)),
+              _mm512_add_epi16(_mm512_srai_epi16(l2, 8), _mm512_srai_epi16(l3, 8)));
+          std::int16_t* sb = sums + 64 * blk;
+          _mm512_store_si512(sb, _mm512_add_epi16(_mm512_load_si512(sb), even));
+          _mm512_store_si512(sb + 32, _mm512_add_epi16(_mm512_load_si512(sb + 32), odd));
+        }
+      }
+      // acc += block_scale * sum per row (mul then add, as generic); acc holds even rows then odd.
+      const __m512 scale = _mm512_set1_ps(block_scales[b]);
+      for (int i = 0; i < tile_blocks * 2; ++i) {
+        const __m512i s = _mm512_load_si512(sums + 32 * i);
+        const __m512 s0 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(s)));
+        const __m512 s1 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(s, 1)));
+        float* a = acc + 32 * i;
+        _mm512_store_ps(a, _mm512_add_ps(_mm512_load_ps(a), _mm512_mul_ps(scale, s0)));
+        _mm512_store_ps(a + 16, _mm512_add_ps(_mm512_load_ps(a + 16), _mm512_mul_ps(scale, s1)));
+      }
+    }
+    for (int blk = 0; blk < tile_blocks; ++blk) {
+      const float* a = acc + kRowBlock * blk;  // even rows 0..30 | 32..62, then odd
+      store_natural(_mm512_load_ps(a), _mm512_load_ps(a + 32), _mm512_load_ps(a + 16), _mm512_load_ps(a + 48), natural);
+      for (int q = 0; q < 4; ++q) {
+        const int r = t0 + kRowBlock * blk + 16 * q;
+        const int valid = std::clamp(t1 - r, 0, 16);
+        if (valid == 0) break;
+        const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+        const __m512 scales = avx512_common::fp16x16_to_f32(reinterpret_cast<const unsigned char*>(m.scales) + 2 * std::int64_t(r), valid);
+        _mm512_mask_storeu_ps(y + r, mask, _mm512_mul_ps(_mm512_load_ps(natural + 16 * q), scales));
+      }
+    }
+  }
+}
+
+}  // namespace avx512vbmi_impl
+
+const KernelTable& avx512vbmi_table() {
+  static const KernelTable table = [] {
+    KernelTable t = avx512_table();
+    t.isa = "avx512vbmi";
+    t.rvq_apply_vq4p = avx512vbmi_impl::rvq_apply_vq4p;
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace waste::kernels::detail
