@@ -97,8 +97,8 @@ void HttpServer::handle(http::HttpRequest request, http::Respond respond) {
                                         "authentication_error", "", "invalid_api_key"}));
   }
   if (request.method == "POST" && (request.path == "/v1/chat/completions" || request.path == "/v1/completions")) {
-    return generate(request.path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion, std::move(request),
-                    std::move(respond));
+    const Endpoint endpoint = request.path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion;
+    return generate(endpoint, std::move(request), std::move(respond));
   }
   http::Reply reply = route(request);
   metrics_.count_request(label, reply.status);
