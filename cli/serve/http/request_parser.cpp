@@ -64,17 +64,21 @@ HttpRequest to_request(RequestParser& parser) {
   return request;
 }
 
-CheckedRequest check_request(std::string_view bytes, const HttpLimits& limits) {
+CheckedRequest check_request(std::string_view bytes, const HttpLimits& limits, std::size_t segment) {
   CheckedRequest out;
   RequestParser parser;
   apply_limits(parser, limits);
+  segment = std::max<std::size_t>(segment, 1);
+  std::size_t arrived = std::min(segment, bytes.size());
   boost::system::error_code ec;
   while (!parser.is_done()) {
-    const std::size_t used = parser.put(boost::asio::buffer(bytes.data() + out.consumed, bytes.size() - out.consumed), ec);
+    const std::size_t used = parser.put(boost::asio::buffer(bytes.data() + out.consumed, arrived - out.consumed), ec);
     out.consumed += used;
     if (ec == beast_http::error::need_more) {
-      if (used == 0) return out;  // what is left is not enough: more wanted
+      // As Beast's read does: the parser is offered its unconsumed bytes again only with more.
       ec = {};
+      if (arrived == bytes.size()) return out;  // everything given, more wanted
+      arrived += std::min(segment, bytes.size() - arrived);
       continue;
     }
     if (ec) {
@@ -86,7 +90,10 @@ CheckedRequest check_request(std::string_view bytes, const HttpLimits& limits) {
       out.refused = true;
       return out;
     }
-    if (used == 0 && !parser.is_done()) return out;
+    if (used == 0 && !parser.is_done()) {
+      if (arrived == bytes.size()) return out;
+      arrived += std::min(segment, bytes.size() - arrived);
+    }
   }
   out.complete = true;
   out.request = to_request(parser);

@@ -1,3 +1,5 @@
+// First: it sets how Boost's assertions are compiled here (see there).
+#include "cli/serve/http/request_parser.hpp"
 #include "cli/serve/http/transport.hpp"
 
 #include <poll.h>
@@ -24,7 +26,6 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
 
-#include "cli/serve/http/request_parser.hpp"
 #include "cli/serve/http/wire.hpp"
 
 namespace waste::serve::http {

@@ -64,6 +64,7 @@ test('a 64 MiB chunked body gets 413 and the RSS grows < 16 MiB', async () => {
   assert.equal(r.status, 413, `status ${r.status}: ${r.body.slice(0, 200)}`);
   assert.equal(JSON.parse(r.body).error.code, 'payload_too_large');
   const grew = rssKiB(server.proc.pid) - before;
+  console.log(`chunked 64 MiB: ${r.status} after ${r.written} bytes written, RSS grew ${grew} KiB`);
   assert.ok(grew < 16 * 1024, `RSS grew ${grew} KiB`);
   assert.equal((await health(server.port)).status, 200);
 });
@@ -76,6 +77,7 @@ test('a 64 MiB header line closes the connection (431) and the RSS grows < 16 Mi
   if (r.status === 431) assert.equal(JSON.parse(r.body).error.code, 'header_too_large');
   assert.ok(r.written < 64 * MiB || r.status === 431, 'the server read the whole line');
   const grew = rssKiB(server.proc.pid) - before;
+  console.log(`header line 64 MiB: ${r.status} after ${r.written} bytes written, RSS grew ${grew} KiB`);
   assert.ok(grew < 16 * 1024, `RSS grew ${grew} KiB`);
   assert.equal((await health(server.port)).status, 200);
 });
@@ -101,6 +103,7 @@ test('100 trickling connections: /health answers within 1 s, the tricklers are d
     await new Promise((r) => setTimeout(r, 1000));
     for (let k = 0; k < 3; ++k) {
       const h = await health(server.port);
+      console.log(`/health with 100 tricklers: ${h.status} in ${h.ms} ms`);
       assert.equal(h.status, 200);
       assert.ok(h.ms < 1000, `/health took ${h.ms} ms`);
     }
@@ -108,6 +111,7 @@ test('100 trickling connections: /health answers within 1 s, the tricklers are d
     await withTimeout((async () => {
       while (closedAt.length < 100) await new Promise((r) => setTimeout(r, 100));
     })(), 10000, 'tricklers dropped');
+    console.log(`tricklers closed between ${Math.min(...closedAt)} and ${Math.max(...closedAt)} ms`);
     assert.ok(Math.max(...closedAt) < 8000, `last trickler closed after ${Math.max(...closedAt)} ms`);
     assert.ok(Math.min(...closedAt) >= 2500, `a trickler closed after ${Math.min(...closedAt)} ms`);
   } finally {
@@ -118,7 +122,8 @@ test('100 trickling connections: /health answers within 1 s, the tricklers are d
 
 test('80 concurrent 16-image requests on --queue 0 while one generates: 429s, RSS < 2 GB', async () => {
   const own = makeContainer();
-  const small = await startServer(own.model, ['--parallel', '1', '--queue', '0']);
+  // A long context: the one stream must still hold its slot while the 80 arrive.
+  const small = await startServer(own.model, ['--parallel', '1', '--queue', '0', '--ctx', '16384']);
   try {
     const eos = JSON.parse(readFileSync(path.join(own.model, 'manifest.json'), 'utf8')).config.eos_token_id;
     // The one slot: a stream that runs until it is cancelled (eos banned).
@@ -140,6 +145,7 @@ test('80 concurrent 16-image requests on --queue 0 while one generates: 429s, RS
     clearInterval(sampler);
     peak = Math.max(peak, rssKiB(small.proc.pid));
     const statuses = answers.map((a) => a.status);
+    console.log(`80 image requests: ${JSON.stringify(statuses.reduce((m, x) => ({ ...m, [x]: (m[x] ?? 0) + 1 }), {}))}, peak RSS ${peak} KiB`);
     assert.deepEqual([...new Set(statuses)], [429], `statuses: ${statuses.join(',')}`);
     assert.equal(JSON.parse(answers[0].body).error.type, 'rate_limit_error');
     assert.ok(peak < 2 * 1024 * 1024, `peak RSS ${peak} KiB`);
