@@ -12,7 +12,9 @@ struct HttpLimits {
   std::size_t body_bytes = 4u << 20;     // decoded body, Content-Length or chunked; beyond: 413 and close
   int request_seconds = 30;              // first byte to last byte of one request; beyond: 400 (or close)
   int write_seconds = 30;                // one write of a response (an SSE event); beyond: close
-  int keep_alive_seconds = 5;            // idle wait for the next request on a kept connection
+  // Idle wait for the next request on a kept connection: above nginx's upstream keepalive_timeout
+  // (60 s), so a proxy never reuses a connection this side is closing (a POST would get 502).
+  int keep_alive_seconds = 65;
   int keep_alive_requests = 1000;        // requests per connection; the last one answers Connection: close
   int max_connections = 512;             // open at once; past that a new one gets 503 and is closed
   int accept_queue = 128;                // the listen() backlog (the kernel caps it at somaxconn)
