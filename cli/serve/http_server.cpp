@@ -1,6 +1,7 @@
 #include "cli/serve/http_server.hpp"
 
 #include <ctime>
+#include <exception>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -100,7 +101,12 @@ void HttpServer::handle(http::HttpRequest request, http::Respond respond) {
     const Endpoint endpoint = request.path == "/v1/chat/completions" ? Endpoint::chat : Endpoint::completion;
     return generate(endpoint, std::move(request), std::move(respond));
   }
-  http::Reply reply = route(request);
+  http::Reply reply;
+  try {
+    reply = route(request);
+  } catch (const std::exception& e) {  // never out of an I/O thread
+    reply = error_reply(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
+  }
   metrics_.count_request(label, reply.status);
   respond(std::move(reply));
 }
@@ -148,7 +154,12 @@ void HttpServer::generate(Endpoint endpoint, http::HttpRequest request, http::Re
   if (!ticket) return refuse_now(ticket.error());
   boost::asio::post(*workers_, [this, endpoint, label, request = std::move(request), respond = std::move(respond),
                                 ticket = std::move(*ticket)]() mutable {
-    http::Reply reply = generation_reply(endpoint, request.body, model_, config_.model_id, std::move(ticket));
+    http::Reply reply;
+    try {
+      reply = generation_reply(endpoint, request.body, model_, config_.model_id, std::move(ticket));
+    } catch (const std::exception& e) {  // never out of a worker (it would end the process)
+      reply = error_reply(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
+    }
     if (reply.deferred) {
       reply.deferred = std::make_shared<CountedAnswer>(std::move(reply.deferred), metrics_, label);
     } else {
