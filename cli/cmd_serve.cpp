@@ -117,7 +117,7 @@ int serve_main(ServeArgs a) {
     }
     const int left = scheduler.in_flight();
     scheduler.stop();  // cancels what the deadline left
-    server.stop();     // the HTTP threads write their last bytes, then join
+    server.stop();     // answers in progress write their last bytes; I/O and prepare threads join
     std::fprintf(stderr, "waste serve: stopped (%d cancelled at the deadline)\n", left);
   }
   return 0;
