@@ -16,7 +16,7 @@ struct HttpLimits {
   // (60 s), so a proxy never reuses a connection this side is closing (a POST would get 502).
   int keep_alive_seconds = 65;
   int keep_alive_requests = 1000;        // requests per connection; the last one answers Connection: close
-  int max_connections = 512;             // open at once; past that a new one gets 503 and is closed
+  int max_connections = 256;             // open at once; past that a new one gets 503 and is closed
   int accept_queue = 128;                // the listen() backlog (the kernel caps it at somaxconn)
   int io_threads = 2;                    // threads running the connections (asio io_context)
   int linger_seconds = 2;                // after an error answer: read and discard what the client still sends
