@@ -15,6 +15,7 @@
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "cli/serve/api_key.hpp"
 #include "cli/serve/http_server.hpp"
 #include "cli/serve/metrics.hpp"
 #include "cli/serve/scheduler.hpp"
@@ -33,15 +34,23 @@ struct ServeArgs {
   std::string alias;
   std::string chat_format;
   double max_body_mib = 4;
+  int max_header_kib = 16;
   double drain_seconds = 30;
+  std::string api_key_file;
 };
 
 int serve_main(ServeArgs a) {
   a.http.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.engine.model).stem().string();
-  a.http.max_body_bytes = std::size_t(a.max_body_mib * 1024 * 1024);
-  // Every active and every waiting request holds an HTTP thread, and a few more answer /health,
-  // /metrics and the 429s: fewer threads would leave requests unread instead of refused.
-  a.http.http_threads = std::max(a.http.http_threads, a.scheduler.parallel + a.scheduler.max_queue + 4);
+  a.http.limits.body_bytes = std::size_t(a.max_body_mib * 1024 * 1024);
+  a.http.limits.header_bytes = std::size_t(a.max_header_kib) * 1024;
+  a.http.limits.write_seconds = a.http.limits.request_seconds;
+  {
+    std::string warning;
+    auto key = serve::choose_api_key(a.api_key_file, a.http.api_key, warning);
+    if (!key) return report_error("serve", key.error());
+    if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
+    a.http.api_key = std::move(*key);
+  }
   if (a.scheduler.parallel >= a.scheduler.prefill_chunk) {
     return report_error("serve", "--parallel must be below " + std::to_string(a.scheduler.prefill_chunk) +
                                      " (the tokens of one pass)");
@@ -108,7 +117,7 @@ int serve_main(ServeArgs a) {
     }
     const int left = scheduler.in_flight();
     scheduler.stop();  // cancels what the deadline left
-    server.stop();     // the HTTP threads write their last bytes, then join
+    server.stop();     // answers in progress write their last bytes; I/O and prepare threads join
     std::fprintf(stderr, "waste serve: stopped (%d cancelled at the deadline)\n", left);
   }
   return 0;
@@ -129,9 +138,15 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--queue", args->scheduler.max_queue, "Requests waiting beyond which new ones get 429")
           ->type_name("N")
           ->check(int_range("--queue", 0, 4096));
-      sub.add_option("--api-key", args->http.api_key, "Require Authorization: Bearer KEY on /v1/*")
+      sub.add_option("--api-key-file", args->api_key_file,
+                     "Require Authorization: Bearer KEY on /v1/* and /metrics; KEY is the file's first line")
+          ->type_name("FILE")
+          ->default_str("none, or $WASTE_API_KEY");
+      sub.add_option("--api-key", args->http.api_key,
+                     "The key on the command line (warns: other users can read it in /proc/PID/cmdline)")
           ->type_name("KEY")
           ->default_str("none");
+      sub.add_flag("--metrics-public", args->http.metrics_public, "With a key: serve /metrics without it");
       sub.add_option("--alias", args->alias, "Model id in /v1/models")->type_name("ID")->default_str("the container's name");
       sub.add_option("--chat-format", args->chat_format, "chat.json to use instead of the container's")
           ->type_name("FILE")
@@ -139,12 +154,37 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--max-body-mib", args->max_body_mib, "Request body cap in MiB (413 beyond)")
           ->type_name("MIB")
           ->check(real_range("--max-body-mib", {0.0, /*open=*/true}, {1024.0}));
-      sub.add_option("--read-timeout", args->http.read_timeout_seconds, "Seconds a stalled request may wait")
-          ->type_name("SECONDS")
-          ->check(int_range("--read-timeout", 1, 3600));
-      sub.add_option("--http-threads", args->http.http_threads, "Connections served at once (at least parallel + queue + 4)")
+      sub.add_option("--max-header-kib", args->max_header_kib, "Request line + header fields cap in KiB (431 beyond)")
+          ->type_name("KIB")
+          ->check(int_range("--max-header-kib", 1, 1024));
+      sub.add_option("--max-headers", args->http.limits.max_headers, "Header fields per request (431 beyond)")
           ->type_name("N")
-          ->check(int_range("--http-threads", 1, 1024));
+          ->check(int_range("--max-headers", 1, 10000));
+      sub.add_option("--request-timeout,--read-timeout", args->http.limits.request_seconds,
+                     "Seconds from a request's first byte to its last (400 or close beyond); also each write's limit")
+          ->type_name("SECONDS")
+          ->check(int_range("--request-timeout", 1, 3600));
+      sub.add_option("--keep-alive", args->http.limits.keep_alive_seconds,
+                     "Seconds an idle kept-alive connection waits for its next request")
+          ->type_name("SECONDS")
+          ->check(int_range("--keep-alive", 1, 3600));
+      sub.add_option("--keep-alive-requests", args->http.limits.keep_alive_requests, "Requests per connection")
+          ->type_name("N")
+          ->check(int_range("--keep-alive-requests", 1, 1000000));
+      sub.add_option("--max-connections", args->http.limits.max_connections,
+                     "Connections open at once (a new one past it gets 503 and is closed)")
+          ->type_name("N")
+          ->check(int_range("--max-connections", 1, 100000));
+      sub.add_option("--accept-queue", args->http.limits.accept_queue, "Connections waiting to be accepted (listen backlog)")
+          ->type_name("N")
+          ->check(int_range("--accept-queue", 1, 65535));
+      sub.add_option("--http-threads", args->http.limits.io_threads, "I/O threads serving every connection")
+          ->type_name("N")
+          ->check(int_range("--http-threads", 1, 64));
+      sub.add_option("--prepare-threads", args->http.worker_threads,
+                     "Threads that parse and prepare admitted generation requests")
+          ->type_name("N")
+          ->check(int_range("--prepare-threads", 1, 64));
       sub.add_option("--drain-seconds", args->drain_seconds, "On SIGTERM: seconds in-flight requests may take")
           ->type_name("SECONDS")
           ->check(real_range("--drain-seconds", {0.0}, {3600.0}));

@@ -7,8 +7,8 @@ packages=(
   build-essential cmake ninja-build pkg-config git ccache
   libboost-dev libzmq3-dev cppzmq-dev libcli11-dev catch2 libspdlog-dev nlohmann-json3-dev
   zlib1g-dev libicu-dev liburing-dev libpng-dev libjpeg62-turbo-dev
-  # waste serve: HTTP (cpp-httplib); test-time only: nginx in front of two servers (tests/serve)
-  libcpp-httplib-dev nginx
+  # waste serve's HTTP is Boost.Beast (libboost-dev above); test-time only: nginx in front of two servers (tests/serve)
+  nginx
   # test-time only: the PyTorch oracle (with a fast BLAS), the libFuzzer runtime, plots
   python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev gnuplot-nox
   # test-time only: the validator of the grammar tests' outputs (tests/grammar/random_schemas.py)

@@ -52,7 +52,48 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOption
 
 Scheduler::~Scheduler() { stop(); }
 
+Admission& Admission::operator=(Admission&& other) noexcept {
+  if (this != &other) {
+    release();
+    owner_ = std::exchange(other.owner_, nullptr);
+  }
+  return *this;
+}
+
+void Admission::release() {
+  if (owner_) std::exchange(owner_, nullptr)->unreserve();
+}
+
+std::expected<Admission, ApiError> Scheduler::reserve() {
+  std::lock_guard lock(mutex_);
+  if (draining_ || stopping_) {
+    return std::unexpected(ApiError{503, "the server is shutting down", "service_unavailable_error", "", ""});
+  }
+  // Active plus waiting plus reserved: a request that would find a free slot is never refused.
+  if (in_flight_ >= options_.parallel + options_.max_queue) {
+    return std::unexpected(ApiError{429, "too many requests waiting (" + std::to_string(options_.max_queue) +
+                                             "); retry later",
+                                    "rate_limit_error", "", "rate_limit_exceeded"});
+  }
+  ++in_flight_;
+  return Admission(this);
+}
+
+void Scheduler::unreserve() {
+  std::lock_guard lock(mutex_);
+  --in_flight_;
+}
+
 std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(GenerationJob job) {
+  auto ticket = reserve();
+  if (!ticket) return std::unexpected(ticket.error());
+  return submit(std::move(job), std::move(*ticket));
+}
+
+std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(GenerationJob job, Admission ticket) {
+  if (ticket.owner_ != this) {
+    return std::unexpected(ApiError{500, "submit() without a place reserved in this scheduler", "server_error", "", ""});
+  }
   if (job.prompt.empty()) return std::unexpected(bad_param("prompt", "the prompt is empty"));
   for (int id : job.prompt) {
     if (id < 0 || id >= vocab_) {
@@ -94,14 +135,9 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
     if (draining_ || stopping_) {
       return std::unexpected(ApiError{503, "the server is shutting down", "service_unavailable_error", "", ""});
     }
-    // Active plus waiting: a request that would find a free slot is never refused.
-    if (in_flight_ >= options_.parallel + options_.max_queue) {
-      return std::unexpected(ApiError{429, "too many requests waiting (" + std::to_string(options_.max_queue) +
-                                               "); retry later",
-                                      "rate_limit_error", "", "rate_limit_exceeded"});
-    }
+    // The ticket's place becomes the queued request's (end() gives it back).
+    ticket.owner_ = nullptr;
     queue_.push_back(std::make_unique<Slot>(std::move(job), stream));
-    ++in_flight_;
     counters_.queued.store(int(queue_.size()), std::memory_order_relaxed);
   }
   wake_.notify_one();
@@ -149,7 +185,8 @@ void Scheduler::loop() {
   {
     std::lock_guard lock(mutex_);
     left.swap(queue_);
-    in_flight_ = 0;
+    // Places still reserved by tickets not yet submitted stay counted until they are dropped.
+    in_flight_ -= int(left.size() + active.size());
   }
   for (auto& slot : active) slot->stream->finish(Finish::cancelled, int(slot->job.prompt.size()), slot->generated);
   for (auto& slot : left) slot->stream->finish(Finish::cancelled, int(slot->job.prompt.size()), 0);

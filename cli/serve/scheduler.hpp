@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli/serve/api_error.hpp"
@@ -77,6 +78,29 @@ struct SchedulerCounters {
   std::atomic<int> queued{0};
 };
 
+class Scheduler;
+
+// A place taken in the scheduler (active + queue) before a request is parsed: the HTTP side asks
+// for one as soon as the request's bytes are in, so a request past the queue gets 429 before its
+// JSON is parsed, its grammar compiled or its images decoded. Move-only; a ticket that is
+// destroyed without submit() gives its place back.
+class Admission {
+ public:
+  Admission() = default;
+  Admission(Admission&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
+  Admission& operator=(Admission&& other) noexcept;
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  ~Admission() { release(); }
+  [[nodiscard]] bool held() const { return owner_ != nullptr; }
+
+ private:
+  friend class Scheduler;
+  explicit Admission(Scheduler* owner) : owner_(owner) {}
+  void release();
+  Scheduler* owner_ = nullptr;
+};
+
 class Scheduler {
  public:
   // `engine`, `tokenizer` and `tower` must outlive the scheduler; from now on only its thread
@@ -87,8 +111,14 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // 429 when max_queue requests already wait, 503 once draining; 400 for a prompt that does
-  // not fit the context or holds an id outside the vocabulary.
+  // A place for one request: 429 when parallel + max_queue requests are already in flight
+  // (reserved places count), 503 once draining. The place counts in in_flight() until the ticket
+  // is submitted and its request ends, or the ticket is dropped.
+  std::expected<Admission, ApiError> reserve();
+  // Queue a job on a reserved place: 503 once draining; 400 for a prompt that does not fit the
+  // context or holds an id outside the vocabulary (the place is given back on every refusal).
+  std::expected<std::shared_ptr<RequestStream>, ApiError> submit(GenerationJob job, Admission ticket);
+  // reserve() then submit().
   std::expected<std::shared_ptr<RequestStream>, ApiError> submit(GenerationJob job);
   // Refuse new requests (503); what is queued or active runs to its end.
   void drain();
@@ -108,6 +138,8 @@ class Scheduler {
   Status encode_images(Slot& slot);
   int choose(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
+  friend class Admission;
+  void unreserve();  // a ticket dropped unused
 
   Engine& engine_;
   const Tokenizer& tokenizer_;
@@ -117,7 +149,7 @@ class Scheduler {
   const int vocab_;
   SchedulerCounters counters_;
 
-  mutable std::mutex mutex_;  // guards queue_, draining_, stopping_, in_flight_
+  mutable std::mutex mutex_;  // guards queue_, draining_, stopping_, in_flight_ (reserved places included)
   std::condition_variable wake_;
   std::deque<std::unique_ptr<Slot>> queue_;
   bool draining_ = false;

@@ -12,13 +12,12 @@
 #include <optional>
 #include <thread>
 
-#include <httplib.h>
-
 #include "cli/serve/data_url.hpp"
 #include "cli/serve/http_server.hpp"
 #include "cli/serve/openai_request.hpp"
 #include "compute/vision/image_decode.hpp"
 #include "tests/cli/cli_test_support.hpp"
+#include "tests/serve/http_client.hpp"
 
 namespace waste::serve {
 namespace {
@@ -130,11 +129,9 @@ class Served {
   // POST /v1/chat/completions: status and body (0 and null when no answer came). No Catch
   // assertions here: client threads call it.
   std::pair<int, json> chat(const json& body) const {
-    httplib::Client client("127.0.0.1", server_->port());
-    client.set_read_timeout(120, 0);
-    auto res = client.Post("/v1/chat/completions", body.dump(), "application/json");
-    if (!res) return {0, json()};
-    return {res->status, json::parse(res->body, nullptr, false)};
+    const http_test::HttpAnswer res = http_test::post(server_->port(), "/v1/chat/completions", body.dump());
+    if (res.status == 0) return {0, json()};
+    return {res.status, json::parse(res.body, nullptr, false)};
   }
 
   [[nodiscard]] const Tokenizer& tokenizer() const { return *tokenizer_; }

@@ -228,6 +228,38 @@ TEST_CASE("Cancelling frees the slot, the queue bound gives 429, draining 503", 
   CHECK(late.error().status == 503);
 }
 
+TEST_CASE("Admission: reserved places count toward the bound and are given back", "[serve][scheduler]") {
+  auto engine = open_tiny();
+  const Tokenizer tokenizer = tiny_tokenizer();
+  Scheduler scheduler(*engine, tokenizer, {1, 1, 64});
+  auto a = scheduler.reserve();
+  auto b = scheduler.reserve();
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(scheduler.in_flight() == 2);
+  auto c = scheduler.reserve();  // parallel 1 + queue 1 already reserved: refused before any parsing
+  REQUIRE_FALSE(c);
+  CHECK(c.error().status == 429);
+  CHECK(c.error().message == "too many requests waiting (1); retry later");
+  CHECK_FALSE(scheduler.submit(job_of(Case{tokenizer.encode("Hi"), SamplingParams{}, 2})));
+  { Admission dropped = std::move(*b); }  // a request refused after admission gives its place back
+  CHECK(scheduler.in_flight() == 1);
+  // A refused submit gives its ticket's place back too.
+  Case bad_id{{1, 1 << 30}, SamplingParams{}, 1};
+  CHECK_FALSE(scheduler.submit(job_of(bad_id), std::move(*a)));
+  CHECK(scheduler.in_flight() == 0);
+  auto d = scheduler.reserve();
+  REQUIRE(d);
+  auto stream = scheduler.submit(job_of(Case{tokenizer.encode("Hi"), SamplingParams{}, 2}), std::move(*d));
+  REQUIRE(stream);
+  tokens_of(**stream);
+  CHECK(scheduler.in_flight() == 0);
+  scheduler.drain();
+  auto late = scheduler.reserve();
+  REQUIRE_FALSE(late);
+  CHECK(late.error().status == 503);
+}
+
 TEST_CASE("logit_bias moves the sampled tokens; an id outside the vocabulary is refused", "[serve][scheduler]") {
   auto engine = open_tiny();
   const Tokenizer tokenizer = tiny_tokenizer();

@@ -13,7 +13,8 @@ let container, server, client;
 
 before(async () => {
   container = makeContainer();
-  server = await startServer(container.model, ['--parallel', '4', '--api-key', 'sk-test', '--ctx', '2048']);
+  // /metrics is behind the key unless --metrics-public; these tests read it without one.
+  server = await startServer(container.model, ['--parallel', '4', '--api-key', 'sk-test', '--metrics-public', '--ctx', '2048']);
   client = new OpenAI({ apiKey: 'sk-test', baseURL: `${server.url}/v1`, maxRetries: 0, timeout: 60000 });
 });
 

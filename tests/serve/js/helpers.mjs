@@ -27,9 +27,10 @@ export function withTimeout(promise, ms, what) {
 }
 
 // Starts `waste serve MODEL --port 0 ...`; resolves once it prints "ready" with {url, port, proc, stop()}.
-export async function startServer(model, extra = []) {
+// `env`: variables added to this process's environment for the server.
+export async function startServer(model, extra = [], { env = {} } = {}) {
   const args = ['serve', model, '--port', '0', '--threads', '1', ...(extra.includes('--ctx') ? [] : ['--ctx', '512']), ...extra];
-  const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let stderr = '';
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const port = await withTimeout(new Promise((resolve, reject) => {
