@@ -89,6 +89,9 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
     stream->finish(Finish::length, int(job.prompt.size()), 0);
     return stream;
   }
+  // Made before the lock: a constrained slot's matcher expands its grammar's first stacks, and
+  // nothing a request's content decides may run while the engine thread waits for mutex_.
+  auto slot = std::make_unique<Slot>(std::move(job), stream);
   {
     std::lock_guard lock(mutex_);
     if (draining_ || stopping_) {
@@ -100,7 +103,7 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
                                                "); retry later",
                                       "rate_limit_error", "", "rate_limit_exceeded"});
     }
-    queue_.push_back(std::make_unique<Slot>(std::move(job), stream));
+    queue_.push_back(std::move(slot));
     ++in_flight_;
     counters_.queued.store(int(queue_.size()), std::memory_order_relaxed);
   }
