@@ -21,11 +21,23 @@ nlohmann::json doubling_defs(int levels) {
 
 }  // namespace
 
-TEST_CASE("limits: 40 $defs each doubling the last (2^40 derivations) are refused", "[grammar]") {
-  auto g = compile_json_schema(doubling_defs(40));
+TEST_CASE("limits: $defs each doubling the last (2^n derivations) are refused past 65536", "[grammar]") {
+  // 20 levels: 2^20 derivations of the first byte.
+  auto g = compile_json_schema(doubling_defs(20));
   REQUIRE_FALSE(g);
   CHECK(g.error().code == Errc::unsupported);
   CHECK(g.error().message ==
+        "grammar too ambiguous: a byte in rule 'ref:#/$defs/d17' may be reached over 65536 ways (the expansion limit)");
+  // 40 levels (issue 27's 3 KB schema): each level is two of nesting (the anyOf entry, the $ref
+  // hop), so the depth limit refuses it first; without that limit the expansion limit does.
+  auto forty = compile_json_schema(doubling_defs(40));
+  REQUIRE_FALSE(forty);
+  CHECK(forty.error().message == "schema nesting deeper than 64 at /$defs/d9/anyOf/0 ($ref hops count as levels)");
+  CompileLimits deep;
+  deep.max_depth = 1000;
+  forty = compile_json_schema(doubling_defs(40), deep);
+  REQUIRE_FALSE(forty);
+  CHECK(forty.error().message ==
         "grammar too ambiguous: a byte in rule 'ref:#/$defs/d17' may be reached over 65536 ways (the expansion limit)");
   // 15 levels (32768 derivations) are within the limit and match what d0 matches.
   auto ok = compile_json_schema(doubling_defs(15));
@@ -39,6 +51,7 @@ TEST_CASE("limits: expansion de-duplicates as it goes (30 doublings run in linea
   // step) stand between 2^30 paths and the first byte: walked path by path they would overflow.
   CompileLimits lifted;
   lifted.max_expansion = std::uint64_t(1) << 62;
+  lifted.max_depth = 1000;
   auto g = compile_json_schema(doubling_defs(30), lifted);
   REQUIRE(g);
   CHECK(full_match(*g, R"("x")"));
@@ -54,8 +67,8 @@ TEST_CASE("limits: a step past the runtime bounds fails with an error naming the
   for (int k = 1; k <= 18; ++k) {
     text += "x" + std::to_string(k) + " ::= x" + std::to_string(k - 1) + " \"a\" | x" + std::to_string(k - 1) + " \"b\"\n";
   }
-  CHECK(ebnf_error(text) ==
-        "grammar too ambiguous: a byte in rule 'x17' may be reached over 65536 ways (the expansion limit)");
+  CHECK(ebnf_error(text) == "grammar line 19, column 1: grammar too ambiguous: a byte in rule 'x17' may be reached "
+                            "over 65536 ways (the expansion limit)");
   CompileLimits lifted;
   lifted.max_expansion = std::uint64_t(1) << 62;
   auto g = compile_ebnf(text, lifted);

@@ -94,7 +94,7 @@ TEST_CASE("request JSON nested past --max-json-depth is refused while it is pars
   CHECK_FALSE(nested_deeper_than(json::parse(deep_array(64)), 64));
 }
 
-TEST_CASE("make_constraint: a deep schema, a $ref chain and 2^40 derivations get 400 naming the limit",
+TEST_CASE("make_constraint: a deep schema, a $ref chain and 2^20 or 2^40 derivations get 400 naming the limit",
           "[serve][structured][limits]") {
   Grammar g;
   // A schema that did not come through the parser (nested 1,000,000 deep): refused before dump().
@@ -114,7 +114,17 @@ TEST_CASE("make_constraint: a deep schema, a $ref chain and 2^40 derivations get
   CHECK(tool.error().param == "tools[0].function.parameters");
   CHECK(tool.error().message == "tools[0].function.parameters: nesting deeper than 64 (--max-json-depth)");
 
+  // Issue 27's 40 levels: two levels of nesting each (the anyOf entry, the $ref hop).
   auto parsed = parse_request(Endpoint::chat, with_schema(doubling_defs(40)));
+  REQUIRE(parsed);
+  auto forty = make_constraint(*parsed, g.format, *g.tokenizer, g.index);
+  REQUIRE_FALSE(forty);
+  CHECK(forty.error().status == 400);
+  CHECK(forty.error().param == "response_format.json_schema.schema");
+  CHECK(forty.error().message == "'response_format.json_schema.schema': schema nesting deeper than 64 "
+                                 "(--max-json-depth) at /$defs/d9/anyOf/0 ($ref hops count as levels)");
+  // 20 levels are within the depth: 2^20 derivations meet the expansion limit.
+  parsed = parse_request(Endpoint::chat, with_schema(doubling_defs(20)));
   REQUIRE(parsed);
   auto ambiguous = make_constraint(*parsed, g.format, *g.tokenizer, g.index);
   REQUIRE_FALSE(ambiguous);
@@ -122,7 +132,7 @@ TEST_CASE("make_constraint: a deep schema, a $ref chain and 2^40 derivations get
   CHECK(ambiguous.error().message ==
         "'response_format.json_schema.schema': grammar too ambiguous: a byte in rule 'ref:#/$defs/d17' may be "
         "reached over 65536 ways (the expansion limit)");
-  parsed = parse_request(Endpoint::chat, with_tool(doubling_defs(40)));
+  parsed = parse_request(Endpoint::chat, with_tool(doubling_defs(20)));
   REQUIRE(parsed);
   ambiguous = make_constraint(*parsed, g.format, *g.tokenizer, g.index);
   REQUIRE_FALSE(ambiguous);
