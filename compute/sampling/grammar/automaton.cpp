@@ -37,11 +37,17 @@ struct Grammar::Expansion {
       return h;
     }
   };
+  // A step's expansion is a handful of stacks almost always: the set is only used once one has
+  // walked more than this many (a stack pushed before then may be walked twice, once).
+  static constexpr std::size_t kDedupeAfter = 64;
   std::vector<Stack> work;
   std::unordered_set<Stack, Hash> seen;  // stacks pushed at a fork (a rule of several alternatives)
   void clear() {
+    // What a pathological step grew is given back (clear() would also zero a grown bucket array on
+    // every later step).
     work.clear();
-    seen.clear();
+    if (work.capacity() > 4096) work = {};
+    if (!seen.empty()) seen = {};
   }
 };
 
@@ -87,7 +93,7 @@ bool Grammar::expand(Expansion& ex, StackSet& out) const {
     for (std::size_t i = 0; i < alts.size(); ++i) {
       Stack c = (i + 1 == alts.size()) ? std::move(s) : s;
       c.push_back(alts[i]);
-      if (alts.size() > 1 && !ex.seen.insert(c).second) continue;  // reached before: walked once
+      if (alts.size() > 1 && work > Expansion::kDedupeAfter && !ex.seen.insert(c).second) continue;  // walked once
       ex.work.push_back(std::move(c));
     }
   }

@@ -41,7 +41,7 @@ struct CompileLimits {
   int max_depth = 64;                // schema nesting: sub-schemas inside sub-schemas, $ref hops included
   std::string depth_option;          // named in the depth refusal, e.g. "--max-json-depth" (may be empty)
   std::uint64_t max_expansion = std::uint64_t(1) << 16;  // derivations one byte's expansion may walk
-  std::chrono::milliseconds max_time{1000};              // wall clock for the whole compile
+  std::chrono::milliseconds max_time{10000};             // wall clock for the whole compile
 };
 
 Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema, const CompileLimits& limits = {});
