@@ -18,6 +18,7 @@
 #include "cli/serve/api_key.hpp"
 #include "cli/serve/http_server.hpp"
 #include "cli/serve/metrics.hpp"
+#include "cli/serve/request_limits.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "compute/vision/media_prompt.hpp"
 
@@ -37,9 +38,22 @@ struct ServeArgs {
   int max_header_kib = 16;
   double drain_seconds = 30;
   std::string api_key_file;
+  // Request content limits (serve::RequestLimits; pixels in units of 2^20).
+  int max_json_depth = 64;
+  int max_image_mpx = 16, max_request_mpx = 32, max_decode_mpx = 64;
 };
 
 int serve_main(ServeArgs a) {
+  // Before the HTTP server's threads exist: they only read these.
+  if (a.max_request_mpx < a.max_image_mpx || a.max_decode_mpx < a.max_request_mpx) {
+    return report_error("serve", "the pixel limits must grow: --max-image-mpx <= --max-request-mpx <= --max-decode-mpx");
+  }
+  serve::RequestLimits limits;
+  limits.max_json_depth = a.max_json_depth;
+  limits.max_image_pixels = std::uint64_t(a.max_image_mpx) << 20;
+  limits.max_request_pixels = std::uint64_t(a.max_request_mpx) << 20;
+  limits.max_decoding_pixels = std::uint64_t(a.max_decode_mpx) << 20;
+  serve::set_request_limits(limits);
   a.http.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.engine.model).stem().string();
   a.http.limits.body_bytes = std::size_t(a.max_body_mib * 1024 * 1024);
   a.http.limits.header_bytes = std::size_t(a.max_header_kib) * 1024;
@@ -188,6 +202,20 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--drain-seconds", args->drain_seconds, "On SIGTERM: seconds in-flight requests may take")
           ->type_name("SECONDS")
           ->check(real_range("--drain-seconds", {0.0}, {3600.0}));
+      sub.add_option("--max-json-depth", args->max_json_depth,
+                     "Nesting of a request body and of each schema in it ($ref hops count); 400 beyond")
+          ->type_name("N")
+          ->check(int_range("--max-json-depth", 8, 1024));
+      sub.add_option("--max-image-mpx", args->max_image_mpx, "Pixels of one image_url image, in units of 2^20; 400 beyond")
+          ->type_name("MPX")
+          ->check(int_range("--max-image-mpx", 1, 1024));
+      sub.add_option("--max-request-mpx", args->max_request_mpx, "Pixels of all images of one request, in 2^20; 400 beyond")
+          ->type_name("MPX")
+          ->check(int_range("--max-request-mpx", 1, 4096));
+      sub.add_option("--max-decode-mpx", args->max_decode_mpx,
+                     "Pixels of images being decoded at once, server-wide, in 2^20; 429 beyond")
+          ->type_name("MPX")
+          ->check(int_range("--max-decode-mpx", 1, 65536));
       return [args] { return serve_main(*args); };
     }}};
 

@@ -1,4 +1,5 @@
-// A chat request with image_url parts to the scheduler's job: each image decoded and
+// A chat request with image_url parts to the scheduler's job: the images' sizes checked from
+// their headers against the request limits and the server's pixel budget, then each decoded and
 // preprocessed on the HTTP thread (a 400 naming its part when the decoder refuses it), its media
 // block built by
 // vision::append_media_block (the builder `waste run --image` uses) at its place among the text
@@ -10,6 +11,8 @@
 
 #include "cli/serve/api_error.hpp"
 #include "cli/serve/openai_request.hpp"
+#include "cli/serve/pixel_budget.hpp"
+#include "cli/serve/request_limits.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/vision/media_prompt.hpp"
@@ -22,9 +25,14 @@ struct ServeVision {
   vision::MediaTokens tokens;
 };
 
-// Fills job.prompt and job.images from `request` (whose images must be non-empty).
+// Fills job.prompt and job.images from `request` (whose images must be non-empty). Before any
+// image is decoded, each one's declared size is read from its header: over
+// limits.max_image_pixels, or the images together over limits.max_request_pixels, is a 400
+// naming the part and the limit; a total that does not fit in `budget` now is a 429. The lease
+// is held while the images are decoded and preprocessed.
 std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, const Tokenizer& tokenizer,
                                                  const ChatFormat& format, const ServeVision& vision,
-                                                 GenerationJob& job);
+                                                 GenerationJob& job, const RequestLimits& limits = request_limits(),
+                                                 PixelBudget& budget = decoding_pixels());
 
 }  // namespace waste::serve

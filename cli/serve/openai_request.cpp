@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/serve/data_url.hpp"
+#include "cli/serve/json_body.hpp"
 #include "compute/vision/image_decode.hpp"
 
 namespace waste::serve {
@@ -486,14 +487,10 @@ bool ParsedRequest::has_tool_history() const {
   return std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) { return !m.tool_calls.empty(); });
 }
 
-std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body_text) {
-  json body;
-  try {
-    body = json::parse(body_text.begin(), body_text.end());
-  } catch (const json::exception& e) {  // parse_error; out_of_range for a number beyond double (1e999)
-    return std::unexpected(ApiError{400, std::string("request body is not valid JSON: ") + e.what(),
-                                    "invalid_request_error", "", ""});
-  }
+std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body_text, int max_json_depth) {
+  auto parsed = parse_json_body(body_text, max_json_depth);
+  if (!parsed) return std::unexpected(parsed.error());
+  const json& body = *parsed;
   if (!body.is_object()) {
     return std::unexpected(ApiError{400, "request body must be a JSON object", "invalid_request_error", "", ""});
   }

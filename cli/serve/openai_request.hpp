@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/serve/api_error.hpp"
+#include "cli/serve/request_limits.hpp"
 #include "compute/sampling/sampler.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 
@@ -71,8 +72,10 @@ struct ParsedRequest {
 };
 
 // `body` is the raw request body. Invalid JSON (or invalid UTF-8 in it), a non-object, a wrong
-// type or a value out of range gives a 400 naming the parameter, e.g. "messages[2].role".
-std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body);
+// type or a value out of range gives a 400 naming the parameter, e.g. "messages[2].role". A body
+// nested deeper than max_json_depth is refused while it is parsed (json_body.hpp).
+std::expected<ParsedRequest, ApiError> parse_request(Endpoint endpoint, std::string_view body,
+                                                     int max_json_depth = request_limits().max_json_depth);
 
 // Limits the parser enforces (the OpenAI spec's, plus a sanity bound on max_tokens).
 inline constexpr int kMaxStops = 4;

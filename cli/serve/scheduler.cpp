@@ -130,6 +130,9 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
     stream->finish(Finish::length, int(job.prompt.size()), 0);
     return stream;
   }
+  // Made before the lock: a constrained slot's matcher expands its grammar's first stacks, and
+  // nothing a request's content decides may run while the engine thread waits for mutex_.
+  auto slot = std::make_unique<Slot>(std::move(job), stream);
   {
     std::lock_guard lock(mutex_);
     if (draining_ || stopping_) {
@@ -137,7 +140,7 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
     }
     // The ticket's place becomes the queued request's (end() gives it back).
     ticket.owner_ = nullptr;
-    queue_.push_back(std::make_unique<Slot>(std::move(job), stream));
+    queue_.push_back(std::move(slot));
     counters_.queued.store(int(queue_.size()), std::memory_order_relaxed);
   }
   wake_.notify_one();

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <string>
 
+#include "cli/serve/json_body.hpp"
+
 namespace waste::serve {
 namespace {
 
@@ -42,12 +44,22 @@ GrammarCache& grammar_cache() {
   return cache;
 }
 
-GrammarResult compile_schema(const nlohmann::json& schema, const std::string& param) {
+// Every schema is compiled under the request limits; its nesting is checked first without
+// recursion (the cache key's dump() and the compiler both recurse).
+GrammarResult compile_schema(const nlohmann::json& schema, const std::string& param, const RequestLimits& limits) {
+  if (nested_deeper_than(schema, limits.max_json_depth)) {
+    return std::unexpected(bad_param(param, param + ": nesting deeper than " + std::to_string(limits.max_json_depth) +
+                                                " (--max-json-depth)"));
+  }
+  const grammar::CompileLimits compile{limits.max_json_depth, "--max-json-depth", limits.max_grammar_expansion,
+                                       limits.max_grammar_time};
   const std::string key =
       schema.is_null() ? std::string("object")
-                       : "schema:" + schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+                       : "schema:" + std::to_string(limits.max_json_depth) + ":" +
+                             std::to_string(limits.max_grammar_expansion) + ":" +
+                             schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (auto cached = grammar_cache().find(key)) return cached;
-  auto compiled = schema.is_null() ? grammar::compile_any_json_object() : grammar::compile_json_schema(schema);
+  auto compiled = schema.is_null() ? grammar::compile_any_json_object() : grammar::compile_json_schema(schema, compile);
   if (!compiled) return std::unexpected(bad_param(param, "'" + param + "': " + compiled.error().message));
   grammar_cache().insert(key, *compiled);
   return *compiled;
@@ -100,7 +112,7 @@ std::expected<void, ApiError> check_tools_supported(const ParsedRequest& request
 
 std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
     const ParsedRequest& request, const ChatFormat& format, const Tokenizer& tokenizer,
-    const std::shared_ptr<const grammar::TokenIndex>& index) {
+    const std::shared_ptr<const grammar::TokenIndex>& index, const RequestLimits& limits) {
   const bool tool_forced = request.tool_choice == ToolChoice::required || request.tool_choice == ToolChoice::named;
   if (request.response_format == ResponseFormat::text && !tool_forced) return nullptr;
   const std::string param = tool_forced ? "tool_choice" : "response_format";
@@ -112,8 +124,8 @@ std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
   plan->index = index;
   if (!tool_forced) {
     auto grammar = request.response_format == ResponseFormat::json_object
-                       ? compile_schema(nlohmann::json(), "response_format")
-                       : compile_schema(request.response_schema, "response_format.json_schema.schema");
+                       ? compile_schema(nlohmann::json(), "response_format", limits)
+                       : compile_schema(request.response_schema, "response_format.json_schema.schema", limits);
     if (!grammar) return std::unexpected(grammar.error());
     plan->stages.push_back(constrained(std::move(*grammar)));
     return plan;
@@ -137,7 +149,7 @@ std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
   for (std::size_t i = 0; i < request.tools.size(); ++i) {
     const ToolDef& tool = request.tools[i];
     if (request.tool_choice == ToolChoice::named && tool.name != request.tool_choice_name) continue;
-    auto grammar = compile_schema(tool.parameters, "tools[" + std::to_string(i) + "].function.parameters");
+    auto grammar = compile_schema(tool.parameters, "tools[" + std::to_string(i) + "].function.parameters", limits);
     if (!grammar) return std::unexpected(grammar.error());
     chosen.emplace_back(i, std::move(*grammar));
   }

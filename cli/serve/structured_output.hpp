@@ -11,6 +11,7 @@
 #include "cli/serve/api_error.hpp"
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/output_constraint.hpp"
+#include "cli/serve/request_limits.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 
@@ -18,9 +19,11 @@ namespace waste::serve {
 
 // Null when the answer is unconstrained. `index` may be null (no grammar engine): a request that
 // needs one then gets a 400 that says why. `format` is the chat format (tools need its markup).
+// Each schema is compiled here, on the caller's thread, under `limits` (nesting, expansion,
+// time): a schema past one gets a 400 naming the limit and the schema's param.
 std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
     const ParsedRequest& request, const ChatFormat& format, const Tokenizer& tokenizer,
-    const std::shared_ptr<const grammar::TokenIndex>& index);
+    const std::shared_ptr<const grammar::TokenIndex>& index, const RequestLimits& limits = request_limits());
 
 // 400 when the request uses tools (tools, assistant tool_calls) and the format has no markup.
 std::expected<void, ApiError> check_tools_supported(const ParsedRequest& request, const ChatFormat& format);

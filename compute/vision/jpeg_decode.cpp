@@ -21,9 +21,25 @@ struct ErrorMgr {
   char message[JMSG_LENGTH_MAX];
 };
 
+// Called by libjpeg before it consumes each piece of input while it buffers a multi-scan file
+// (jpeg_start_decompress), so a scan past the limit stops it before that scan is decoded.
+struct ScanLimit {
+  jpeg_progress_mgr pub;  // first: libjpeg sees a jpeg_progress_mgr*
+  int max_scans;
+};
+
 [[noreturn]] void on_error(j_common_ptr cinfo) {
   auto* e = reinterpret_cast<ErrorMgr*>(cinfo->err);
   (*cinfo->err->format_message)(cinfo, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void on_progress(j_common_ptr cinfo) {
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  const auto* limit = reinterpret_cast<const ScanLimit*>(cinfo->progress);
+  if (d->input_scan_number <= limit->max_scans) return;
+  auto* e = reinterpret_cast<ErrorMgr*>(cinfo->err);
+  std::snprintf(e->message, sizeof e->message, "more than %d scans (the scan limit)", limit->max_scans);
   std::longjmp(e->jump, 1);
 }
 
@@ -48,6 +64,9 @@ Result<RgbImage> decode_jpeg(std::span<const std::uint8_t> bytes, const std::str
   Status limit_status;
   jpeg_decompress_struct cinfo;
   ErrorMgr err;
+  ScanLimit scans{};
+  scans.pub.progress_monitor = on_progress;
+  scans.max_scans = limits.max_scans;
   cinfo.err = jpeg_std_error(&err.pub);
   err.pub.error_exit = on_error;
   err.pub.emit_message = on_message;
@@ -57,6 +76,7 @@ Result<RgbImage> decode_jpeg(std::span<const std::uint8_t> bytes, const std::str
     return make_error(Errc::format, name + ": cannot decode JPEG: " + err.message);
   }
   jpeg_create_decompress(&cinfo);
+  cinfo.progress = &scans.pub;
   jpeg_mem_src(&cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xffff);
   jpeg_read_header(&cinfo, TRUE);

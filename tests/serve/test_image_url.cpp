@@ -4,9 +4,11 @@
 // two different images with the same text each give exactly what they give alone.
 #include <catch2/catch.hpp>
 
+#include <jpeglib.h>
 #include <png.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -171,6 +173,67 @@ Answer answer_of(const std::pair<int, json>& reply) {
   }
   a.prompt_tokens = reply.second["usage"]["prompt_tokens"].get<int>();
   return a;
+}
+
+// A PNG's signature and IHDR declaring w x h, then IEND: a few bytes claiming any size.
+std::vector<std::uint8_t> png_declaring(std::uint32_t w, std::uint32_t h) {
+  std::vector<std::uint8_t> b = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+  for (std::uint32_t v : {w, h}) {
+    for (int s = 24; s >= 0; s -= 8) b.push_back(std::uint8_t(v >> s));
+  }
+  b.insert(b.end(), {8, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82});
+  return b;
+}
+
+// A 16x16 baseline JPEG whose SOF0 then claims w x h (its data no longer fits: decoding fails late).
+std::vector<std::uint8_t> jpeg_declaring(std::uint16_t w, std::uint16_t h) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buf, &size);
+  c.image_width = 16;
+  c.image_height = 16;
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_start_compress(&c, TRUE);
+  std::vector<std::uint8_t> row(16 * 3, 90);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  std::vector<std::uint8_t> b(buf, buf + size);
+  jpeg_destroy_compress(&c);
+  std::free(buf);
+  for (std::size_t i = 2; i + 9 < b.size(); ++i) {
+    if (b[i] == 0xff && b[i + 1] == 0xc0) {
+      b[i + 5] = std::uint8_t(h >> 8), b[i + 6] = std::uint8_t(h);
+      b[i + 7] = std::uint8_t(w >> 8), b[i + 8] = std::uint8_t(w);
+      break;
+    }
+  }
+  return b;
+}
+
+// This process's resident and peak resident KiB (/proc/self/status); the peak can be reset to the
+// current size (clear_refs 5), false when the kernel does not allow it.
+std::uint64_t status_kib(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) return std::stoull(line.substr(std::strlen(key)));
+  }
+  return 0;
+}
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return bool(out);
 }
 
 const std::filesystem::path& vision_container() {
@@ -418,6 +481,87 @@ TEST_CASE("served image_url errors: the part named, the decoder's reason, and a 
   CHECK(reply.second["error"]["param"] == p);
   CHECK(reply.second["error"]["message"] == "'" + p + "': this model has no vision tower (no vision.json in the "
                                                       "container), so image_url parts are not supported");
+}
+
+TEST_CASE("image sizes are checked from their headers before any decode: per image, per request, server-wide",
+          "[serve][image][limits]") {
+  const auto& model = vision_container();
+  auto tokenizer = Tokenizer::load(model);
+  REQUIRE(tokenizer);
+  auto format = ChatFormat::load(kFormat);
+  REQUIRE(format);
+  EngineOptions o;
+  o.model = model;
+  auto engine = Engine::open(o);
+  REQUIRE(engine);
+  auto encoder = vision::load_media_encoder(model, *tokenizer, (*engine)->config().hidden);
+  REQUIRE(encoder);
+  const ServeVision vision{&encoder->tower, encoder->tokens};
+  auto request = [&](const std::vector<std::vector<std::uint8_t>>& images) {
+    json content = json::array({json{{"type", "text"}, {"text", "look"}}});
+    for (const auto& bytes : images) content.push_back(json{{"type", "image_url"}, {"image_url", data_url(bytes)}});
+    auto r = parse_request(Endpoint::chat, chat_body(content));
+    REQUIRE(r);
+    return std::move(*r);
+  };
+  GenerationJob job;
+  PixelBudget budget(64ull << 20);
+
+  // 8000 x 8000 declared in a few bytes, PNG and JPEG: refused from the header, before the
+  // decoder would size a 183 MiB pixel buffer (the peak RSS shows no such allocation).
+  const bool peak_resettable = reset_peak_rss();
+  const std::uint64_t rss_before = status_kib("VmRSS:");
+  for (const auto& bytes : {png_declaring(8000, 8000), jpeg_declaring(8000, 8000), png_declaring(20000, 20000),
+                            jpeg_declaring(20000, 20000)}) {
+    auto refused = build_media_prompt(request({bytes}), *tokenizer, *format, vision, job, RequestLimits{}, budget);
+    CHECK_FALSE(refused);
+    if (refused) continue;  // (the peak check below still runs)
+    CHECK(refused.error().status == 400);
+    CHECK(refused.error().param == "messages[0].content[1].image_url");
+    CHECK(refused.error().message.find(" pixels exceed the limit of 16777216 per image (--max-image-mpx 16)") !=
+          std::string::npos);
+  }
+  if (peak_resettable) {
+    const std::uint64_t peak = status_kib("VmHWM:");
+    CHECK(peak < rss_before + 16 * 1024);
+  } else {
+    WARN("/proc/self/clear_refs not writable: the peak RSS check is skipped");
+  }
+  CHECK(budget.in_use() == 0);
+  auto named = build_media_prompt(request({png_declaring(8000, 8000)}), *tokenizer, *format, vision, job,
+                                  RequestLimits{}, budget);
+  REQUIRE_FALSE(named);
+  CHECK(named.error().message == "'messages[0].content[1].image_url': 8000x8000 pixels exceed the limit of 16777216 "
+                                 "per image (--max-image-mpx 16)");
+
+  // Per request: nine 4 Mpx images (declared) pass 32 Mpx at the ninth.
+  std::vector<std::vector<std::uint8_t>> nine(9, png_declaring(2048, 2048));
+  auto total = build_media_prompt(request(nine), *tokenizer, *format, vision, job, RequestLimits{}, budget);
+  REQUIRE_FALSE(total);
+  CHECK(total.error().status == 400);
+  CHECK(total.error().param == "messages[0].content[9].image_url");
+  CHECK(total.error().message == "'messages[0].content[9].image_url': the request's images up to this one hold "
+                                 "37748736 pixels, over the limit of 33554432 per request (--max-request-mpx 32)");
+
+  // Server-wide: what does not fit beside the pixels being decoded gets 429; once they are
+  // released the same request goes through.
+  PixelBudget small(1ull << 20);
+  const auto real = request({png_bytes(28, 28, 1)});
+  {
+    auto held = small.try_lease((1ull << 20) - 100);
+    REQUIRE(held);
+    auto busy = build_media_prompt(real, *tokenizer, *format, vision, job, RequestLimits{}, small);
+    REQUIRE_FALSE(busy);
+    CHECK(busy.error().status == 429);
+    CHECK(busy.error().type == "rate_limit_error");
+    CHECK(busy.error().param == "messages[0].content[1].image_url");
+    CHECK(busy.error().message == "'messages[0].content[1].image_url': the server is decoding 1048476 pixels of "
+                                  "images; this request's 784 would pass its limit of 1048576 (--max-decode-mpx 1); "
+                                  "retry later");
+  }
+  CHECK(small.in_use() == 0);
+  CHECK(build_media_prompt(real, *tokenizer, *format, vision, job, RequestLimits{}, small));
+  CHECK(small.in_use() == 0);  // the lease ends with the decoding
 }
 
 }  // namespace waste::serve

@@ -1,6 +1,7 @@
 #include "compute/sampling/grammar/automaton.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "compute/sampling/grammar/mask_cache.hpp"
 
@@ -28,62 +29,118 @@ std::int32_t Grammar::canonical(std::int32_t pos, std::size_t horizon) const {
   return pos - rule.alts[0] + same.alts[0];
 }
 
-StackSet Grammar::initial() const {
+struct Grammar::Expansion {
+  struct Hash {
+    std::size_t operator()(const Stack& s) const noexcept {
+      std::size_t h = s.size();
+      for (std::int32_t v : s) h = (h ^ std::size_t(std::uint32_t(v))) * 0x100000001b3ull;
+      return h;
+    }
+  };
+  // A step's expansion is a handful of stacks almost always: the set is only used once one has
+  // walked more than this many (a stack pushed before then may be walked twice, once).
+  static constexpr std::size_t kDedupeAfter = 64;
+  std::vector<Stack> work;
+  std::unordered_set<Stack, Hash> seen;  // stacks pushed at a fork (a rule of several alternatives)
+  void clear() {
+    // What a pathological step grew is given back (clear() would also zero a grown bucket array on
+    // every later step).
+    work.clear();
+    if (work.capacity() > 4096) work = {};
+    if (!seen.empty()) seen = {};
+  }
+};
+
+namespace {
+
+// One scratch per thread: a step allocates nothing once warm.
+Grammar::Expansion& scratch_expansion();
+
+}  // namespace
+
+StackSet Grammar::initial(bool* overflow) const {
+  Expansion& ex = scratch_expansion();
+  ex.clear();
+  for (std::int32_t a : rules_[std::size_t(root_)].alts) ex.work.push_back(Stack{a});
   StackSet out;
-  for (std::int32_t a : rules_[std::size_t(root_)].alts) expand(Stack{a}, out, 0);
+  const bool ok = expand(ex, out);
+  if (overflow) *overflow = !ok;
+  if (!ok) out.clear();
   normalize(out);
   return out;
 }
 
-void Grammar::expand(Stack s, StackSet& out, int depth) const {
-  // Left recursion is refused at build time, so this terminates; the depth cap only guards
-  // against a nesting far beyond any real document.
-  if (depth > 4096) return;
-  while (!s.empty()) {
-    const std::int32_t pos = s.back();
-    const Element& e = elements_[std::size_t(pos)];
-    if (e.kind == Kind::end) {
-      s.pop_back();
+bool Grammar::expand(Expansion& ex, StackSet& out) const {
+  // Left recursion is refused at build time, so this terminates; the bounds keep an ambiguous
+  // grammar from running long or large.
+  std::size_t work = 0;
+  while (!ex.work.empty()) {
+    Stack s = std::move(ex.work.back());
+    ex.work.pop_back();
+    if (++work > kMaxStepWork) return false;
+    while (!s.empty() && elements_[std::size_t(s.back())].kind == Kind::end) s.pop_back();
+    if (s.empty() || elements_[std::size_t(s.back())].kind == Kind::bytes) {
+      out.push_back(std::move(s));
+      if (out.size() > kMaxStacks) return false;
       continue;
     }
-    if (e.kind == Kind::bytes) break;
     // A reference: its continuation stays (unless it is the alternative's end: a tail call),
     // then one stack per alternative of the referenced rule.
+    const std::int32_t pos = s.back();
+    const auto& alts = rules_[std::size_t(elements_[std::size_t(pos)].value)].alts;
     s.back() = pos + 1;
     if (elements_[std::size_t(pos + 1)].kind == Kind::end) s.pop_back();
-    const auto& alts = rules_[std::size_t(e.value)].alts;
     for (std::size_t i = 0; i < alts.size(); ++i) {
       Stack c = (i + 1 == alts.size()) ? std::move(s) : s;
       c.push_back(alts[i]);
-      expand(std::move(c), out, depth + 1);
+      if (alts.size() > 1 && work > Expansion::kDedupeAfter && !ex.seen.insert(c).second) continue;  // walked once
+      ex.work.push_back(std::move(c));
     }
-    return;
   }
-  out.push_back(std::move(s));
+  return true;
 }
 
-void Grammar::step_stack(const Stack& s, unsigned char b, StackSet& out) const {
-  if (s.empty() || !matches(s.back(), b)) return;
-  Stack c = s;
-  c.back() += 1;
-  expand(std::move(c), out, 0);
-}
-
-void Grammar::step(const StackSet& in, unsigned char b, StackSet& out) const {
+bool Grammar::step(const StackSet& in, unsigned char b, StackSet& out) const {
   out.clear();
-  for (const Stack& s : in) step_stack(s, b, out);
+  Expansion& ex = scratch_expansion();
+  ex.clear();
+  for (const Stack& s : in) {
+    if (s.empty() || !matches(s.back(), b)) continue;
+    Stack c = s;
+    c.back() += 1;
+    ex.work.push_back(std::move(c));
+  }
+  if (!expand(ex, out)) {
+    out.clear();
+    return false;
+  }
   normalize(out);
+  return true;
 }
 
-bool Grammar::advance(StackSet& set, std::string_view bytes) const {
+bool Grammar::advance(StackSet& set, std::string_view bytes, bool* overflow) const {
+  if (overflow) *overflow = false;
   StackSet next;
   for (char ch : bytes) {
-    step(set, static_cast<unsigned char>(ch), next);
+    if (!step(set, static_cast<unsigned char>(ch), next)) {
+      if (overflow) *overflow = true;
+      set.clear();
+      return false;
+    }
     set.swap(next);
     if (set.empty()) return false;
   }
   return true;
 }
+
+namespace {
+
+Grammar::Expansion& scratch_expansion() {
+  thread_local Grammar::Expansion ex;
+  return ex;
+}
+
+}  // namespace
 
 void Grammar::normalize(StackSet& set) {
   if (set.size() < 2) return;

@@ -6,6 +6,12 @@
 // set of such stacks (one per live parse); an empty stack = the root rule is complete.
 // A reference in the last position of an alternative is a tail call (its continuation is not
 // pushed), so right-recursive loops run in constant stack depth.
+// Expansion (resolving a stack's top to byte sets) de-duplicates as it goes: a stack reached a
+// second time through another alternative is not walked again, so alternatives that lead to the
+// same place cost once. It is bounded too (kMaxStepWork stacks walked, kMaxStacks kept per
+// step): past either the step fails as an overflow instead of running on. Compilation refuses
+// grammars where one byte's expansion may walk more than CompileLimits::max_expansion
+// derivations (expr.cpp), so a grammar that passed it overflows only on pathological nesting.
 #pragma once
 
 #include <array>
@@ -44,14 +50,19 @@ class Grammar {
   Grammar(std::vector<Element> elements, std::vector<std::array<std::uint64_t, 4>> sets, std::vector<Rule> rules,
           std::vector<std::vector<std::int32_t>> chains, int root);
 
-  // The stacks before any byte.
-  [[nodiscard]] StackSet initial() const;
+  struct Expansion;  // automaton.cpp: the worklist and the stacks seen in one step (per thread)
+  // Runtime bounds of one step (see above).
+  static constexpr std::size_t kMaxStepWork = std::size_t(1) << 20;
+  static constexpr std::size_t kMaxStacks = std::size_t(1) << 16;
+
+  // The stacks before any byte (empty, with *overflow set, past the bounds).
+  [[nodiscard]] StackSet initial(bool* overflow = nullptr) const;
   // out = every stack of `in` advanced by byte b (normalized, sorted, unique). out != in.
-  void step(const StackSet& in, unsigned char b, StackSet& out) const;
-  // Advances one stack by b, appending the results to out (unsorted).
-  void step_stack(const Stack& s, unsigned char b, StackSet& out) const;
-  // Bytes through a stack set; false (and `set` emptied) when some byte leaves the grammar.
-  bool advance(StackSet& set, std::string_view bytes) const;
+  // False (out empty) when the expansion went past the bounds.
+  bool step(const StackSet& in, unsigned char b, StackSet& out) const;
+  // Bytes through a stack set; false (and `set` emptied) when some byte leaves the grammar, or
+  // the expansion overflows (then *overflow is set).
+  bool advance(StackSet& set, std::string_view bytes, bool* overflow = nullptr) const;
   [[nodiscard]] bool matches(std::int32_t pos, unsigned char b) const {
     const auto& s = sets_[std::size_t(elements_[std::size_t(pos)].value)];
     return (s[b >> 6] >> (b & 63)) & 1u;
@@ -73,8 +84,9 @@ class Grammar {
   static bool has_live(const StackSet& set);  // a non-empty stack
 
  private:
-  // Pushes `s` (top maybe a ref or end) into out with its top resolved to byte sets.
-  void expand(Stack s, StackSet& out, int depth) const;
+  // Resolves the worklist's stacks (top maybe a ref or end) to byte-set tops, into out; false on
+  // overflow.
+  bool expand(Expansion& ex, StackSet& out) const;
 
   std::vector<Element> elements_;
   std::vector<std::array<std::uint64_t, 4>> sets_;

@@ -13,7 +13,7 @@ namespace {
 
 class EbnfParser {
  public:
-  explicit EbnfParser(std::string_view text) : t_(text) {}
+  EbnfParser(std::string_view text, const CompileLimits& limits) : t_(text), limits_(limits) {}
 
   Result<std::shared_ptr<const Grammar>> run() {
     skip();
@@ -37,7 +37,7 @@ class EbnfParser {
     }
     auto root = b_.find("root");
     if (!root || !defined_.contains(*root)) return make_error(Errc::format, "grammar: no rule named 'root'");
-    auto g = b_.build(*root);
+    auto g = b_.build(*root, limits_);
     if (!g) {
       // Name the line of the rule the error is about.
       std::string msg = g.error().message;
@@ -272,6 +272,9 @@ class EbnfParser {
     }
     if (c == '(') {
       const std::size_t at = i_++;
+      if (depth + 1 > limits_.max_depth) {
+        return fail_at(at, "groups nested deeper than " + std::to_string(limits_.max_depth));
+      }
       auto e = alternatives(depth + 1);
       if (!e) return e;
       skip();
@@ -288,6 +291,7 @@ class EbnfParser {
   }
 
   std::string_view t_;
+  const CompileLimits& limits_;
   std::size_t i_ = 0;
   GrammarBuilder b_;
   std::map<int, std::size_t> defined_;    // rule -> offset of its definition
@@ -296,6 +300,8 @@ class EbnfParser {
 
 }  // namespace
 
-Result<std::shared_ptr<const Grammar>> compile_ebnf(std::string_view text) { return EbnfParser(text).run(); }
+Result<std::shared_ptr<const Grammar>> compile_ebnf(std::string_view text, const CompileLimits& limits) {
+  return EbnfParser(text, limits).run();
+}
 
 }  // namespace waste::grammar

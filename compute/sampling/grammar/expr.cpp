@@ -85,7 +85,8 @@ constexpr std::size_t kMaxElements = 1u << 21;
 
 class Lowering {
  public:
-  explicit Lowering(const GrammarBuilder& b) : b_(b) {}
+  Lowering(const GrammarBuilder& b, const CompileLimits& limits, std::chrono::steady_clock::time_point started)
+      : b_(b), limits_(limits), started_(started) {}
 
   Result<std::shared_ptr<const Grammar>> run(int root) {
     for (int r = 0; r < b_.size(); ++r) {
@@ -106,8 +107,11 @@ class Lowering {
         return make_error(Errc::unsupported, "grammar too large (over " + std::to_string(kMaxElements) +
                                                  " elements; a length or count bound is too big)");
       }
+      if (i % 1024 == 0) WASTE_TRY(check_compile_time(limits_, started_));
     }
     WASTE_TRY(check_left_recursion());
+    WASTE_TRY(check_expansion());
+    WASTE_TRY(check_compile_time(limits_, started_));
     std::vector<std::array<std::uint64_t, 4>> sets(set_list_.size());
     for (std::size_t i = 0; i < set_list_.size(); ++i) {
       for (unsigned c = 0; c < 256; ++c) {
@@ -209,7 +213,7 @@ class Lowering {
     elements_.push_back({Grammar::Kind::ref, prev});
   }
 
-  Status check_left_recursion() const {
+  Status check_left_recursion() {
     const std::size_t n = rules_.size();
     std::vector<char> nullable(n, 0);
     auto alt_nullable = [&](std::int32_t pos) {
@@ -270,10 +274,113 @@ class Lowering {
         }
       }
     }
+    nullable_ = std::move(nullable);
+    return ok();
+  }
+
+  // Counts, per rule, the derivations an expansion walks before the first byte (without the
+  // de-duplication the automaton does as it goes): N = those ending at a byte set, E = those
+  // deriving the empty string. A reference at p: N(R) + E(R) * N(rest), E(R) * E(rest). Refused
+  // when a rule, or an alternative's rest after a byte, reaches the limit: a grammar that
+  // ambiguous (e.g. 40 rules each "A_k ::= A_k-1 | A_k-1": 2^40) has no use a real schema needs.
+  // Left recursion is already refused, so the references before a byte form a DAG: the rules
+  // are counted in post order of that graph, iteratively (no recursion on the grammar's depth).
+  Status check_expansion() const {
+    const std::uint64_t cap = limits_.max_expansion + 1;
+    auto add = [&](std::uint64_t a, std::uint64_t b) { return std::min(cap, a + b); };  // a, b <= cap
+    auto mul = [&](std::uint64_t a, std::uint64_t b) {
+      return (a == 0 || b == 0) ? 0 : (a > cap / b ? cap : std::min(cap, a * b));
+    };
+    const std::size_t n = rules_.size();
+    std::vector<std::uint64_t> N(n, 0), E(n, 0);
+    std::vector<char> done(n, 0);
+    // The counts of the alternative's rest from pos; every rule referenced before its first byte is done.
+    std::vector<std::int32_t> refs;
+    auto rest = [&](std::int32_t pos) {
+      refs.clear();
+      std::pair<std::uint64_t, std::uint64_t> acc{0, 1};
+      for (;; ++pos) {
+        const auto& el = elements_[std::size_t(pos)];
+        if (el.kind == Grammar::Kind::bytes) {
+          acc = {1, 0};
+          break;
+        }
+        if (el.kind == Grammar::Kind::end) break;
+        if (!nullable_[std::size_t(el.value)]) {
+          acc = {N[std::size_t(el.value)], 0};
+          break;
+        }
+        refs.push_back(el.value);
+      }
+      for (std::size_t k = refs.size(); k-- > 0;) {
+        const std::size_t r = std::size_t(refs[k]);
+        acc = {add(N[r], mul(E[r], acc.first)), mul(E[r], acc.second)};
+      }
+      return acc;
+    };
+    auto refuse = [&](std::size_t r) {
+      return make_error(Errc::unsupported, "grammar too ambiguous: a byte in rule '" + rules_[r].name +
+                                               "' may be reached over " + std::to_string(limits_.max_expansion) +
+                                               " ways (the expansion limit)");
+    };
+    // Post order over the references before a byte (edges as in check_left_recursion).
+    std::vector<std::pair<std::size_t, std::size_t>> path;  // rule, index of the alternative being scanned
+    for (std::size_t start = 0; start < n; ++start) {
+      if (done[start]) continue;
+      path.emplace_back(start, 0);
+      while (!path.empty()) {
+        auto& [r, i] = path.back();
+        const auto& alts = rules_[r].alts;
+        if (i < alts.size()) {
+          std::size_t child = n;  // a rule this alternative starts with that is not counted yet
+          for (std::int32_t pos = alts[i];; ++pos) {
+            const auto& el = elements_[std::size_t(pos)];
+            if (el.kind != Grammar::Kind::ref) break;
+            if (!done[std::size_t(el.value)]) {
+              child = std::size_t(el.value);
+              break;
+            }
+            if (!nullable_[std::size_t(el.value)]) break;
+          }
+          if (child < n) {
+            path.emplace_back(child, 0);
+          } else {
+            ++i;
+          }
+          continue;
+        }
+        std::uint64_t nr = 0, er = 0;
+        for (std::int32_t pos : alts) {
+          const auto [a, b] = rest(pos);
+          nr = add(nr, a);
+          er = add(er, b);
+        }
+        const std::size_t rule = r;
+        N[rule] = nr, E[rule] = er;
+        done[rule] = 1;
+        path.pop_back();
+        if (add(nr, er) >= cap) return refuse(rule);
+      }
+    }
+    // The rest of an alternative after each of its byte sets (where a step's expansion starts).
+    for (std::size_t r = 0; r < n; ++r) {
+      for (std::int32_t pos : rules_[r].alts) {
+        for (;; ++pos) {
+          const auto& el = elements_[std::size_t(pos)];
+          if (el.kind == Grammar::Kind::end) break;
+          if (el.kind != Grammar::Kind::bytes || elements_[std::size_t(pos) + 1].kind != Grammar::Kind::ref) continue;
+          const auto [a, b] = rest(pos + 1);
+          if (add(a, b) >= cap) return refuse(r);
+        }
+      }
+    }
     return ok();
   }
 
   const GrammarBuilder& b_;
+  const CompileLimits& limits_;
+  std::chrono::steady_clock::time_point started_;
+  std::vector<char> nullable_;  // per rule, from check_left_recursion
   std::vector<Grammar::Element> elements_;
   std::vector<Grammar::Rule> rules_;
   std::vector<std::pair<int, Expr>> pending_;
@@ -284,6 +391,23 @@ class Lowering {
 
 }  // namespace
 
-Result<std::shared_ptr<const Grammar>> GrammarBuilder::build(int root) const { return Lowering(*this).run(root); }
+Status check_compile_time(const CompileLimits& limits, std::chrono::steady_clock::time_point started) {
+  if (std::chrono::steady_clock::now() - started <= limits.max_time) return ok();
+  return make_error(Errc::unsupported, "grammar compilation ran over " + std::to_string(limits.max_time.count()) +
+                                           " ms (the time limit)");
+}
+
+Result<std::shared_ptr<const Grammar>> GrammarBuilder::build(int root, const CompileLimits& limits,
+                                                             std::chrono::steady_clock::time_point started) const {
+  auto grammar = Lowering(*this, limits, started).run(root);
+  if (!grammar) return grammar;
+  bool overflow = false;
+  (void)(*grammar)->initial(&overflow);
+  if (overflow) {
+    return make_error(Errc::unsupported, "grammar too ambiguous: its first byte expands past " +
+                                             std::to_string(Grammar::kMaxStacks) + " stacks (the expansion limit)");
+  }
+  return grammar;
+}
 
 }  // namespace waste::grammar

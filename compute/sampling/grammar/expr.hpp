@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bitset>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compute/sampling/grammar/grammar.hpp"
 #include "shared/result.hpp"
 
 namespace waste::grammar {
@@ -36,6 +38,9 @@ struct Expr {
   static Expr empty() { return seq({}); }
 };
 
+// The time limit's refusal once `started + limits.max_time` has passed, else ok.
+Status check_compile_time(const CompileLimits& limits, std::chrono::steady_clock::time_point started);
+
 class GrammarBuilder {
  public:
   // Declares a rule (body set later by define); names must be unique.
@@ -48,8 +53,11 @@ class GrammarBuilder {
   [[nodiscard]] int size() const { return int(names_.size()); }
   [[nodiscard]] const Expr& body(int rule) const { return *bodies_[std::size_t(rule)]; }
 
-  // Lowers every rule; refuses undefined or left-recursive rules and grammars over the size cap.
-  Result<std::shared_ptr<const Grammar>> build(int root) const;
+  // Lowers every rule; refuses undefined or left-recursive rules, grammars over the size cap, and
+  // grammars past `limits` (expansion derivations; the time since `started`).
+  Result<std::shared_ptr<const Grammar>> build(int root, const CompileLimits& limits = {},
+                                               std::chrono::steady_clock::time_point started =
+                                                   std::chrono::steady_clock::now()) const;
 
  private:
   std::vector<std::string> names_;

@@ -13,6 +13,7 @@
 // Grammar and TokenIndex are immutable and thread-safe to share; a Matcher is not thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -34,9 +35,18 @@ class Grammar;     // the compiled automaton (automaton.hpp); opaque here
 class TokenIndex;  // token bytes in sorted order (token_index.hpp)
 class MaskCache;   // per (Grammar, TokenIndex) precomputed token sets (mask_cache.hpp)
 
-Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema);
+// What compiling one grammar may cost; past a limit compilation stops with an error naming it
+// (Errc::unsupported). The compile itself never recurses deeper than max_depth schema levels.
+struct CompileLimits {
+  int max_depth = 64;                // schema nesting: sub-schemas inside sub-schemas, $ref hops included
+  std::string depth_option;          // named in the depth refusal, e.g. "--max-json-depth" (may be empty)
+  std::uint64_t max_expansion = std::uint64_t(1) << 16;  // derivations one byte's expansion may walk
+  std::chrono::milliseconds max_time{10000};             // wall clock for the whole compile
+};
+
+Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema, const CompileLimits& limits = {});
 Result<std::shared_ptr<const Grammar>> compile_any_json_object();
-Result<std::shared_ptr<const Grammar>> compile_ebnf(std::string_view text);
+Result<std::shared_ptr<const Grammar>> compile_ebnf(std::string_view text, const CompileLimits& limits = {});
 
 // tokens[id] = the bytes of token id (empty = never allowed, e.g. a gap in the vocabulary);
 // special ids are never allowed; eos ids are allowed exactly when the matcher is accepting.

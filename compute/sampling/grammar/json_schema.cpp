@@ -108,14 +108,14 @@ Expr integer_range(std::optional<std::int64_t> lo, std::optional<std::int64_t> h
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) {}
+  SchemaCompiler(const json& root, const CompileLimits& limits) : root_(root), limits_(limits) {}
 
   Result<std::shared_ptr<const Grammar>> run() {
     const int root = b_.declare("root");
     auto e = compile(root_, "");
     if (!e) return std::unexpected(e.error());
     b_.define(root, std::move(*e));
-    return b_.build(root);
+    return b_.build(root, limits_, started_);
   }
 
   Result<std::shared_ptr<const Grammar>> any_object() {
@@ -285,7 +285,24 @@ class SchemaCompiler {
     return types;
   }
 
+  // compile() nests once per sub-schema and per $ref hop: the depth limit bounds its recursion.
+  struct Nesting {
+    explicit Nesting(int& d) : depth(++d) {}
+    ~Nesting() { --depth; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+    int& depth;
+  };
+
   Result<Expr> compile(const json& s, const std::string& path) {
+    const Nesting nesting(depth_);
+    if (depth_ > limits_.max_depth) {
+      return make_error(Errc::unsupported, "schema nesting deeper than " + std::to_string(limits_.max_depth) +
+                                               (limits_.depth_option.empty() ? "" : " (" + limits_.depth_option + ")") +
+                                               " at " + (path.empty() ? "the schema root" : path) +
+                                               " ($ref hops count as levels)");
+    }
+    WASTE_TRY(check_compile_time(limits_, started_));
     if (s.is_boolean()) {
       if (s.get<bool>()) return Expr::ref(value_rule());
       return refuse("the schema 'false' (no value can satisfy it)", path);
@@ -553,6 +570,9 @@ class SchemaCompiler {
   }
 
   const json& root_;
+  const CompileLimits& limits_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  int depth_ = 0;
   GrammarBuilder b_;
   std::map<std::string, int> refs_;
   int string_ = -1, number_ = -1, value_ = -1, object_ = -1, array_ = -1;
@@ -560,13 +580,14 @@ class SchemaCompiler {
 
 }  // namespace
 
-Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema) {
-  return SchemaCompiler(schema).run();
+Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema, const CompileLimits& limits) {
+  return SchemaCompiler(schema, limits).run();
 }
 
 Result<std::shared_ptr<const Grammar>> compile_any_json_object() {
   static const json kEmpty = json::object();
-  return SchemaCompiler(kEmpty).any_object();
+  static const CompileLimits kLimits;
+  return SchemaCompiler(kEmpty, kLimits).any_object();
 }
 
 }  // namespace waste::grammar

@@ -16,6 +16,12 @@ std::string nlohmann_quote(std::string_view bytes) {
   return nlohmann::json(std::string(bytes)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::unexpected<Error> overflow_error(const std::string& what) {
+  return make_error(Errc::unsupported, "grammar: after " + what + " the parse went past its bounds (" +
+                                           std::to_string(Grammar::kMaxStacks) + " stacks or " +
+                                           std::to_string(Grammar::kMaxStepWork) + " expansion steps per byte)");
+}
+
 }  // namespace
 
 struct Matcher::State {
@@ -115,7 +121,9 @@ Status Matcher::accept_token(int token) {
       break;
   }
   StackSet s = state_->stacks;
-  if (!grammar_->advance(s, index_->bytes(token))) {
+  bool overflow = false;
+  if (!grammar_->advance(s, index_->bytes(token), &overflow)) {
+    if (overflow) return overflow_error("token " + std::to_string(token));
     return make_error(Errc::argument, "grammar: token " + std::to_string(token) + " (" +
                                           nlohmann_quote(index_->bytes(token)) + ") is not allowed here");
   }
@@ -126,7 +134,9 @@ Status Matcher::accept_token(int token) {
 Status Matcher::accept_bytes(std::string_view bytes) {
   if (state_->ended && !bytes.empty()) return make_error(Errc::argument, "grammar: text after the end of the match");
   StackSet s = state_->stacks;
-  if (!grammar_->advance(s, bytes)) {
+  bool overflow = false;
+  if (!grammar_->advance(s, bytes, &overflow)) {
+    if (overflow) return overflow_error("the text " + nlohmann_quote(bytes));
     return make_error(Errc::argument, "grammar: the text " + nlohmann_quote(bytes) + " is not allowed here");
   }
   state_->stacks = std::move(s);

@@ -5,6 +5,9 @@
 namespace waste::grammar {
 namespace {
 
+// Groups nest in the parser's recursion (and in the expression it builds): bounded.
+constexpr int kMaxGroupDepth = 64;
+
 class RegexParser {
  public:
   RegexParser(std::string_view p, const CharClass& allowed) : p_(p), allowed_(allowed) {}
@@ -41,7 +44,9 @@ class RegexParser {
   }
 
   std::unexpected<Error> fail(const std::string& what) const {
-    return make_error(Errc::unsupported, "pattern '" + std::string(p_) + "': " + what + " at offset " +
+    // A long pattern is shown by its start (a refusal does not echo a whole hostile body).
+    const std::string shown = p_.size() <= 80 ? std::string(p_) : std::string(p_.substr(0, 80)) + "...";
+    return make_error(Errc::unsupported, "pattern '" + shown + "': " + what + " at offset " +
                                              std::to_string(i_) + " (see the regex subset in docs/design/grammar.md)");
   }
 
@@ -101,6 +106,10 @@ class RegexParser {
       if (more() && p_[i_] == '?') ++i_;  // lazy: same language
       if (more() && (p_[i_] == '+')) return fail("possessive quantifiers are not supported");
       a = Expr::repeat(std::move(a), min, max);
+      // x** or x{2}{3}: refused (Python and JavaScript refuse them too); a group repeats a repeat.
+      if (more() && (p_[i_] == '*' || p_[i_] == '+' || p_[i_] == '?' || p_[i_] == '{')) {
+        return fail("a quantifier after a quantifier (use a group)");
+      }
     }
     return a;
   }
@@ -136,6 +145,7 @@ class RegexParser {
   Result<Expr> atom() {
     const char c = p_[i_];
     if (c == '(') {
+      if (++groups_ > kMaxGroupDepth) return fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       ++i_;
       if (more() && p_[i_] == '?') {
         if (i_ + 1 < end_ && p_[i_ + 1] == ':') {
@@ -148,6 +158,7 @@ class RegexParser {
       if (!e) return e;
       if (!more() || p_[i_] != ')') return fail("unterminated group");
       ++i_;
+      --groups_;
       return e;
     }
     if (c == '.') {
@@ -301,6 +312,7 @@ class RegexParser {
   const CharClass& allowed_;
   std::size_t i_ = 0;
   std::size_t end_ = 0;
+  int groups_ = 0;  // open groups
 };
 
 }  // namespace
