@@ -135,8 +135,11 @@ std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state
   return out;
 }
 
-Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
-                const std::string& origin) {
+namespace {
+
+// The header checks (length, magic, version, shape, pos, blocks): what validate says first.
+Status check_header(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
+                    const std::string& origin) {
   const std::string where = "session " + origin + ": ";
   auto refuse = [&](const std::string& what) { return make_error(Errc::format, where + what); };
   if (bytes.size() < kHeaderBytes) {
@@ -169,6 +172,17 @@ Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const mo
   if (h.n_blockres > max_blocks) {
     return refuse("n_blockres " + std::to_string(h.n_blockres) + " exceeds " + std::to_string(max_blocks));
   }
+  return ok();
+}
+
+}  // namespace
+
+Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
+                const std::string& origin) {
+  WASTE_TRY(check_header(bytes, c, state, origin));
+  const std::string where = "session " + origin + ": ";
+  auto refuse = [&](const std::string& what) { return make_error(Errc::format, where + what); };
+  const SessionHeader h = read_header(bytes);
   const std::uint64_t expected = session_bytes(c, h);
   if (bytes.size() != expected) {
     return refuse("size " + std::to_string(bytes.size()) + " bytes != expected " + std::to_string(expected) +
@@ -294,6 +308,11 @@ Status load(Engine& engine, const std::filesystem::path& path) {
   if (!S_ISREG(st.st_mode)) return make_error(Errc::format, name + ": not a regular file");
   const std::uint64_t limit = max_session_bytes(engine.config(), engine.run_state());
   if (std::uint64_t(st.st_size) > limit) {
+    // Another model's session is named as such (by its header), not only as too large.
+    std::byte head[kHeaderBytes];
+    if (::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head)) {
+      WASTE_TRY(check_header(head, engine.config(), engine.run_state(), path.string()));
+    }
     return make_error(Errc::format, name + ": " + std::to_string(st.st_size) + " bytes exceed the largest session of " +
                                         std::to_string(limit) + " bytes this model holds at a context of " +
                                         std::to_string(engine.run_state().ctx_tokens()) + " tokens");

@@ -86,6 +86,12 @@ GenerateParams sampled(int n) {
   return p;
 }
 
+// A copy of session bytes whose header claims another layer count.
+std::vector<std::byte> bytes_with_layers(std::vector<std::byte> bytes, std::uint32_t n_layers) {
+  std::memcpy(bytes.data() + 8, &n_layers, 4);
+  return bytes;
+}
+
 const std::vector<int> kTurn1 = {1, 17, 42, 99, 5};
 const std::vector<int> kTurn2 = {7, 8, 200};
 
@@ -291,7 +297,7 @@ TEST_CASE("A session file larger than the model can hold is refused before it is
   const std::uint64_t limit = session::max_session_bytes(engine->config(), engine->run_state());
   CHECK(limit > before.size());
   const fs::path huge = dir.path / "huge.session";
-  { std::ofstream(huge, std::ios::binary) << "WDAS"; }
+  REQUIRE_OK(session::save(*engine, huge));   // a valid header for this model, then 64 GiB of holes
   const std::uint64_t huge_bytes = std::uint64_t(1) << 36;   // 64 GiB, sparse: never allocated
   fs::resize_file(huge, huge_bytes);
   Status s = session::load(*engine, huge);
@@ -317,6 +323,13 @@ TEST_CASE("A session file larger than the model can hold is refused before it is
   s = session::load(*engine, folder);
   REQUIRE_FALSE(s);
   CHECK(s.error().message == "session " + folder.string() + ": not a regular file");
+  // Another model's oversized file is named by its header first.
+  auto other = bytes_with_layers(before, 9);
+  write_file(huge, other);
+  fs::resize_file(huge, huge_bytes);
+  s = session::load(*engine, huge);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "session " + huge.string() + ": n_layers 9 != model 4");
   CHECK(session::encode(engine->config(), engine->run_state()) == before);
 }
 
