@@ -358,6 +358,20 @@ Status Daemon::apply_cache_slots() {
   return ok();
 }
 
+namespace {
+
+// libzmq's "Peer-Address" of a message from an ipc:// peer ends in ":uid:gid:pid" (SO_PEERCRED).
+std::optional<ipc::PeerCredentials> peer_of(zmq::message_t& msg) {
+  try {
+    const char* address = msg.gets("Peer-Address");
+    return address != nullptr ? ipc::parse_peer_address(address) : std::nullopt;
+  } catch (const zmq::error_t&) {
+    return std::nullopt;   // no such property (a libzmq without SO_PEERCRED)
+  }
+}
+
+}  // namespace
+
 Status Daemon::run() {
   zmq::pollitem_t items[3] = {
       {sockets_->rep.handle(), 0, ZMQ_POLLIN, 0},
@@ -379,7 +393,7 @@ Status Daemon::run() {
       zmq::message_t msg;
       try {
         if (sockets_->rep.recv(msg, zmq::recv_flags::dontwait)) {
-          const json reply = handle(msg.to_string());
+          const json reply = handle(msg.to_string(), peer_of(msg));
           sockets_->rep.send(zmq::buffer(reply.dump()), zmq::send_flags::none);
         }
       } catch (const zmq::error_t& e) {
@@ -443,7 +457,7 @@ void Daemon::reclaim() {
   for (int idx : dead) drop_client(idx, "died: reclaimed");
 }
 
-json Daemon::handle(const std::string& text) {
+json Daemon::handle(const std::string& text, const std::optional<ipc::PeerCredentials>& peer) {
   auto request = ipc::parse_request(text);
   if (!request) return ipc::make_error_reply(request.error());
   // An exception may fail one request, never the daemon.
@@ -461,7 +475,7 @@ json Daemon::handle(const std::string& text) {
                                {"auto_exit", setup_.options.linger.has_value()},
                                {"linger_ms", setup_.options.linger ? setup_.options.linger->count() : 0}});
     }
-    if (op == "attach") return handle_attach(body);
+    if (op == "attach") return handle_attach(body, peer);
     if (op == "detach") return handle_detach(body);
     if (op == "heartbeat") return handle_heartbeat(body);
     if (op == "stats") return handle_stats();
@@ -474,9 +488,23 @@ json Daemon::handle(const std::string& text) {
   }
 }
 
-json Daemon::handle_attach(const json& body) {
+json Daemon::handle_attach(const json& body, const std::optional<ipc::PeerCredentials>& peer) {
   auto req = ipc::attach_request_from_json(body);
   if (!req) return ipc::make_error_reply(req.error());
+  // The lease is the kernel's pid's: reclaim watches it, so a client naming another process
+  // (by mistake or to have someone else's death free its pins) is refused, not believed.
+  if (!peer) {
+    log_->warn("attach refused: no peer credentials");
+    return ipc::make_error_reply(Error{Errc::ipc, "attach refused: the kernel did not name the connecting process "
+                                                  "(no SO_PEERCRED on this control socket)"});
+  }
+  if (req->pid != peer->pid) {
+    const Error lie{Errc::argument, "attach refused: the request names pid " + std::to_string(req->pid) +
+                                       ", the connecting process is pid " + std::to_string(peer->pid) +
+                                       " (SO_PEERCRED)"};
+    log_->warn("{}", lie.message);
+    return ipc::make_error_reply(lie);
+  }
   if (draining_) {
     return ipc::make_error_reply(Error{ipc::kDrainingCode, "waste-ioserver " + info_.instance + " is draining (shutting down): attach refused"});
   }

@@ -22,6 +22,7 @@
 #include "ioserver/control/client_registry.hpp"
 #include "ioserver/control/data_plane.hpp"
 #include "ioserver/io_server_config.hpp"
+#include "shared/ipc/peer_credentials.hpp"
 #include "shared/ipc/protocol.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
@@ -97,8 +98,9 @@ class Daemon {
 
  private:
   explicit Daemon(DaemonSetup setup);
-  nlohmann::json handle(const std::string& text);
-  nlohmann::json handle_attach(const nlohmann::json& body);
+  // `peer`: the requester as the kernel names it (SO_PEERCRED through libzmq); nullopt when unknown.
+  nlohmann::json handle(const std::string& text, const std::optional<ipc::PeerCredentials>& peer);
+  nlohmann::json handle_attach(const nlohmann::json& body, const std::optional<ipc::PeerCredentials>& peer);
   nlohmann::json handle_detach(const nlohmann::json& body);
   nlohmann::json handle_heartbeat(const nlohmann::json& body);
   nlohmann::json handle_stats() const;

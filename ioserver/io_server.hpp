@@ -46,6 +46,8 @@ struct ClientIoStats {
   std::uint64_t bytes_read = 0;
   std::uint64_t prefetch_reads = 0;
   std::uint32_t pinned_slots = 0;
+  std::uint32_t pin_entries = 0;          // the daemon's pin list for it: one per slot, never more
+  std::uint32_t demands_waiting = 0;      // its demands waiting for a slot (at most kRingCapacity - 1)
   std::uint32_t request_queue_depth = 0;  // entries waiting in its request ring
 };
 

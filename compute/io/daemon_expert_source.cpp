@@ -19,7 +19,6 @@ namespace {
 
 constexpr int kAcquireSpin = 4000;                  // polls before sleeping on the completion futex
 constexpr auto kWaitSlice = 50ms;                    // futex timeout between liveness checks
-constexpr auto kHeartbeatGrace = std::chrono::milliseconds(1500);  // daemon ticks every <= 200 ms
 
 enum class KeyState : std::uint8_t { none, pending, ready, failed };
 
@@ -40,6 +39,7 @@ struct DaemonExpertSource::Impl {
   int n_layers = 0, n_experts = 0;
   int daemon_pid = 0;
   std::uint64_t daemon_start_ticks = 0;
+  std::optional<ipc::ProcessWatch> daemon_watch;  // pidfd (or pid + start time): verified death only
   std::optional<ipc::RingProducer> requests;
   std::optional<ipc::RingConsumer> completions;
 
@@ -51,15 +51,15 @@ struct DaemonExpertSource::Impl {
   int outstanding = 0;                 // demands sent, completion not yet seen
 
   std::optional<Error> broken;         // sticky: the daemon is gone or the lease was lost
-  std::uint64_t last_heartbeat = 0;
-  std::chrono::steady_clock::time_point heartbeat_seen;
   ExpertSourceStats stats;
 
   std::size_t index(int layer, int expert) const { return std::size_t(layer) * std::size_t(n_experts) + std::size_t(expert); }
   bool in_range(int layer, int expert) const { return layer >= 0 && layer < n_layers && expert >= 0 && expert < n_experts; }
   ipc::ControlHeaderShm& header() const { return view.header(); }
 
-  // Liveness: stopped flag, the pid (not a zombie, same start time), the heartbeat, our lease.
+  // Liveness: stopped flag, the process (pidfd, or pid + start time; a zombie is dead), our lease.
+  // Never the heartbeat: a daemon that is alive but late (SIGSTOP, paging, a starved VM) is waited
+  // for, since it will answer; only a verified death or a lost lease fails, and that stays failed.
   Status check_daemon() {
     if (broken) return std::unexpected(*broken);
     const int pid = daemon_pid;
@@ -77,7 +77,7 @@ struct DaemonExpertSource::Impl {
     };
     // SYNC POINT: acquire pairs with the daemon's release store in IoServer::stop.
     if (header().shutting_down.load(std::memory_order_acquire) != 0) return fail("stopped");
-    if (!ipc::process_alive(pid, daemon_start_ticks)) return gone("is gone");
+    if (!daemon_watch || daemon_watch->dead()) return gone("is gone");
     const ipc::ClientShm& me = view.client(client_idx);
     if (me.state.load(std::memory_order_acquire) != std::uint32_t(ipc::ClientState::attached) ||
         me.generation.load(std::memory_order_relaxed) != lease.generation) {
@@ -85,14 +85,6 @@ struct DaemonExpertSource::Impl {
       const std::string why = read_error_text(me);
       if (why.find("broke the ring protocol") != std::string::npos) return fail("dropped this client: " + why);
       return fail("dropped this client (lease " + std::to_string(client_idx) + " reclaimed)");
-    }
-    const auto now = std::chrono::steady_clock::now();
-    const std::uint64_t beat = header().heartbeat.load(std::memory_order_relaxed);
-    if (beat != last_heartbeat) {
-      last_heartbeat = beat;
-      heartbeat_seen = now;
-    } else if (now - heartbeat_seen > kHeartbeatGrace) {
-      return gone("is gone (no heartbeat for 1.5 s)");
     }
     return ok();
   }
@@ -370,8 +362,12 @@ Result<std::unique_ptr<DaemonExpertSource>> DaemonExpertSource::open(const ipc::
   impl->layer_keys.resize(std::size_t(impl->n_layers));
   for (auto& k : impl->layer_keys) k.reserve(std::size_t(impl->n_experts));
   impl->handed.reserve(std::size_t(impl->n_experts));
-  impl->last_heartbeat = h.heartbeat.load(std::memory_order_relaxed);
-  impl->heartbeat_seen = std::chrono::steady_clock::now();
+  // The watch names the daemon that started at the header's start time; a pid reused since then
+  // (or a daemon already gone) leaves it empty, which check_daemon reports as gone.
+  if (auto w = ipc::ProcessWatch::open(impl->daemon_pid);
+      w && (impl->daemon_start_ticks == 0 || w->start_ticks() == impl->daemon_start_ticks)) {
+    impl->daemon_watch = std::move(*w);
+  }
   WASTE_TRY(impl->check_daemon());
   return std::unique_ptr<DaemonExpertSource>(new DaemonExpertSource(std::move(impl)));
 }

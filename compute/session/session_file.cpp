@@ -1,6 +1,7 @@
 #include "compute/session/session_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,7 +9,6 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 
 #include "compute/api/engine.hpp"
@@ -105,6 +105,13 @@ std::uint64_t session_bytes(const ModelConfig& c, const SessionHeader& h) {
   return n;
 }
 
+std::uint64_t max_session_bytes(const ModelConfig& c, const model::RunState& state) {
+  SessionHeader h = make_header(c, state);
+  h.pos = u32(state.ctx_tokens());
+  h.n_blockres = c.attn_res_block > 0 ? u32(state.max_blocks()) : 0;
+  return session_bytes(c, h);
+}
+
 std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state) {
   const SessionHeader h = make_header(c, state);
   std::vector<std::byte> out;
@@ -128,8 +135,11 @@ std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state
   return out;
 }
 
-Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
-                const std::string& origin) {
+namespace {
+
+// The header checks (length, magic, version, shape, pos, blocks): what validate says first.
+Status check_header(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
+                    const std::string& origin) {
   const std::string where = "session " + origin + ": ";
   auto refuse = [&](const std::string& what) { return make_error(Errc::format, where + what); };
   if (bytes.size() < kHeaderBytes) {
@@ -162,6 +172,17 @@ Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const mo
   if (h.n_blockres > max_blocks) {
     return refuse("n_blockres " + std::to_string(h.n_blockres) + " exceeds " + std::to_string(max_blocks));
   }
+  return ok();
+}
+
+}  // namespace
+
+Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const model::RunState& state,
+                const std::string& origin) {
+  WASTE_TRY(check_header(bytes, c, state, origin));
+  const std::string where = "session " + origin + ": ";
+  auto refuse = [&](const std::string& what) { return make_error(Errc::format, where + what); };
+  const SessionHeader h = read_header(bytes);
   const std::uint64_t expected = session_bytes(c, h);
   if (bytes.size() != expected) {
     return refuse("size " + std::to_string(bytes.size()) + " bytes != expected " + std::to_string(expected) +
@@ -248,7 +269,8 @@ Status save(const Engine& engine, const std::filesystem::path& path) {
   const std::vector<std::byte> bytes = encode(engine.config(), engine.run_state());
   TempFile tmp;
   tmp.path = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  // 0600: a session is the conversation itself (every token's state); only its owner reads it.
+  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (tmp.fd < 0) return make_error(Errc::io, "session " + tmp.path.string() + ": cannot create: " + errno_text());
   WASTE_TRY(write_all(tmp.fd, bytes, tmp.path.string()));
   if (::fsync(tmp.fd) != 0) return make_error(Errc::io, "session " + tmp.path.string() + ": fsync: " + errno_text());
@@ -271,17 +293,40 @@ Status save(const Engine& engine, const std::filesystem::path& path) {
 }
 
 Status load(Engine& engine, const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(Errc::io, "session " + path.string() + ": cannot open: " + errno_text());
-  std::vector<std::byte> bytes;
-  in.seekg(0, std::ios::end);
-  const auto size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size < 0) return make_error(Errc::io, "session " + path.string() + ": cannot read its size");
-  bytes.resize(std::size_t(size));
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) {
-    return make_error(Errc::io, "session " + path.string() + ": read failed");
+  const std::string name = "session " + path.string();
+  // O_NONBLOCK: a FIFO must not block the open (regular files ignore the flag).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return make_error(Errc::io, name + ": cannot open: " + errno_text());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // Size first, from the descriptor that is read: nothing past the largest session this model
+  // and context can hold is ever allocated (a 64 GiB sparse file, /dev/zero, a FIFO).
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return make_error(Errc::io, name + ": cannot read its size: " + errno_text());
+  if (!S_ISREG(st.st_mode)) return make_error(Errc::format, name + ": not a regular file");
+  const std::uint64_t limit = max_session_bytes(engine.config(), engine.run_state());
+  if (std::uint64_t(st.st_size) > limit) {
+    // Another model's session is named as such (by its header), not only as too large.
+    std::byte head[kHeaderBytes];
+    if (::pread(fd, head, sizeof head, 0) == ssize_t(sizeof head)) {
+      WASTE_TRY(check_header(head, engine.config(), engine.run_state(), path.string()));
+    }
+    return make_error(Errc::format, name + ": " + std::to_string(st.st_size) + " bytes exceed the largest session of " +
+                                        std::to_string(limit) + " bytes this model holds at a context of " +
+                                        std::to_string(engine.run_state().ctx_tokens()) + " tokens");
   }
+  std::vector<std::byte> bytes(std::size_t(st.st_size));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return make_error(Errc::io, name + ": read failed: " + errno_text());
+    if (n == 0) break;   // shrank meanwhile: validate reports the size it has
+    done += std::size_t(n);
+  }
+  bytes.resize(done);
   // Everything is in memory and checked before the engine changes, so a refusal leaves it as is.
   WASTE_TRY(validate(bytes, engine.config(), engine.run_state(), path.string()));
   engine.reset();  // drops the logits of the previous sequence

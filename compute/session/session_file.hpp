@@ -46,6 +46,10 @@ SessionHeader make_header(const ModelConfig& config, const model::RunState& stat
 // Exact byte size of a session for `config` with these header values.
 std::uint64_t session_bytes(const ModelConfig& config, const SessionHeader& header);
 
+// The largest session a state of this capacity can hold (pos = its context, every block): load
+// refuses a bigger file before reading it.
+std::uint64_t max_session_bytes(const ModelConfig& config, const model::RunState& state);
+
 // Serialize the state (file bytes; header + body).
 std::vector<std::byte> encode(const ModelConfig& config, const model::RunState& state);
 
@@ -58,9 +62,10 @@ Status decode_into(std::span<const std::byte> bytes, const ModelConfig& config, 
 Status validate(std::span<const std::byte> bytes, const ModelConfig& config, const model::RunState& state,
                 const std::string& origin);
 
-// Write atomically: PATH.tmp.<pid>.<seq>, fsync, rename over PATH, fsync the directory.
+// Write atomically: PATH.tmp.<pid>.<seq> (mode 0600), fsync, rename over PATH, fsync the directory.
 Status save(const Engine& engine, const std::filesystem::path& path);
 // Read PATH and restore it into the engine; on any failure the engine's state is untouched.
+// A file larger than max_session_bytes (fstat, before any read) or not a regular file is refused.
 // On success the engine has no logits (the next eval/generate call feeds tokens first).
 Status load(Engine& engine, const std::filesystem::path& path);
 

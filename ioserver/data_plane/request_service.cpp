@@ -1,6 +1,7 @@
 // IoServer's request service: the service thread drains every client's request ring (each index
 // and entry checked), serves demands (hit, read, or wait for a slot), prefetches and
 // release-layers, and answers demands when reads land.
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 
@@ -52,8 +53,10 @@ bool IoServer::Impl::try_demand(int c, int layer, int expert) {
   ipc::ClientShm& shm_client = view.client(c);
   const auto lookup = cache->demand(ipc::make_key(layer, expert), c);
   if (lookup.outcome == ExpertCache::Outcome::no_victim) return false;
+  // One entry per slot: a client repeating a demand it already holds (an honest one never does
+  // before its release-layer) pins nothing new, so the list stays within n_slots.
+  if (!cache->pinned_by(lookup.slot, c)) client.pinned.push_back(lookup.slot);
   cache->pin(lookup.slot, c);
-  client.pinned.push_back(lookup.slot);
   if (lookup.outcome == ExpertCache::Outcome::ready) {
     ++hits;
     shm_client.hits.fetch_add(1, std::memory_order_relaxed);
@@ -99,6 +102,14 @@ void IoServer::Impl::handle_demand(int c, int layer, int expert) {
     push_error(c, layer, expert, ipc::CompletionError::arena_full,
                arena_full_text(c, layer, expert, "this client pins every arena slot itself, so none can be freed"));
     return;
+  }
+  // An honest client has at most kRingCapacity - 1 demands outstanding; more waiting here is a
+  // client repeating demands without reading its answers, and the queue must not grow with it.
+  const auto waiting = std::count_if(blocked.begin(), blocked.end(), [c](const BlockedDemand& b) { return b.client == c; });
+  if (waiting >= std::ptrdiff_t(ipc::kRingCapacity - 1)) {
+    breach(c, "more than " + std::to_string(ipc::kRingCapacity - 1) + " demands waiting for an arena slot (" +
+                  record_name(layer, expert) + " again)");
+    return;   // its waiting demands go with it (settle_breaches)
   }
   ++arena_waits;
   blocked.push_back(BlockedDemand{c, layer, expert, std::chrono::steady_clock::now()});

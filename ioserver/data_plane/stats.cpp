@@ -2,6 +2,8 @@
 // form (the daemon's `stats` reply, which waste-ctl prints): built here only.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "ioserver/data_plane/io_server_impl.hpp"
 
 namespace waste {
@@ -50,6 +52,9 @@ IoStats IoServer::stats() const {
       if (s.view.slot(i).pin_mask.load(std::memory_order_relaxed) & (std::uint64_t{1} << c)) ++pinned;
     }
     cs.pinned_slots = pinned;
+    cs.pin_entries = std::uint32_t(client.pinned.size());
+    cs.demands_waiting = std::uint32_t(
+        std::count_if(s.blocked.begin(), s.blocked.end(), [c](const auto& b) { return b.client == c; }));
     // The tail is client-written: report the depth, clamped, never trust it for anything else.
     const ipc::RingShm& ring = client.ring_shm().request;
     const std::uint64_t depth = ring.tail.load(std::memory_order_acquire) - client.requests->head();

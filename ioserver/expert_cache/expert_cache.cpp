@@ -208,6 +208,10 @@ void ExpertCache::pin(std::uint32_t slot, int client) {
   slots_[slot].pin_mask.fetch_or(std::uint64_t{1} << client, std::memory_order_relaxed);
 }
 
+bool ExpertCache::pinned_by(std::uint32_t slot, int client) const {
+  return (slots_[slot].pin_mask.load(std::memory_order_relaxed) & (std::uint64_t{1} << client)) != 0;
+}
+
 void ExpertCache::unpin(std::uint32_t slot, int client) {
   const std::uint64_t before = slots_[slot].pin_mask.fetch_and(~(std::uint64_t{1} << client), std::memory_order_relaxed);
   const std::uint64_t after = before & ~(std::uint64_t{1} << client);

@@ -58,6 +58,7 @@ class ExpertCache {
   void mark_failed(std::uint32_t slot);
 
   void pin(std::uint32_t slot, int client);
+  [[nodiscard]] bool pinned_by(std::uint32_t slot, int client) const;
   void unpin(std::uint32_t slot, int client);
   // Waiters: clients owed a completion when the inflight read of `slot` ends.
   void add_waiter(std::uint32_t slot, int client) { waiters_[slot] |= std::uint64_t{1} << client; }

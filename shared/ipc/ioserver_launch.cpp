@@ -40,6 +40,13 @@ Result<fs::path> find_ioserver_binary() {
   return make_error(Errc::io, "waste-ioserver not found next to " + self.string() + " nor on PATH (set WASTE_IOSERVER)");
 }
 
+void close_inherited_fds() noexcept {
+  if (::close_range(3, ~0U, 0) == 0) return;
+  // Kernels before 5.9: close one by one (async-signal-safe; this runs between fork and exec).
+  const long max_fd = ::sysconf(_SC_OPEN_MAX);
+  for (int fd = 3; fd < (max_fd > 0 && max_fd < 65536 ? int(max_fd) : 65536); ++fd) ::close(fd);
+}
+
 Status run_ioserver(const std::vector<std::string>& args, bool quiet_stdout) {
   auto binary = find_ioserver_binary();
   if (!binary) return std::unexpected(binary.error());
@@ -56,6 +63,9 @@ Status run_ioserver(const std::vector<std::string>& args, bool quiet_stdout) {
       const int devnull = ::open("/dev/null", O_WRONLY);
       if (devnull >= 0) ::dup2(devnull, 1);
     }
+    // Nothing of the caller past stderr lives on in a daemon that outlives it: its sockets, an
+    // HTTP listener, a session file, a pipe whose reader waits for EOF.
+    close_inherited_fds();
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }

@@ -16,8 +16,13 @@ namespace waste::ipc {
 // install's bin/, the build tree's ioserver/), else PATH.
 Result<std::filesystem::path> find_ioserver_binary();
 
+// Closes every descriptor above stderr (close_range, or one by one on an older kernel). For a
+// forked child before exec; async-signal-safe.
+void close_inherited_fds() noexcept;
+
 // Runs `waste-ioserver args...` (which daemonizes and returns once ready or failed) and waits.
 // stderr passes through; stdout too unless quiet_stdout (library callers keep their stdout clean).
+// The child inherits stdin, stdout and stderr only (close_inherited_fds).
 // Errc::ipc naming the exit status when it fails.
 Status run_ioserver(const std::vector<std::string>& args, bool quiet_stdout = false);
 

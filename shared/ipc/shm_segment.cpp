@@ -1,6 +1,7 @@
 #include "shared/ipc/shm_segment.hpp"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -16,6 +17,29 @@ namespace waste::ipc {
 namespace {
 
 std::string errno_text(int e) { return std::strerror(e); }
+
+// "user NAME (uid N)", or "uid N" when the password database has no name for it.
+std::string user_text(uid_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    return "user " + std::string(found->pw_name) + " (uid " + std::to_string(uid) + ")";
+  }
+  return "uid " + std::to_string(uid);
+}
+
+// Why O_EXCL creation of `path` failed with `err`: a name held by another user says whose it is
+// (in a sticky /dev/shm only its owner or root can remove it), everything else the errno text.
+std::string create_failure(const std::filesystem::path& path, int err) {
+  struct stat st {};
+  if (err == EEXIST && ::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+    return "shared memory segment " + path.string() + " already exists and belongs to " + user_text(st.st_uid) +
+           ", not to this process's " + user_text(::geteuid()) +
+           ": remove it as that user or root (rm " + path.string() + ")";
+  }
+  return "shared memory segment " + path.string() + ": " + errno_text(err);
+}
 
 struct Fd {
   int fd = -1;
@@ -54,9 +78,7 @@ Result<ShmSegment> ShmSegment::create(const std::filesystem::path& dir, const st
   const std::uint64_t size = (bytes + block - 1) / block * block;
   const auto path = dir / name;
   Fd fd{::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)};
-  if (fd.fd < 0) {
-    return make_error(Errc::io, "shared memory segment " + path.string() + ": " + errno_text(errno));
-  }
+  if (fd.fd < 0) return make_error(Errc::io, create_failure(path, errno));
   ShmSegment seg;
   seg.path_ = path;
   seg.owns_name_ = true;

@@ -2,6 +2,9 @@
 // exactly like an uninterrupted one, and every refusal leaves the live state untouched.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -81,6 +84,12 @@ GenerateParams sampled(int n) {
   p.sampling = SamplingParams{0.9f, 0.95f, 0, 1234};
   p.eos_token = -2;
   return p;
+}
+
+// A copy of session bytes whose header claims another layer count.
+std::vector<std::byte> bytes_with_layers(std::vector<std::byte> bytes, std::uint32_t n_layers) {
+  std::memcpy(bytes.data() + 8, &n_layers, 4);
+  return bytes;
 }
 
 const std::vector<int> kTurn1 = {1, 17, 42, 99, 5};
@@ -260,6 +269,68 @@ TEST_CASE("Truncated, padded and inconsistent session files are refused", "[comp
   Status s = session::load(*engine, missing);
   REQUIRE_FALSE(s);
   CHECK(s.error().code == Errc::io);
+}
+
+TEST_CASE("A session file is written 0600 whatever the umask", "[compute][session]") {
+  // Hazard: sessions (the whole conversation's state) were created 0644, readable by every user.
+  TempDir dir;
+  auto engine = open_preset("tiny");
+  REQUIRE_OK(engine->eval(kTurn1));
+  const fs::path file = dir.path / "private.session";
+  write_file(file, std::vector<std::byte>(8));
+  REQUIRE(::chmod(file.c_str(), 0644) == 0);   // an older, world-readable file is replaced
+  const mode_t old_mask = ::umask(022);
+  const Status saved = session::save(*engine, file);
+  ::umask(old_mask);
+  REQUIRE_OK(saved);
+  struct stat st{};
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+}
+
+TEST_CASE("A session file larger than the model can hold is refused before it is read", "[compute][session]") {
+  // Hazard: load read the whole file into memory and only then compared its size.
+  TempDir dir;
+  auto engine = open_preset("tiny");
+  REQUIRE_OK(engine->eval(kTurn1));
+  const auto before = session::encode(engine->config(), engine->run_state());
+  const std::uint64_t limit = session::max_session_bytes(engine->config(), engine->run_state());
+  CHECK(limit > before.size());
+  const fs::path huge = dir.path / "huge.session";
+  REQUIRE_OK(session::save(*engine, huge));   // a valid header for this model, then 64 GiB of holes
+  const std::uint64_t huge_bytes = std::uint64_t(1) << 36;   // 64 GiB, sparse: never allocated
+  fs::resize_file(huge, huge_bytes);
+  Status s = session::load(*engine, huge);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code == Errc::format);
+  CHECK(s.error().message == "session " + huge.string() + ": " + std::to_string(huge_bytes) +
+                                 " bytes exceed the largest session of " + std::to_string(limit) +
+                                 " bytes this model holds at a context of 64 tokens");
+  // One byte over the limit: the same refusal, at the exact bound.
+  fs::resize_file(huge, limit + 1);
+  s = session::load(*engine, huge);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "session " + huge.string() + ": " + std::to_string(limit + 1) +
+                                 " bytes exceed the largest session of " + std::to_string(limit) +
+                                 " bytes this model holds at a context of 64 tokens");
+  const fs::path fifo = dir.path / "fifo.session";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  s = session::load(*engine, fifo);   // no writer: must not block
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "session " + fifo.string() + ": not a regular file");
+  const fs::path folder = dir.path / "folder.session";
+  fs::create_directories(folder);
+  s = session::load(*engine, folder);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "session " + folder.string() + ": not a regular file");
+  // Another model's oversized file is named by its header first.
+  auto other = bytes_with_layers(before, 9);
+  write_file(huge, other);
+  fs::resize_file(huge, huge_bytes);
+  s = session::load(*engine, huge);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "session " + huge.string() + ": n_layers 9 != model 4");
+  CHECK(session::encode(engine->config(), engine->run_state()) == before);
 }
 
 }  // namespace waste

@@ -17,6 +17,7 @@
 #include "ioserver/daemon.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
+#include "shared/ipc/peer_credentials.hpp"
 #include "shared/ipc/process_liveness.hpp"
 #include "shared/memory/machine_ledger.hpp"
 #include "test_control_support.hpp"
@@ -156,6 +157,58 @@ struct InProcessDaemon {
   explicit InProcessDaemon(std::optional<std::uint64_t> budget = std::nullopt) : in(with_budget(budget)) {}
   explicit InProcessDaemon(const InProcessOptions& o) : in(o) {}
   ipc::ControlClient client() { return in.client(); }
+};
+
+// A process that attaches itself: the daemon takes a client's pid from the socket (SO_PEERCRED),
+// so a test cannot attach on another process's behalf. Forked before the daemon's thread exists
+// (declare it first); attach() hands it the endpoint and returns {client_idx, generation}, then
+// it exits (exit_after) or waits to be killed.
+struct AttachingChild {
+  pid_t pid = -1;
+  int to_child[2] = {-1, -1};
+  int from_child[2] = {-1, -1};
+  AttachingChild(std::uint64_t state_bytes, bool exit_after) {
+    REQUIRE(::pipe(to_child) == 0);
+    REQUIRE(::pipe(from_child) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid != 0) return;
+    std::uint32_t n = 0;
+    std::string endpoint;
+    if (::read(to_child[0], &n, sizeof n) == ssize_t(sizeof n) && n < 4096) {
+      endpoint.resize(n);
+      if (::read(to_child[0], endpoint.data(), n) != ssize_t(n)) ::_exit(2);
+    }
+    std::int64_t out[2] = {-1, 0};
+    if (auto c = ipc::ControlClient::connect(endpoint)) {
+      if (auto a = c->attach({::getpid(), state_bytes})) {
+        out[0] = a->client_idx;
+        out[1] = std::int64_t(a->lease.value("generation", std::uint64_t{0}));
+      }
+    }
+    if (::write(from_child[1], out, sizeof out) != ssize_t(sizeof out)) ::_exit(3);
+    if (exit_after) ::_exit(0);
+    for (;;) ::pause();
+  }
+  std::pair<int, std::uint64_t> attach(const std::string& endpoint) const {
+    const auto n = std::uint32_t(endpoint.size());
+    REQUIRE(::write(to_child[1], &n, sizeof n) == ssize_t(sizeof n));
+    REQUIRE(::write(to_child[1], endpoint.data(), n) == ssize_t(n));
+    std::int64_t in[2] = {-1, 0};
+    REQUIRE(::read(from_child[0], in, sizeof in) == ssize_t(sizeof in));
+    return {int(in[0]), std::uint64_t(in[1])};
+  }
+  void reap() {
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~AttachingChild() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+  }
 };
 
 ipc::DetachRequest lease_of(const ipc::AttachReply& a, int pid = ::getpid()) {
@@ -303,12 +356,11 @@ TEST_CASE("budget: N clients are admitted by shrinking the cache, refused only a
 }
 
 TEST_CASE("a client is reclaimed when its process dies, never for a missing heartbeat", "[ioserver][control]") {
+  AttachingChild child(1000, /*exit_after=*/true);
   InProcessDaemon d(std::uint64_t{8} << 20);
   auto c = d.client();
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
-  REQUIRE(c.attach({int(child), 1000}));        // dead pid
+  REQUIRE(child.attach(d.daemon->info().socket).first == 0);   // attaches, then dies
+  child.reap();
   REQUIRE(c.attach({::getpid(), 2000}));        // alive, never heartbeats
   auto clients = [&] { return (*c.stats())["clients"].size(); };
   REQUIRE(eventually([&] { return clients() == 1; }));
@@ -335,15 +387,12 @@ TEST_CASE("a recycled pid is not its client: start time decides", "[ioserver][co
 }
 
 TEST_CASE("a stopped client (SIGSTOP 10 s) is not reclaimed and resumes", "[ioserver][control][slow]") {
+  AttachingChild attaching(1000, /*exit_after=*/false);   // waits to be killed
+  const pid_t child = attaching.pid;
   InProcessDaemon d(std::uint64_t{8} << 20);
   auto c = d.client();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::pause();   // the test ends it
-    ::_exit(0);
-  }
-  auto a = c.attach({int(child), 1000});
-  REQUIRE(a);
+  const auto [idx, generation] = attaching.attach(d.daemon->info().socket);
+  REQUIRE(idx == 0);
   REQUIRE(::kill(child, SIGSTOP) == 0);
   // Hazard: a client silent this long lost its pins under the heartbeat rule while it still
   // mapped slot bytes. Its process lives, so it stays.
@@ -353,13 +402,46 @@ TEST_CASE("a stopped client (SIGSTOP 10 s) is not reclaimed and resumes", "[iose
   CHECK((*s)["clients"][0]["pid"] == int(child));
   CHECK((*s)["clients"][0]["heartbeat_age_ms"].get<std::int64_t>() >= 10000);
   REQUIRE(::kill(child, SIGCONT) == 0);
-  REQUIRE(c.detach(lease_of(*a, int(child))));   // the resumed client detaches normally
+  REQUIRE(c.detach(ipc::DetachRequest{idx, int(child), generation}));   // the resumed client's lease ends normally
   {
     std::lock_guard lock(d.log->mutex);
-    CHECK(d.log->detached == std::vector<int>{a->client_idx});
+    CHECK(d.log->detached == std::vector<int>{idx});
   }
-  ::kill(child, SIGKILL);
-  ::waitpid(child, nullptr, 0);
+}
+
+TEST_CASE("attach takes the client's pid from the socket (SO_PEERCRED): naming another pid is refused",
+          "[ioserver][control]") {
+  // Hazard: the daemon believed the pid in the attach JSON, so a client could name a process
+  // about to die (and lose its pins to that death) or one that never dies (and never be reclaimed).
+  InProcessDaemon d(std::uint64_t{8} << 20);
+  auto c = d.client();
+  const int other = int(::getppid());   // alive, and not this process
+  auto lie = c.attach({other, 1000});
+  REQUIRE_FALSE(lie);
+  CHECK(lie.error().code == Errc::argument);
+  CHECK(lie.error().message == "attach refused: the request names pid " + std::to_string(other) +
+                                   ", the connecting process is pid " + std::to_string(::getpid()) + " (SO_PEERCRED)");
+  CHECK((*c.stats())["clients"].empty());
+  CHECK((*c.stats())["budget"]["clients_bytes"] == 0);
+  auto honest = c.attach({::getpid(), 1000});
+  REQUIRE(honest);
+  CHECK((*c.stats())["clients"][0]["pid"] == ::getpid());
+}
+
+TEST_CASE("libzmq's Peer-Address is parsed for uid, gid and pid, and nothing else passes", "[ioserver][control]") {
+  const auto unix_peer = ipc::parse_peer_address(":1000:1001:4242");
+  REQUIRE(unix_peer);
+  CHECK(unix_peer->uid == 1000);
+  CHECK(unix_peer->gid == 1001);
+  CHECK(unix_peer->pid == 4242);
+  const auto named = ipc::parse_peer_address("/run/x.sock:0:0:7");
+  REQUIRE(named);
+  CHECK(named->pid == 7);
+  for (const char* bad : {"", "127.0.0.1", ":1000:1000:", ":1000:1000:-5", ":1000:1000:0", ":x:1000:12", "12",
+                          ":1000:1000:12a", ":99999999999:0:1"}) {
+    INFO(bad);
+    CHECK_FALSE(ipc::parse_peer_address(bad));
+  }
 }
 
 TEST_CASE("a stale detach (wrong pid or generation) is ignored", "[ioserver][control]") {

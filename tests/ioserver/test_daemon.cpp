@@ -1,16 +1,23 @@
 // connect_or_spawn: the compute side finds (or starts) the container's shareable daemon.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+
+#include <cstring>
 #include <future>
 #include <set>
+#include <thread>
 
 #include "compute/api/engine.hpp"
 #include "compute/io/daemon_connect.hpp"
+#include "compute/io/daemon_expert_source.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/segment_names.hpp"
 #include "shared/memory/memory_plan.hpp"
 #include "test_control_support.hpp"
+#include "test_support.hpp"
 
 using namespace waste;
 namespace fs = std::filesystem;
@@ -83,6 +90,74 @@ TEST_CASE("commands share one auto-started daemon; it exits a linger after the l
   CHECK_FALSE(shm_exists(ipc::arena_segment_name(instance)));
   CHECK_FALSE(shm_exists(ipc::trunk_segment_name(instance)));
   for (const auto& entry : fs::directory_iterator(ipc::runtime_dir())) FAIL("left behind: " << entry.path());
+}
+
+TEST_CASE("a daemon stopped (SIGSTOP 3 s) mid-demand is waited for and the bytes arrive", "[ioserver][control]") {
+  // Hazard: the client took a daemon whose heartbeat was 1.5 s late for a dead one, and stayed
+  // broken. Alive but late (paging, a debugger, a starved VM) must only be slow.
+  DaemonEnv env;
+  test::TempDir t("sigstop");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  auto conn = connect_or_spawn(model, true);
+  REQUIRE(conn);
+  const int daemon_pid = conn->daemon().pid;
+  auto info = ContainerInfo::open(model);
+  REQUIRE(info);
+  const ExpertGeometry geometry = info->geometry;
+  auto source = DaemonExpertSource::open(conn->lease(), geometry);
+  REQUIRE(source);
+  std::vector<int> moe;   // layers with an expert bank
+  for (int l = 0; l < 64; ++l) {
+    if (fs::exists(model / ("experts-L" + std::to_string(l) + ".bin"))) moe.push_back(l);
+  }
+  REQUIRE(moe.size() >= 2);
+  REQUIRE((*source)->acquire_bytes(moe[0], 0));   // attached and served before the stop
+
+  REQUIRE(::kill(daemon_pid, SIGSTOP) == 0);
+  std::thread resume([daemon_pid] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    ::kill(daemon_pid, SIGCONT);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto bytes = (*source)->acquire_bytes(moe[1], 2);   // the demand waits through the stop
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  resume.join();
+  if (!bytes) FAIL(bytes.error().message);
+  CHECK(waited >= std::chrono::milliseconds(2500));
+  const auto oracle = test::pread_record(model, moe[1], 2, geometry.record_bytes);
+  REQUIRE(oracle.size() == bytes->size());
+  CHECK(std::memcmp(oracle.data(), bytes->data(), oracle.size()) == 0);
+  // Not sticky: the next demand is served too.
+  auto next = (*source)->acquire_bytes(moe[1], 1);
+  if (!next) FAIL(next.error().message);
+  const auto oracle2 = test::pread_record(model, moe[1], 1, geometry.record_bytes);
+  CHECK(std::memcmp(oracle2.data(), next->data(), oracle2.size()) == 0);
+}
+
+TEST_CASE("an auto-started daemon holds none of its starter's descriptors", "[ioserver][control]") {
+  // Hazard: a descriptor the command left open without O_CLOEXEC (a listening socket, a pipe
+  // whose reader waits for EOF, a session file) lived on in the daemon, past the command.
+  DaemonEnv env;
+  test::TempDir t("fds");
+  const auto model = test::make_tiny_container(t.path);
+  REQUIRE_FALSE(model.empty());
+  const fs::path marker = t.path / "inherited-marker";
+  const int fd = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);   // no O_CLOEXEC
+  REQUIRE(fd > 2);
+  auto conn = connect_or_spawn(model, true);
+  ::close(fd);
+  REQUIRE(conn);
+  REQUIRE(conn->spawned());
+  const fs::path fds = fs::path("/proc") / std::to_string(conn->daemon().pid) / "fd";
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(fds)) {
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(entry.path(), ec);
+    if (!ec) ++seen;
+    CHECK(target != marker);
+  }
+  CHECK(seen >= 3);   // the listing itself worked: stdin, stdout, stderr at least
 }
 
 TEST_CASE("two commands starting at once end with one daemon, both attached", "[ioserver][control]") {

@@ -151,6 +151,75 @@ TEST_CASE("A garbage request-ring tail detaches that client with one logged reas
   REQUIRE(count_of(log, "broke the ring protocol") == 1);
 }
 
+TEST_CASE("A client repeating one demand keeps the daemon's pin list and waiting queue bounded",
+          "[ioserver][ipc][trust]") {
+  // Hazard: every repeat of a held demand appended to the client's pin list, and every repeat
+  // of a waiting one to the blocked queue, without bound (daemon memory, O(n) scans).
+  auto config = test::pattern_config("dup", 2);
+  config.arena_wait = std::chrono::milliseconds(60000);   // nothing expires during the test
+  auto server = IoServer::create(config, std::make_unique<test::PatternReader>(2, 8, 4096));
+  REQUIRE(server);
+  auto a = (*server)->attach(::getpid());
+  auto b = (*server)->attach(::getpid());
+  REQUIRE((a && b));
+  Scribbler ra(*a), rb(*b);
+  ipc::RingProducer a_requests(ra.shm->request), b_requests(rb.shm->request);
+  ipc::RingConsumer a_completions(ra.shm->completion);
+  auto pump = [&] {
+    while (a_completions.try_pop()) {
+    }
+  };
+  // A asks for expert 1 of layer 0 3000 times, reading every answer (in batches of 500, so
+  // fewer than kRingCapacity answers are ever unread).
+  constexpr int kRepeats = 3000, kBatch = 500;
+  for (int sent = 0; sent < kRepeats; sent += kBatch) {
+    for (int i = 0; i < kBatch; ++i) REQUIRE(a_requests.try_push(ipc::encode_request(ipc::RequestKind::demand, 0, 1)));
+    ring_daemon(**server);
+    REQUIRE(eventually([&] {
+      pump();
+      const auto st = (*server)->stats();
+      return st.hits + st.misses == std::uint64_t(sent + kBatch);
+    }, 5000ms));
+  }
+  auto st = (*server)->stats();
+  REQUIRE(st.clients.size() == 2);
+  CHECK(st.clients[0].pinned_slots == 1);
+  CHECK(st.clients[0].pin_entries == 1);
+  CHECK(st.breaches == 0);
+
+  // A pins the other slot too; B's demands for a third record must wait. B repeats its demand
+  // without ever reading an answer: past kRingCapacity - 1 waiting it is detached, its queue gone.
+  REQUIRE(a_requests.try_push(ipc::encode_request(ipc::RequestKind::demand, 0, 2)));
+  ring_daemon(**server);
+  REQUIRE(eventually([&] { pump(); return (*server)->stats().slots_pinned == 2; }, 5000ms));
+  int pushed = 0;
+  std::uint32_t most_waiting = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((*server)->stats().breaches == 0 && most_waiting < ipc::kRingCapacity &&
+         std::chrono::steady_clock::now() < deadline) {
+    if (b_requests.try_push(ipc::encode_request(ipc::RequestKind::demand, 1, 5))) {
+      ++pushed;
+    } else {
+      ring_daemon(**server);
+      std::this_thread::sleep_for(1ms);
+    }
+    most_waiting = std::max(most_waiting, (*server)->stats().demands_waiting);
+  }
+  CHECK(most_waiting < ipc::kRingCapacity);
+  st = (*server)->stats();
+  REQUIRE(st.breaches == 1);
+  CHECK(pushed >= int(ipc::kRingCapacity));
+  CHECK(eventually([&] { return (*server)->stats().demands_waiting == 0; }, 2000ms));
+  CHECK(client_error_text(**server, b->client_idx) ==
+        "client " + std::to_string(b->client_idx) + " (pid " + pid_text() + ", lease " + std::to_string(b->generation) +
+            ") broke the ring protocol: more than 1023 demands waiting for an arena slot (expert 5 of layer 1 again); "
+            "detached");
+  // A is served as before.
+  st = (*server)->stats();
+  REQUIRE(st.clients.size() == 1);
+  CHECK(st.clients[0].pin_entries == 2);
+}
+
 TEST_CASE("A request naming an expert or layer beyond the container's entries is a breach", "[ioserver][ipc][trust]") {
   auto server = IoServer::create(test::pattern_config("index", 4), std::make_unique<test::PatternReader>(2, 8, 4096));
   REQUIRE(server);
@@ -427,6 +496,55 @@ TEST_CASE("A shared-memory directory without room is refused before any segment 
   REQUIRE(::waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("A segment name held by another user blocks a daemon with an error naming the owner and the path",
+          "[ioserver][ipc][trust]") {
+  // Hazard: in a sticky /dev/shm another user's file under this instance's name cannot be
+  // removed, and the daemon said only "File exists". Built here as root: a sticky directory, a
+  // file owned by nobody (65534), and a child that runs the daemon as uid 65533.
+  if (::geteuid() != 0) FAIL("needs root to own a file as another user (chown) and to drop to a second uid");
+  const auto dir = std::filesystem::temp_directory_path() / ("waste-foreign-shm-" + pid_text());
+  std::filesystem::create_directories(dir);
+  REQUIRE(::chmod(dir.c_str(), 01777) == 0);
+  auto config = test::pattern_config("foreign", 16);
+  config.shm_dir = dir;
+  constexpr uid_t kDaemonUid = 65533, kOwnerUid = 65534;
+  const std::string name = "waste_" + std::to_string(kDaemonUid) + "_" + config.instance + "_arena";
+  {
+    const int fd = ::open((dir / name).c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+  }
+  REQUIRE(::chown((dir / name).c_str(), kOwnerUid, kOwnerUid) == 0);
+  int from_child[2];
+  REQUIRE(::pipe(from_child) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::string text;
+    if (::setresgid(kDaemonUid, kDaemonUid, kDaemonUid) != 0 || ::setresuid(kDaemonUid, kDaemonUid, kDaemonUid) != 0) {
+      text = "setresuid: " + std::string(std::strerror(errno));
+    } else {
+      auto refused = IoServer::create(config, std::make_unique<test::PatternReader>(1, 4, 4096));
+      text = refused ? std::string("created") : refused.error().message;
+    }
+    const auto n = std::uint32_t(text.size());
+    (void)!::write(from_child[1], &n, sizeof n);
+    (void)!::write(from_child[1], text.data(), n);
+    ::_exit(0);
+  }
+  std::uint32_t n = 0;
+  REQUIRE(read_full(from_child[0], &n, sizeof n));
+  std::string refusal(n, '\0');
+  REQUIRE(read_full(from_child[0], refusal.data(), n));
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const std::string path = (dir / name).string();
+  CHECK(refusal == "shared memory segment " + path + " already exists and belongs to user nobody (uid 65534), " +
+                       "not to this process's uid 65533: remove it as that user or root (rm " + path + ")");
+  CHECK(std::filesystem::exists(dir / name));   // never someone else's file removed
   std::filesystem::remove_all(dir);
 }
 
