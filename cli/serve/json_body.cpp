@@ -110,16 +110,4 @@ std::expected<nlohmann::json, ApiError> parse_json_body(std::string_view text, i
   return body;
 }
 
-bool nested_deeper_than(const nlohmann::json& value, int max_depth) {
-  std::vector<std::pair<const json*, int>> todo{{&value, 1}};
-  while (!todo.empty()) {
-    const auto [v, depth] = todo.back();
-    todo.pop_back();
-    if (!v->is_structured()) continue;
-    if (depth > max_depth) return true;
-    for (const json& child : *v) todo.emplace_back(&child, depth + 1);
-  }
-  return false;
-}
-
 }  // namespace waste::serve

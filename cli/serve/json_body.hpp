@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/serve/api_error.hpp"
+#include "shared/json_depth.hpp"
 
 namespace waste::serve {
 
@@ -19,8 +20,7 @@ namespace waste::serve {
 // "PARAM: nesting deeper than N (--max-json-depth)".
 std::expected<nlohmann::json, ApiError> parse_json_body(std::string_view text, int max_depth);
 
-// Whether `value` nests objects and arrays deeper than max_depth (itself counting as 1), found
-// without recursion: for values that did not come through parse_json_body.
-bool nested_deeper_than(const nlohmann::json& value, int max_depth);
+// For values that did not come through parse_json_body (shared/json_depth.hpp).
+using ::waste::nested_deeper_than;
 
 }  // namespace waste::serve

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "shared/container/file_io.hpp"
+#include "shared/json_depth.hpp"
 
 namespace waste::convert {
 namespace {
@@ -27,22 +28,6 @@ int layer_of(std::string_view name, std::string_view prefix) {
   return layer;
 }
 
-// The nesting depth of `root` (a scalar is 0), walked with an explicit stack (nlohmann's copy and
-// dump recurse, so a deep value must be refused before either); stops counting past `limit`.
-int json_depth(const json& root, int limit) {
-  std::vector<std::pair<const json*, int>> stack{{&root, 0}};
-  int deepest = 0;
-  while (!stack.empty()) {
-    const auto [j, depth] = stack.back();
-    stack.pop_back();
-    if (!j->is_structured()) continue;
-    deepest = std::max(deepest, depth + 1);
-    if (deepest > limit) return deepest;
-    for (const json& child : *j) stack.emplace_back(&child, depth + 1);
-  }
-  return deepest;
-}
-
 void rename_key(json& c, const char* from, const char* to) {
   if (c.contains(from) && !c.contains(to)) c[to] = c[from];
 }
@@ -51,7 +36,7 @@ void rename_key(json& c, const char* from, const char* to) {
 
 Result<SourceConfig> normalize_config(const json& raw) {
   if (!raw.is_object()) return make_error(Errc::format, "config.json: not a JSON object");
-  if (json_depth(raw, kMaxConfigDepth) > kMaxConfigDepth) {
+  if (nested_deeper_than(raw, kMaxConfigDepth)) {
     return make_error(Errc::format, "config.json: nested deeper than " + std::to_string(kMaxConfigDepth) +
                                         " levels (the limit for a checkpoint config)");
   }
