@@ -13,6 +13,11 @@
 #     repacking stays on, as users get it);
 #   waste bench --compute-only --in-process (every expert read at open): 64-token prompt + $VS_TG decoded tokens,
 #     then a 512-token prompt (default prefill chunk).
+# llama.cpp build: its CPU build with the machine's features. On a CPU with AMX, leave AMX out
+#   (-DGGML_NATIVE=OFF with GGML_AVX512/_VBMI/_VNNI/_BF16 etc. ON, GGML_AMX_* OFF): in the release measured
+#   (de3ff81) the AMX buffer type takes kimi-linear's F16 attn_k_b, whose MLA product has a permuted operand
+#   that neither AMX nor the plain CPU backend then accepts, and the context aborts (ggml-backend.cpp,
+#   GGML_ASSERT(*cur_backend_id != -1)); `-ot attn_k_b=CPU` does not help, the loader moves it back to AMX.
 # Each engine's best round is reported (the machine may be shared). The last line is
 #   ratio vs Q4_K_M: decode X.XX prefill64 X.XX prefill512 X.XX      (ours / theirs; > 1: WASTE is faster)
 set -euo pipefail
@@ -54,11 +59,12 @@ done
 results=$work/results.tsv; : > "$results"          # engine round test tok/s
 run_llama() {  # $1 label, $2 round
   local j
-  j=$("$bench" -m "${gguf[$1]}" -p 64,512 -n "$tg" -t "$threads" -r 1 -lm none -lzm off -o json 2>/dev/null)
+  j=$("$bench" -m "${gguf[$1]}" -p 64,512 -n "$tg" -t "$threads" -r 1 -lm none -lzm off -o json 2>"$work/bench.err") \
+    || { grep -v '^#\|^\[' "$work/bench.err" | tail -5 >&2; echo "vs_llama_cpp.sh: llama-bench failed on $1" >&2; exit 1; }
   "$py" -c '
 import json, sys
 for t in json.loads(sys.stdin.read()):
-    name = f"pp{t[\"n_prompt\"]}" if t["n_gen"] == 0 else "tg"
+    name = "pp%d" % t["n_prompt"] if t["n_gen"] == 0 else "tg"
     print(sys.argv[1], sys.argv[2], name, "%.2f" % t["avg_ts"], sep="\t")' "$1" "$2" <<<"$j" >> "$results"
 }
 run_waste() {  # $1 round
