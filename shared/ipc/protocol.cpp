@@ -99,10 +99,15 @@ Result<json> parse_reply(std::string_view text) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(Errc::ipc, "reply is not a JSON object");
   WASTE_TRY(check_version(j, "reply"));
-  if (!j.value("ok", false)) {
-    const std::string code = j.value("code", std::string("ipc"));
-    const std::string message = j.value("error", std::string("request failed"));
-    return make_error(errc_from_name(code), message);
+  const auto ok = j.find("ok");
+  if (ok == j.end() || !ok->is_boolean()) return make_error(Errc::ipc, "reply: \"ok\" is missing or not a boolean");
+  if (!ok->get<bool>()) {
+    // A reply's code and message are only trusted as strings; anything else falls back rather than throws.
+    const auto code = j.find("code");
+    const auto error = j.find("error");
+    const std::string name = code != j.end() && code->is_string() ? code->get<std::string>() : std::string("ipc");
+    std::string message = error != j.end() && error->is_string() ? error->get<std::string>() : std::string("request failed");
+    return make_error(errc_from_name(name), std::move(message));
   }
   return j;
 }

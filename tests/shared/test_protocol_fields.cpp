@@ -93,3 +93,23 @@ TEST_CASE("control protocol: what the encoders write reads back exactly", "[shar
   CHECK(reply->cache_slots == 60);
   CHECK(reply->heartbeat_ms == kHeartbeatIntervalMs);
 }
+
+TEST_CASE("control protocol: a reply whose ok, code or error has the wrong type is refused, not thrown",
+          "[shared][ipc]") {
+  // Found by fuzz_control_message: {"ok": 1824} made nlohmann's value<bool>() throw out of parse_reply.
+  auto numeric_ok = parse_reply(R"({"v": 2, "ok": 1824, "client_idx": 1})");
+  REQUIRE_FALSE(numeric_ok);
+  CHECK(numeric_ok.error().code == Errc::ipc);
+  CHECK(numeric_ok.error().message == "reply: \"ok\" is missing or not a boolean");
+  auto missing_ok = parse_reply(R"({"v": 2})");
+  REQUIRE_FALSE(missing_ok);
+  CHECK(missing_ok.error().message == "reply: \"ok\" is missing or not a boolean");
+  auto odd_failure = parse_reply(R"({"v": 2, "ok": false, "code": 7, "error": ["x"]})");
+  REQUIRE_FALSE(odd_failure);
+  CHECK(odd_failure.error().code == Errc::ipc);
+  CHECK(odd_failure.error().message == "request failed");
+  auto failure = parse_reply(R"({"v": 2, "ok": false, "code": "ram_budget", "error": "over budget"})");
+  REQUIRE_FALSE(failure);
+  CHECK(failure.error().code == Errc::ram_budget);
+  CHECK(failure.error().message == "over budget");
+}
