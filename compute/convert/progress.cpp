@@ -41,19 +41,19 @@ void Progress::advance(std::int64_t n) {
     if (done_ < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
     std::fprintf(out_, "\r%s\x1b[K", format(phase_, done_, total_, s, true).c_str());
-  } else {
-    const int decile = total_ > 0 ? int(10 * done_ / total_) : 10;
-    if (decile == last_decile_) return;
-    last_decile_ = decile;
-    std::fprintf(out_, "%s\n", format(phase_, done_, total_, s, false).c_str());
+    std::fflush(out_);
   }
-  std::fflush(out_);
+  // plain: nothing until finish(), so a log gets one line per phase, not one per update.
 }
 
 void Progress::finish() {
   if (finished_) return;
   finished_ = true;
   if (mode_ == ProgressMode::terminal && total_ > 0) std::fprintf(out_, "\n");
+  if (mode_ == ProgressMode::plain) {
+    std::fprintf(out_, "%s %lld/%lld\n", phase_.c_str(), (long long)done_, (long long)total_);
+    std::fflush(out_);
+  }
 }
 
 }  // namespace waste::convert

@@ -1,5 +1,6 @@
 // Progress of one conversion phase (layers, experts, trunk) on stderr: a redrawn bar with rate
-// and ETA on a terminal, a plain line per 10% otherwise, nothing when quiet.
+// and ETA on a terminal; otherwise (a log, a pipe) one line per phase when it ends, "PHASE
+// DONE/TOTAL" (an aborted phase shows how far it got); nothing when quiet.
 #pragma once
 
 #include <chrono>
@@ -28,7 +29,6 @@ class Progress {
   ProgressMode mode_;
   std::string phase_;
   std::int64_t total_, done_ = 0;
-  int last_decile_ = -1;
   bool finished_ = false;
   std::FILE* out_;
   std::chrono::steady_clock::time_point start_;

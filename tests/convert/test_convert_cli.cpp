@@ -7,8 +7,11 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <string>
 
 #include "compute/convert/progress.hpp"
 #include "tests/convert/checkpoint_fixture.hpp"
@@ -84,6 +87,10 @@ TEST_CASE("waste convert without a terminal prints plain progress lines and a su
   CHECK(r.err.find("experts of layer 2 8/8") != std::string::npos);
   CHECK(r.err.find("trunk tensors") != std::string::npos);
   CHECK(r.err.find('\r') == std::string::npos);  // no bar redraws when stderr is a file
+  // One line per phase: three expert layers, the layers phase, the trunk.
+  CHECK(r.err.starts_with("experts of layer 1 8/8\nexperts of layer 2 8/8\nexperts of layer 3 8/8\nlayers 3/3\n"
+                          "trunk tensors "));
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 5);
 }
 
 TEST_CASE("waste convert refuses bad flags with exit code 2", "[convert][cli]") {
@@ -126,6 +133,41 @@ TEST_CASE("progress lines carry phase, count, rate and ETA", "[convert][cli]") {
   CHECK(convert::Progress::format("layers", 1, 4, 2.0, false) == "layers 1/4  0.5/s  ETA 6s");
   CHECK(convert::Progress::format("experts", 8, 8, 4.0, true) == "[########################] experts 8/8  2.0/s  ETA 0s");
   CHECK(convert::Progress::format("trunk", 0, 10, 0.0, true) == "[                        ] trunk 0/10  0.0/s  ETA 0s");
+}
+
+namespace {
+std::string plain_progress_of(const std::function<void(std::FILE*)>& run) {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  run(f);
+  std::rewind(f);
+  std::string text;
+  for (int ch = std::fgetc(f); ch != EOF; ch = std::fgetc(f)) text.push_back(char(ch));
+  std::fclose(f);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("progress on a stream that is not a terminal prints one line per phase, not one per update",
+          "[convert][cli]") {
+  // 16 updates of one phase: one line when it ends (before: a line per 10%, 600 lines in a log).
+  CHECK(plain_progress_of([](std::FILE* f) {
+          convert::Progress bar(convert::ProgressMode::plain, "experts of layer 3", 16, f);
+          for (int i = 0; i < 16; ++i) bar.advance();
+        }) == "experts of layer 3 16/16\n");
+  // Nested phases, as the converter runs them; an aborted phase shows how far it got.
+  CHECK(plain_progress_of([](std::FILE* f) {
+          convert::Progress layers(convert::ProgressMode::plain, "layers", 2, f);
+          for (int l = 1; l <= 2; ++l) {
+            convert::Progress experts(convert::ProgressMode::plain, "experts of layer " + std::to_string(l), 384, f);
+            experts.advance(l == 1 ? 384 : 100);
+            layers.advance();
+          }
+        }) == "experts of layer 1 384/384\nexperts of layer 2 100/384\nlayers 2/2\n");
+  CHECK(plain_progress_of([](std::FILE* f) {
+          convert::Progress quiet(convert::ProgressMode::quiet, "trunk tensors", 10, f);
+          quiet.advance(10);
+        }).empty());
 }
 
 TEST_CASE("waste convert refuses a disk without room before writing, naming both sizes", "[convert][cli]") {
