@@ -5,23 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compute/forward/forward.hpp"
+#include "compute/forward/kda.hpp"
 #include "compute/forward/fused_matvec.hpp"
 
 namespace waste::forward {
-
-void KdaScratch::resize(const ModelConfig& c, int n_tokens) {
-  tokens = n_tokens;
-  const sizing::KdaSizes z = sizing::kda_sizes(c, n_tokens);
-  q.assign(z.channels, 0.0f);
-  k.assign(z.channels, 0.0f);
-  v.assign(z.channels, 0.0f);
-  low.assign(z.low, 0.0f);
-  g.assign(z.channels, 0.0f);
-  gate.assign(z.channels, 0.0f);
-  beta.assign(z.beta, 0.0f);
-  o.assign(z.channels, 0.0f);
-}
 
 namespace {
 

@@ -7,26 +7,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "compute/forward/forward.hpp"
+#include "compute/forward/mla.hpp"
 #include "compute/forward/rope.hpp"
 
 namespace waste::forward {
-
-void MlaScratch::resize(const ModelConfig& c, int ctx, int n_tokens) {
-  tokens = n_tokens;
-  ctx_tokens = ctx;
-  const sizing::MlaSizes z = sizing::mla_sizes(c, std::uint64_t(ctx), n_tokens);
-  q.assign(z.q, 0.0f);
-  q_a.assign(z.q_a, 0.0f);
-  ckv.assign(z.ckv, 0.0f);
-  q_tilde.assign(z.q_tilde, 0.0f);
-  row.assign(z.row, 0.0f);
-  ctx_sum.assign(z.ctx_sum, 0.0f);
-  scores.assign(z.scores, 0.0f);
-  dot_r.assign(z.dot_r, 0.0f);
-  o.assign(z.o, 0.0f);
-  gate.assign(z.gate, 0.0f);
-}
 
 namespace {
 

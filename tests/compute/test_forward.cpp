@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
+#include "compute/forward/attn_res.hpp"
 #include "compute/forward/forward.hpp"
+#include "compute/forward/mla.hpp"
 #include "local_expert_source.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/run_state.hpp"

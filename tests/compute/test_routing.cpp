@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "compute/forward/forward.hpp"
+#include "compute/forward/moe.hpp"
 #include "compute/forward/router.hpp"
 #include "shared/container/model_config.hpp"
 

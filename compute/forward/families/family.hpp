@@ -1,0 +1,55 @@
+// What a model family puts into the shared forward pass (forward.cpp), decided once when the
+// Forward is built: for every layer which attention block and which mixer run, and how the
+// residual stream joins them. The layer loop dispatches on this plan and holds no family
+// flags. One file per family (families/<name>.cpp) says how its config maps to blocks;
+// family.cpp picks the family by ModelConfig::arch.
+//
+// A new family adds its block kinds here (an attention kind, a mixer kind, a residual kind),
+// the block itself in its own file next to kda.cpp / mla.cpp / moe.cpp, one case in the
+// layer loop's switch, and its family file (compute/forward/README.md, "Adding a family").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shared/container/model_config.hpp"
+
+namespace waste::forward {
+
+enum class AttentionKind : std::uint8_t { kda, mla };
+enum class MixerKind : std::uint8_t { dense_ffn, moe };
+// add: x += block output. attn_res: K3's Attention Residuals (attn_res.hpp, residual.hpp).
+enum class ResidualKind : std::uint8_t { add, attn_res };
+
+// One layer's blocks, in order: attention, then the mixer.
+struct LayerPlan {
+  AttentionKind attention = AttentionKind::mla;
+  MixerKind mixer = MixerKind::dense_ffn;
+  bool operator==(const LayerPlan&) const = default;
+};
+
+struct ModelPlan {
+  std::string family;              // "kimi-linear", "kimi-k3", "deepseek-v3", or "v0"
+  ResidualKind residual = ResidualKind::add;
+  std::vector<LayerPlan> layers;   // one per layer, config.n_layers
+};
+
+// The plan of the family that claims `c` (by arch), else the v0 container's rules (v0_plan).
+ModelPlan plan_model(const ModelConfig& c);
+
+// The v0 container's rules, which every family of v0 follows (waste-v0-reference.md §1.3):
+// KDA at linear_attn_config.kda_layers and MLA at the others, a dense FFN below
+// first_k_dense_replace and MoE from there on, Attention Residuals when the config gives
+// attn_res_block_size. `family` names the plan.
+ModelPlan v0_plan(const ModelConfig& c, std::string family);
+
+// The families (families/<name>.cpp): whether a config is theirs, and their plan.
+bool claims_kimi_linear(const ModelConfig& c);
+ModelPlan plan_kimi_linear(const ModelConfig& c);
+bool claims_kimi_k3(const ModelConfig& c);
+ModelPlan plan_kimi_k3(const ModelConfig& c);
+bool claims_deepseek_v3(const ModelConfig& c);
+ModelPlan plan_deepseek_v3(const ModelConfig& c);
+
+}  // namespace waste::forward

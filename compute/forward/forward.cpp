@@ -1,0 +1,260 @@
+// The forward pass, top to bottom (waste-v0-reference.md §3.3): embed, then per layer the
+// blocks the family's plan names (families/), joined by the residual stream (residual.hpp),
+// then the head. PyTorch equivalents in the comments; each block's math is in its own file
+// (kda.cpp, mla.cpp, moe.cpp, moe_prefill.cpp, ffn.cpp). Batches of several sequences: batch.cpp.
+#include "compute/forward/forward.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "compute/forward/ffn.hpp"
+#include "compute/forward/kda.hpp"
+#include "compute/forward/mla.hpp"
+
+namespace waste::forward {
+
+Forward::Forward(const Inputs& in)
+    : c_(in.config),
+      w_(in.weights),
+      trunk_(in.trunk),
+      experts_{in.source, in.codebooks, in.geometry, {}},
+      exec_{in.pool, in.kernels},
+      ctx_tokens_(in.ctx_tokens),
+      lookahead_(in.lookahead),
+      plan_(plan_model(in.config)),
+      residual_(in.config, plan_.residual),
+      codebook_base_(in.codebook_base.begin(), in.codebook_base.end()) {
+  experts_.codebook_base = codebook_base_;
+  // Prefill windows of distinct experts (§3.10 hints in windows of 64): smaller with a small
+  // cache, so one window's pins do not push the rest of the window into private buffers.
+  const std::uint64_t cap = in.source.cache_capacity_records();
+  prefill_window_ = cap == 0 || cap >= 128 ? 64 : std::max<int>(std::max(c_.top_k, 1), int(cap / 2));
+  if (c_.n_mla_layers() > 0) mla_.resize(c_, in.ctx_tokens);
+  if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
+  moe_.resize(c_, in.geometry);
+  const sizing::ForwardSizes z = sizing::forward_sizes(c_, 1);
+  x_.assign(z.hidden, 0.0f);
+  ps_.assign(z.hidden, 0.0f);
+  h_.assign(z.hidden, 0.0f);
+  a_.assign(z.hidden, 0.0f);
+  f_.assign(z.hidden, 0.0f);
+  ffn_a_.assign(z.ffn, 0.0f);
+  ffn_b_.assign(z.ffn, 0.0f);
+}
+
+std::uint64_t Forward::scratch_bytes() const {
+  return mla_.bytes() + kda_.bytes() + moe_.bytes() + pre_moe_.bytes() + residual_.bytes() +
+         capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_,
+                        pre_live_) +
+         // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
+         capacity_bytes(batch_seqs_, batch_tokens_, batch_logits_, batch_embeddings_);
+}
+
+// a = KDA(h) or MLA(h) for n_tokens consecutive tokens from position pos0 (h, a: [n][hid]).
+void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
+                        model::RunState& state, float* a, profile::Stopwatch& watch) {
+  watch.add(profile::Stage::other);
+  switch (plan_.layers[std::size_t(layer)].attention) {
+    case AttentionKind::kda:
+      kda_forward(exec_, c_, lw.kda_w, h, n_tokens, state, layer, kda_, a);
+      watch.lap(profile::Stage::attn_kda);
+      return;
+    case AttentionKind::mla:
+      mla_forward(exec_, c_, lw.mla_w, h, n_tokens, pos0, state.latent_cache(layer).data(), mla_, a);
+      watch.lap(profile::Stage::attn_mla);
+      return;
+  }
+}
+
+void Forward::finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
+                     profile::Stopwatch& watch) {
+  const int hid = c_.hidden;
+  residual_.before_head(w_, blocks, n_blocks, x);
+  std::memcpy(state.hidden().data(), x, std::size_t(hid) * sizeof(float));
+  state.set_n_blocks(n_blocks);
+  watch.add(profile::Stage::other);
+  // logits = lm_head(norm(x))
+  rms_norm(x, w_.final_norm.data(), hid, c_.rms_eps, h_.data());
+  matvec(exec_, w_.lm_head, h_.data(), logits.data());
+  watch.lap(profile::Stage::lm_head);
+}
+
+const model::MoeWeights* Forward::lookahead_target(int layer) const {
+  if (lookahead_ <= 0 || layer + 1 >= c_.n_layers) return nullptr;
+  if (plan_.layers[std::size_t(layer + 1)].mixer != MixerKind::moe) return nullptr;
+  return &w_.layers[std::size_t(layer + 1)].moe_w;
+}
+
+Status Forward::step(int token, model::RunState& state, std::span<float> logits, const float* embedding) {
+  profile::Stopwatch watch(profile_);
+  watch.start();
+  const int pos = state.position();
+  float* x = x_.data();
+  float* ps = ps_.data();
+  float* h = h_.data();
+  float* blocks = state.blocks().data();
+  int n_blocks = 0;
+
+  // x = embed_tokens[token], or the media row given for this position
+  if (embedding != nullptr) {
+    std::memcpy(x, embedding, std::size_t(c_.hidden) * sizeof(float));
+  } else {
+    WASTE_TRY(trunk_.read_row(*w_.embed, token, x_));
+  }
+  watch.lap(profile::Stage::embed);
+
+  for (int L = 0; L < c_.n_layers; ++L) {
+    const model::LayerWeights& lw = w_.layers[std::size_t(L)];
+    const bool live = residual_.before_attention(lw, L, x, ps, blocks, n_blocks, h);
+    attention(lw, L, h, 1, pos, state, a_.data(), watch);
+    residual_.after_attention(lw, live, a_.data(), x, ps, blocks, n_blocks, h);
+    watch.add(profile::Stage::other);
+
+    // f = mlp(h)
+    switch (plan_.layers[std::size_t(L)].mixer) {
+      case MixerKind::moe: {
+        const model::MoeWeights* next = lookahead_target(L);
+        const MoeExtras extras{next, L + 1, next ? lookahead_ : 0, &watch};
+        WASTE_TRY(moe_forward(exec_, c_, lw.moe_w, L, h, experts_, moe_, f_.data(), extras));
+        break;
+      }
+      case MixerKind::dense_ffn:
+        ffn_forward(exec_, c_, lw.dense, h, ffn_a_.data(), ffn_b_.data(), f_.data());
+        watch.lap(profile::Stage::shared_ffn);
+        break;
+    }
+    residual_.after_mixer(f_.data(), x, ps);
+  }
+
+  finish(x, blocks, n_blocks, state, logits, watch);
+  state.set_position(pos + 1);
+  return ok();
+}
+
+// The chunk working set (the LUTs dominate), allocated on the first prefill or batch and kept.
+void Forward::ensure_batch_scratch() {
+  if (pre_moe_.tokens >= kMaxPrefillChunk) return;
+  // Sized by the same function as the memory plan (shared/memory/client_sizing).
+  const sizing::ForwardSizes z = sizing::forward_sizes(c_, kMaxPrefillChunk);
+  pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
+  if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
+  if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
+  pre_x_.assign(z.pre_hidden, 0.0f);
+  pre_ps_.assign(z.pre_hidden, 0.0f);
+  pre_h_.assign(z.pre_hidden, 0.0f);
+  pre_a_.assign(z.pre_hidden, 0.0f);
+  pre_f_.assign(z.pre_hidden, 0.0f);
+  pre_blocks_.assign(z.pre_blocks, 0.0f);
+  pre_live_.assign(z.pre_live, 0);
+}
+
+void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
+                        float* a, profile::Stopwatch& watch) {
+  watch.add(profile::Stage::other);
+  switch (plan_.layers[std::size_t(layer)].attention) {
+    case AttentionKind::kda:
+      kda_forward(exec_, c_, lw.kda_w, h, seqs, layer, kda_, a);
+      watch.lap(profile::Stage::attn_kda);
+      return;
+    case AttentionKind::mla:
+      mla_forward(exec_, c_, lw.mla_w, h, seqs, layer, mla_, a);
+      watch.lap(profile::Stage::attn_mla);
+      return;
+  }
+}
+
+// Every layer over T tokens (a prefill chunk, or a batch of sequences): embeddings, AttnRes and
+// norms per token; attention with projections batched and the recurrences per token against
+// its own sequence (one state for a chunk: `seqs` then holds a single entry at pos0); MoE with
+// each distinct expert read once. Leaves the residual stream of token t in pre_x_ row t and its
+// block history in pre_blocks_ row t.
+Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
+                           profile::Stopwatch& watch, std::span<const float* const> embeddings) {
+  const int T = int(tokens.size());
+  const std::size_t H = std::size_t(c_.hidden);
+  const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;
+  for (int t = 0; t < T; ++t) {
+    const float* media = embeddings.empty() ? nullptr : embeddings[std::size_t(t)];
+    if (media != nullptr) {
+      std::memcpy(pre_x_.data() + t * H, media, H * sizeof(float));
+    } else {
+      WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * H, H)));
+    }
+    watch.lap(profile::Stage::embed);
+  }
+
+  n_blocks = 0;
+  for (int L = 0; L < c_.n_layers; ++L) {
+    const model::LayerWeights& lw = w_.layers[std::size_t(L)];
+    // Every token starts a layer with the same number of blocks (they depend on the layer only).
+    int nb = n_blocks;
+    for (int t = 0; t < T; ++t) {
+      nb = n_blocks;
+      pre_live_[std::size_t(t)] = residual_.before_attention(lw, L, pre_x_.data() + t * H, pre_ps_.data() + t * H,
+                                                   pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
+    }
+    if (seqs.size() == 1) {
+      attention(lw, L, pre_h_.data(), T, seqs[0].pos, *seqs[0].state, pre_a_.data(), watch);
+    } else {
+      attention(lw, L, pre_h_.data(), seqs, pre_a_.data(), watch);
+    }
+    for (int t = 0; t < T; ++t) {
+      residual_.after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * H,
+                      pre_ps_.data() + t * H, pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
+    }
+    n_blocks = nb;
+    watch.add(profile::Stage::other);
+
+    switch (plan_.layers[std::size_t(L)].mixer) {
+      case MixerKind::moe:
+        WASTE_TRY(moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_, pre_f_.data(),
+                              prefill_window_, &watch));
+        break;
+      case MixerKind::dense_ffn:
+        ffn_tokens(exec_, c_, lw.dense, pre_h_.data(), T, pre_moe_.fa.data(), pre_moe_.fb.data(), pre_f_.data());
+        watch.lap(profile::Stage::shared_ffn);
+        break;
+    }
+    for (int t = 0; t < T; ++t) {
+      residual_.after_mixer(pre_f_.data() + t * H, pre_x_.data() + t * H, pre_ps_.data() + t * H);
+    }
+  }
+  return ok();
+}
+
+Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
+                        std::span<const float* const> embeddings) {
+  const int T = int(tokens.size());
+  if (T < 1 || T > kMaxPrefillChunk) {
+    return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
+                                          std::to_string(kMaxPrefillChunk));
+  }
+  if (!embeddings.empty() && embeddings.size() != tokens.size()) {
+    return make_error(Errc::argument, "prefill: " + std::to_string(embeddings.size()) + " embedding rows for " +
+                                          std::to_string(T) + " tokens");
+  }
+  if (T == 1) return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
+  profile::Stopwatch watch(profile_);
+  watch.start();
+  const std::size_t H = std::size_t(c_.hidden);
+  const std::size_t block_stride = std::size_t(state.max_blocks()) * H;
+  ensure_batch_scratch();
+  watch.add(profile::Stage::other);  // the first chunk allocates the scratch: not the embedding's time
+  const int pos0 = state.position();
+  const TokenSeq chunk[1] = {TokenSeq{&state, pos0}};
+  int n_blocks = 0;
+  WASTE_TRY(run_tokens(tokens, chunk, n_blocks, watch, embeddings));
+
+  // Only the last token goes through the head; its block history becomes the state's.
+  const std::size_t last = std::size_t(T - 1);
+  float* blocks = state.blocks().data();
+  if (n_blocks > 0) {
+    std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
+  }
+  finish(pre_x_.data() + last * H, blocks, n_blocks, state, logits, watch);
+  state.set_position(pos0 + T);
+  return ok();
+}
+
+}  // namespace waste::forward

@@ -1,0 +1,145 @@
+// MoE of a prefill chunk or a batch (waste-v0-reference.md §3.10): every token routed, each
+// distinct expert read once in windows and applied to every token that chose it, sums in
+// selection order per token: moe_forward's bits per token (moe.hpp).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "compute/forward/ffn.hpp"
+#include "compute/forward/moe.hpp"
+#include "shared/memory/client_sizing.hpp"
+
+namespace waste::forward {
+
+Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
+                   int n_tokens, const ExpertContext& ex, MoeScratch& s, PrefillMoeScratch& p, float* out,
+                   int window, profile::Stopwatch* watch_in) {
+  profile::Stopwatch off;
+  profile::Stopwatch& watch = watch_in ? *watch_in : off;
+  const ExpertGeometry& g = ex.geometry;
+  const int E = c.n_experts, K = c.top_k, hid = c.hidden, lat = c.expert_input_dim();
+  const auto base = layer_codebook_base(ex, layer);
+  if (!base) return std::unexpected(base.error());
+  if (n_tokens > p.tokens) {
+    return make_error(Errc::argument, "prefill chunk of " + std::to_string(n_tokens) + " tokens exceeds " +
+                                          std::to_string(p.tokens));
+  }
+  window = std::max(window, 1);
+
+  // Route every token; keep its ids and weights in selection order.
+  matvec_tokens(exec, w.router, x, hid, n_tokens, p.router.data(), E);
+  for (int t = 0; t < n_tokens; ++t) {
+    route(c, w, p.router.data() + std::int64_t(t) * E, s);
+    std::copy_n(s.ids.data(), K, p.ids.data() + std::int64_t(t) * K);
+    std::copy_n(s.weights.data(), K, p.weights.data() + std::int64_t(t) * K);
+    watch.lap(profile::Stage::router);
+  }
+
+  // Distinct experts in ascending id, and per expert its users (t * K + j) in token order.
+  std::fill(p.fill.begin(), p.fill.end(), 0);
+  for (int u = 0; u < n_tokens * K; ++u) ++p.fill[std::size_t(p.ids[std::size_t(u)])];
+  p.distinct.clear();
+  p.user_begin[0] = 0;
+  for (int e = 0; e < E; ++e) {
+    if (p.fill[std::size_t(e)] > 0) p.distinct.push_back(e);
+    p.user_begin[std::size_t(e) + 1] = p.user_begin[std::size_t(e)] + p.fill[std::size_t(e)];
+    p.fill[std::size_t(e)] = p.user_begin[std::size_t(e)];
+  }
+  for (int u = 0; u < n_tokens * K; ++u) p.users[std::size_t(p.fill[std::size_t(p.ids[std::size_t(u)])]++)] = u;
+
+  const int n_distinct = int(p.distinct.size());
+  auto request_window = [&](int begin) -> Status {
+    const int n = std::min(window, n_distinct - begin);
+    Status requested = ex.source.request_layer(layer, std::span<const int>(p.distinct.data() + begin, std::size_t(n)));
+    if (!requested) {
+      ex.source.release_layer(layer);
+    } else if (const int next = begin + n; next < n_distinct) {
+      // The next window's reads queue behind this one's (unpinned, so never more than the cache
+      // holds): the disk keeps reading while this window computes, not only between windows.
+      ex.source.prefetch(layer, std::span<const int>(p.distinct.data() + next,
+                                                     std::size_t(std::min(window, n_distinct - next))));
+    }
+    watch.add(profile::Stage::io_wait);
+    return requested;
+  };
+  WASTE_TRY(request_window(0));
+
+  // Per token: the routed input and its gate/up LUTs (while the first window reads).
+  const std::size_t lut_in = std::size_t(sizing::lut_floats(g, 0));
+  const std::size_t q_blocks = g.packed6 ? std::size_t(kernels::lut_quant_blocks(g.cols[0] / g.vec_dim)) : 0;
+  const int nv_in = g.cols[0] / g.vec_dim;
+  auto token_luts = [&](int t) {
+    const std::size_t q_off = g.packed6 ? std::size_t(t) * lut_in : 0;
+    const std::size_t s_off = std::size_t(t) * q_blocks;
+    return std::pair<Lut, Lut>{
+        Lut{p.lut_gate.data() + std::size_t(t) * lut_in, p.lutq_gate.data() + q_off, p.lutq_scale_gate.data() + s_off},
+        Lut{p.lut_up.data() + std::size_t(t) * lut_in, p.lutq_up.data() + q_off, p.lutq_scale_up.data() + s_off}};
+  };
+  if (c.latent_dim > 0) {
+    matvec_tokens(exec, w.latent_down, x, hid, n_tokens, p.xin.data(), lat);
+    watch.add(profile::Stage::shared_ffn);
+  }
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* xin = c.latent_dim > 0 ? p.xin.data() + std::int64_t(t) * lat : x + std::int64_t(t) * hid;
+    const auto [gate_lut, up_lut] = token_luts(t);
+    build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 0, 0, g.stages), xin, nv_in, gate_lut);
+    build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 1, 0, g.stages), xin, nv_in, up_lut);
+    watch.lap(profile::Stage::lut_build);
+  }
+
+  // Each distinct expert once, in landing order, applied to every token that chose it.
+  for (int begin = 0; begin < n_distinct;) {
+    const int n = std::min(window, n_distinct - begin);
+    for (int i = 0; i < n; ++i) {
+      auto ready = ex.source.acquire_next(layer);
+      watch.lap(profile::Stage::io_wait);
+      Status checked = ready ? check_codebook(ready->view, layer, *base) : Status(std::unexpected(ready.error()));
+      if (!checked) {
+        ex.source.release_layer(layer);
+        return checked;
+      }
+      const int expert = p.distinct[std::size_t(begin + ready->index)];
+      for (int k = p.user_begin[std::size_t(expert)]; k < p.user_begin[std::size_t(expert) + 1]; ++k) {
+        const int u = p.users[std::size_t(k)];
+        const auto [gate_lut, up_lut] = token_luts(u / K);
+        run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, p.ys.data() + std::int64_t(u) * lat, watch);
+      }
+    }
+    ex.source.release_layer(layer);
+    begin += n;
+    if (begin < n_distinct) WASTE_TRY(request_window(begin));
+  }
+  watch.add(profile::Stage::other);
+
+  // Per token: the weighted sum in selection order (as finish_moe), then the K3 latent norm.
+  for (int t = 0; t < n_tokens; ++t) {
+    const float* weights = p.weights.data() + std::int64_t(t) * K;
+    const float* ys = p.ys.data() + std::int64_t(t) * K * lat;
+    float* ysum = p.ysum.data() + std::int64_t(t) * lat;
+    std::fill(ysum, ysum + lat, 0.0f);
+    for (int j = 0; j < K; ++j) {
+      const float wj = weights[j];
+      const float* y = ys + std::int64_t(j) * lat;
+      for (int i = 0; i < lat; ++i) ysum[i] += wj * y[i];
+    }
+    if (c.latent_dim > 0 && c.latent_norm) rms_norm(ysum, w.latent_norm.data(), lat, c.rms_eps, ysum);
+  }
+  const float* routed = p.ysum.data();
+  if (c.latent_dim > 0) {
+    matvec_tokens(exec, w.latent_up, p.ysum.data(), lat, n_tokens, p.routed.data(), hid);
+    routed = p.routed.data();
+  }
+  // Shared experts on the full x of every token, trunk rows shared across the chunk.
+  const std::int64_t total = std::int64_t(n_tokens) * hid;
+  if (w.has_shared) {
+    ffn_tokens(exec, c, w.shared, x, n_tokens, p.fa.data(), p.fb.data(), out);
+    for (std::int64_t i = 0; i < total; ++i) out[i] = routed[i] + out[i];
+  } else {
+    std::memcpy(out, routed, std::size_t(total) * sizeof(float));
+  }
+  watch.lap(profile::Stage::shared_ffn);
+  return ok();
+}
+
+}  // namespace waste::forward
