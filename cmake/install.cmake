@@ -13,6 +13,9 @@ foreach(t waste-ctl waste-ioserver)
   endif()
 endforeach()
 install(TARGETS ${WASTE_SHIPPED_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# `ninja waste-shipped`: what the install ships (programs and libwaste), without the tests;
+# scripts/quickstart.sh builds this.
+add_custom_target(waste-shipped DEPENDS ${WASTE_SHIPPED_PROGRAMS} waste_capi waste_static)
 install(TARGETS waste_capi waste_static
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_COMPONENT Unspecified
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

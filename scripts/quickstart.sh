@@ -6,7 +6,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/setup.sh"
-bash "$root/scripts/build.sh" "$root/build"
+# The programs and libwaste only (the `waste-shipped` target, what `cmake --install` ships): the
+# tests are built by scripts/test.sh, in the same build directory.
+WASTE_TARGETS="${WASTE_TARGETS:-waste-shipped}" bash "$root/scripts/build.sh" "$root/build"
 model="$root/build/kjv-mini.waste"
 rm -rf "$model"
 "$root/build/cli/waste" convert "$root/models/kjv-mini" --out "$model"
