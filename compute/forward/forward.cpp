@@ -11,6 +11,7 @@
 #include "compute/forward/ffn.hpp"
 #include "compute/forward/kda.hpp"
 #include "compute/forward/mla.hpp"
+#include "compute/forward/moe.hpp"
 
 namespace waste::forward {
 

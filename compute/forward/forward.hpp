@@ -16,9 +16,9 @@
 
 #include "compute/expert_source.hpp"
 #include "compute/forward/families/family.hpp"
-#include "compute/forward/moe.hpp"
 #include "compute/forward/ops.hpp"
 #include "compute/forward/residual.hpp"
+#include "compute/forward/rvq_driver.hpp"
 #include "compute/forward/scratch.hpp"
 #include "compute/forward/token_seq.hpp"
 #include "compute/model/run_state.hpp"

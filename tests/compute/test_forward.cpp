@@ -12,6 +12,7 @@
 #include "compute/forward/attn_res.hpp"
 #include "compute/forward/forward.hpp"
 #include "compute/forward/mla.hpp"
+#include "compute/forward/moe.hpp"
 #include "local_expert_source.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/run_state.hpp"

@@ -62,7 +62,7 @@ TEST_CASE("hazard: RVQ index bytes >= entries stay inside the padded table on ev
     REQUIRE(beyond > 0);   // the hazard is present in the data
     const int n_vectors = m.view.n_vectors;
     const std::vector<float> x = random_floats(std::size_t(shape.cols), 4201);
-    // The LUT sized and built over the whole table, as forward/moe.cpp does (lut_entries).
+    // The LUT sized and built over the whole table, as forward/rvq_driver.cpp does (lut_entries).
     const std::size_t lut_size = std::size_t(n_vectors) * m.stages * kTable;
     std::vector<float> lut(lut_size);
     generic().rvq_lut_build(x.data(), m.book_ptrs.data(), m.stages, kTable, 8, 0, n_vectors, lut.data());
