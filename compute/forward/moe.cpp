@@ -103,13 +103,9 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 
   // Landing order; each output goes to its selection slot.
   for (int n = 0; n < top_k; ++n) {
-    auto ready = ex.source.acquire_next(layer);
+    auto ready = acquire_checked(ex, layer, *base);
     watch.lap(profile::Stage::io_wait);
-    Status checked = ready ? check_codebook(ready->view, layer, *base) : Status(std::unexpected(ready.error()));
-    if (!checked) {
-      ex.source.release_layer(layer);
-      return checked;
-    }
+    if (!ready) return std::unexpected(ready.error());
     run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, s.ys.data() + std::int64_t(ready->index) * lat, watch);
   }
   ex.source.release_layer(layer);

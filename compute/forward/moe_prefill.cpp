@@ -92,13 +92,9 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   for (int begin = 0; begin < n_distinct;) {
     const int n = std::min(window, n_distinct - begin);
     for (int i = 0; i < n; ++i) {
-      auto ready = ex.source.acquire_next(layer);
+      auto ready = acquire_checked(ex, layer, *base);
       watch.lap(profile::Stage::io_wait);
-      Status checked = ready ? check_codebook(ready->view, layer, *base) : Status(std::unexpected(ready.error()));
-      if (!checked) {
-        ex.source.release_layer(layer);
-        return checked;
-      }
+      if (!ready) return std::unexpected(ready.error());
       const int expert = p.distinct[std::size_t(begin + ready->index)];
       for (int k = p.user_begin[std::size_t(expert)]; k < p.user_begin[std::size_t(expert) + 1]; ++k) {
         const int u = p.users[std::size_t(k)];

@@ -27,6 +27,14 @@ void apply_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, int
   }
 }
 
+// ok when a landed record uses the layer's books (the manifest's codebook_base).
+Status check_codebook(const ExpertView& view, int layer, int base) {
+  if (view.codebook_id == base) return ok();
+  return make_error(Errc::format, "expert " + std::to_string(view.expert) + " of layer " + std::to_string(layer) +
+                                      ": record codebook_id " + std::to_string(view.codebook_id) +
+                                      " differs from the manifest's codebook_base " + std::to_string(base));
+}
+
 }  // namespace
 
 // Build the f32 LUT of x against the `stages` books starting at `first_book`; for VQ4P also
@@ -65,11 +73,15 @@ Result<int> layer_codebook_base(const ExpertContext& ex, int layer) {
   return ex.codebook_base[std::size_t(layer)];
 }
 
-Status check_codebook(const ExpertView& view, int layer, int base) {
-  if (view.codebook_id == base) return ok();
-  return make_error(Errc::format, "expert " + std::to_string(view.expert) + " of layer " + std::to_string(layer) +
-                                      ": record codebook_id " + std::to_string(view.codebook_id) +
-                                      " differs from the manifest's codebook_base " + std::to_string(base));
+
+Result<ReadyExpert> acquire_checked(const ExpertContext& ex, int layer, int base) {
+  auto ready = ex.source.acquire_next(layer);
+  Status checked = ready ? check_codebook(ready->view, layer, base) : Status(std::unexpected(ready.error()));
+  if (!checked) {
+    ex.source.release_layer(layer);
+    return std::unexpected(checked.error());
+  }
+  return ready;
 }
 
 // y = W_down act(W_gate xin, W_up xin) for one expert, given the gate and up LUTs of xin.

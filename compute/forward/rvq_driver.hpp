@@ -44,8 +44,11 @@ void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view
 
 // The manifest's codebook base of a layer, checked against each record as it lands.
 Result<int> layer_codebook_base(const ExpertContext& ex, int layer);
-// ok when a landed record uses the layer's books; else an error naming expert, layer and both ids.
-Status check_codebook(const ExpertView& view, int layer, int base);
+// The next record of the layer's current request to land (ExpertSource::acquire_next), checked
+// against the layer's books (`base`): on a failed read or a record whose codebook_id differs
+// (an error naming expert, layer and both ids) the layer's records are released and the error
+// returned.
+Result<ReadyExpert> acquire_checked(const ExpertContext& ex, int layer, int base);
 
 // y = W_down act(W_gate xin, W_up xin) for one expert, given the gate and up LUTs of xin.
 // Two pool jobs, not four: each row range of gate and up also gets its activation and the down
