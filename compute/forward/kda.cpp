@@ -5,11 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "compute/forward/kda.hpp"
 #include "compute/forward/fused_matvec.hpp"
+#include "compute/forward/kda.hpp"
 
 namespace waste::forward {
-
 namespace {
 
 // Causal depthwise conv over the last K samples (ring holds the K-1 previous pre-conv values,

@@ -11,7 +11,6 @@
 #include "compute/forward/rope.hpp"
 
 namespace waste::forward {
-
 namespace {
 
 // Token t's latent cache and position come from `slot_of(t)` (one cache at pos0 + t for a
