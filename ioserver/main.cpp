@@ -6,10 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ioserver/control/daemon_cli.hpp"
+#include "ioserver/options/daemon_cli.hpp"
 #include "ioserver/control/daemonize.hpp"
 #include "ioserver/control/data_plane.hpp"
-#include "ioserver/daemon.hpp"
+#include "ioserver/daemon/daemon.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 
 int main(int argc, char** argv) {

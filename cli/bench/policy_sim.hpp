@@ -1,4 +1,4 @@
-// `waste bench --policy-sim TRACE`: the daemon's cache policies (ioserver/expert_cache/policy_sim)
+// `waste bench --policy-sim TRACE`: the daemon's cache policies (ioserver/bench/policy_sim)
 // at several capacities on a routing trace, against Belady's optimum; table or JSON.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ioserver/expert_cache/policy_sim.hpp"
+#include "ioserver/bench/policy_sim.hpp"
 
 namespace waste::cli::bench {
 

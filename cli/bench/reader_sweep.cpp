@@ -13,7 +13,7 @@
 #include "cli/bench/child_process.hpp"
 #include "ioserver/nvme/reader_pool.hpp"
 #include "ioserver/nvme/record_reader.hpp"
-#include "ioserver/nvme/uring_queue.hpp"
+#include "ioserver/bench/uring_queue.hpp"
 #include "ioserver/nvme/uring_record_reader.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/expert_bank.hpp"

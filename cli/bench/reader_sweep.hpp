@@ -5,7 +5,7 @@
 //            ceiling (skipped when fio is not installed)
 //   pread    the daemon's ReaderPool with D threads over the pread reader (make_bank_record_reader)
 //   io_uring the same pool over the io_uring reader (make_uring_record_reader)
-//   uring_queue  one thread, one ring, D reads in flight (ioserver/nvme/uring_queue.hpp): what a
+//   uring_queue  one thread, one ring, D reads in flight (ioserver/bench/uring_queue.hpp): what a
 //            real queue depth gives, for the daemon's next reader
 // so D is what the daemon's --reader-threads would be. Records are drawn from one shuffled list of
 // every record, continued across runs, so no record is read twice before all have been read

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "compute/expert_source.hpp"
-#include "ioserver/expert_cache/policy_sim.hpp"
+#include "ioserver/bench/policy_sim.hpp"
 #include "shared/container/manifest.hpp"
 
 namespace waste::cli::bench {
@@ -34,7 +34,7 @@ std::string format_trace(const std::vector<TraceEvent>& events);
 // Errors name the line: "trace line 3: expected KIND STEP LAYER IDS".
 Result<std::vector<TraceEvent>> parse_trace(std::string_view text);
 
-// A routing trace (tests/data's JSON lines, ioserver/expert_cache/policy_sim.hpp) as demand events:
+// A routing trace (tests/data's JSON lines, ioserver/bench/policy_sim.hpp) as demand events:
 // token t is step t, and the trace's MoE layer i is the container's i-th expert bank in layer
 // order (Kimi-Linear: trace layer 0 is model layer 1, after the dense layer 0). Errors name the
 // count or id that does not fit the container.

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ioserver/control/daemon_cli.hpp"
+#include "ioserver/options/daemon_cli.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/orphan_segments.hpp"

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "ioserver/daemon.hpp"
+#include "ioserver/options/daemon_options.hpp"
 
 namespace waste::ctl {
 

@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/ctl/ctl_commands.hpp"
-#include "ioserver/control/daemon_cli.hpp"
+#include "ioserver/options/daemon_cli.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"waste-ctl: manage waste-ioserver daemons (one per container)"};

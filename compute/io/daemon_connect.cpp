@@ -153,12 +153,12 @@ Result<DaemonConnection> connect_or_spawn(const fs::path& model_in, const Connec
       state->lease.client_idx = reply->client_idx;
       state->lease.segment_name = reply->arena_segment;
       state->lease.trunk_segment_name = reply->trunk_segment;
-      state->lease.generation = reply->lease.value("generation", std::uint64_t{0});
-      state->lease.trunk_bytes = reply->lease.value("trunk_bytes", std::uint64_t{0});
-      state->lease.pid = reply->lease.value("pid", 0);
-      state->lease.ring_segment_name = reply->lease.value("ring_segment", std::string());
-      state->lease.wake_segment_name = reply->lease.value("wake_segment", std::string());
-      state->lease.shm_dir = reply->lease.value("shm_dir", std::string());
+      state->lease.generation = reply->lease.generation;
+      state->lease.trunk_bytes = reply->lease.trunk_bytes;
+      state->lease.pid = reply->lease.pid;
+      state->lease.ring_segment_name = reply->lease.ring_segment;
+      state->lease.wake_segment_name = reply->lease.wake_segment;
+      state->lease.shm_dir = reply->lease.shm_dir;
       state->lease.daemon_pid = reply->daemon_pid;
       state->lease.daemon_log = state->daemon.log;
       state->start_heartbeat();

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ioserver/io_server_config.hpp"
+#include "shared/ipc/protocol.hpp"
 #include "shared/result.hpp"
 
 namespace waste::ioserver {
@@ -22,10 +23,10 @@ struct PlaneLease {
   int client_idx = -1;
   std::string arena_segment;
   std::string trunk_segment;
-  // Anything else the client needs to map; the control plane forwards it as the attach reply's
-  // `lease` without looking inside. IoServerPlane puts: generation, pid, trunk_bytes, daemon_pid,
-  // ring_segment, wake_segment, shm_dir (see compute/io/daemon_connect.cpp).
-  nlohmann::json extra = nlohmann::json::object();
+  // Everything else the client needs to map (generation, pid, trunk_bytes, daemon_pid, ring and
+  // wake segments, shm_dir): the control plane sends it as the attach reply's `lease`
+  // (shared/ipc/protocol.hpp; read back by compute/io/daemon_connect.cpp).
+  ipc::Lease lease;
 };
 
 class DataPlane {

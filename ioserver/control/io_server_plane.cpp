@@ -22,10 +22,13 @@ class IoServerPlane final : public DataPlane {
     out.client_idx = lease->client_idx;
     out.arena_segment = lease->segment_name;
     out.trunk_segment = lease->trunk_segment_name;
-    out.extra = json{{"generation", lease->generation},         {"pid", lease->pid},
-                     {"trunk_bytes", lease->trunk_bytes},       {"daemon_pid", lease->daemon_pid},
-                     {"ring_segment", lease->ring_segment_name}, {"wake_segment", lease->wake_segment_name},
-                     {"shm_dir", lease->shm_dir}};
+    out.lease.generation = lease->generation;
+    out.lease.pid = lease->pid;
+    out.lease.trunk_bytes = lease->trunk_bytes;
+    out.lease.daemon_pid = lease->daemon_pid;
+    out.lease.ring_segment = lease->ring_segment_name;
+    out.lease.wake_segment = lease->wake_segment_name;
+    out.lease.shm_dir = lease->shm_dir;
     return out;
   }
   Status detach(int client_idx) override {

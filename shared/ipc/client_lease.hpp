@@ -1,7 +1,7 @@
 // What a client needs to use an ioserver instance's data path after attaching: which client
 // block and rings are its own and which segments to map. Produced by IoServer::attach, carried
 // to the client by the control plane (shared/ipc/protocol; the fields beyond the two segment
-// names travel in the attach reply's `lease` JSON), consumed by DaemonExpertSource.
+// names travel as the attach reply's ipc::Lease), consumed by DaemonExpertSource.
 #pragma once
 
 #include <cstddef>

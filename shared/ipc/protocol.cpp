@@ -75,6 +75,16 @@ Result<T> integer_field(const json& j, const char* key, std::string_view what, E
                               std::to_string(std::numeric_limits<T>::max()) + ", not " + given);
 }
 
+// The string field `key`: present and a JSON string, else an error naming it.
+Result<std::string> string_field(const json& j, const char* key, std::string_view what, Errc code) {
+  const auto it = j.find(key);
+  if (it == j.end()) return make_error(code, std::string(what) + ": \"" + key + "\" is missing");
+  if (it->is_string()) return it->get<std::string>();
+  std::string given = it->dump();
+  if (given.size() > 40) given = given.substr(0, 40) + "...";
+  return make_error(code, std::string(what) + ": \"" + key + "\" must be a string, not " + given);
+}
+
 // lhs = the field's value, or return its error.
 #define WASTE_ASSIGN_OR_RETURN_FIELD(lhs, expr)                  \
   do {                                                          \
@@ -149,7 +159,29 @@ json to_json(const AttachReply& r) {
               {"budget_bytes", r.budget_bytes}, {"used_bytes", r.used_bytes},       {"arena_slots", r.arena_slots},
               {"cache_slots", r.cache_slots},
               {"record_bytes", r.record_bytes}, {"daemon_pid", r.daemon_pid},       {"instance", r.instance},
-              {"heartbeat_ms", r.heartbeat_ms}, {"lease", r.lease}};
+              {"heartbeat_ms", r.heartbeat_ms}, {"lease", to_json(r.lease)}};
+}
+
+json to_json(const Lease& l) {
+  return json{{"generation", l.generation},     {"pid", l.pid},
+              {"trunk_bytes", l.trunk_bytes},   {"daemon_pid", l.daemon_pid},
+              {"ring_segment", l.ring_segment}, {"wake_segment", l.wake_segment},
+              {"shm_dir", l.shm_dir}};
+}
+
+Result<Lease> lease_from_json(const json& j) {
+  constexpr std::string_view what = "attach reply lease";
+  if (!j.is_object()) return make_error(Errc::ipc, std::string(what) + " is not a JSON object");
+  Lease l;
+  using U = std::uint64_t;
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.generation, integer_field<U>(j, "generation", what, Errc::ipc));
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.pid, integer_field<int>(j, "pid", what, Errc::ipc));
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.trunk_bytes, integer_field<U>(j, "trunk_bytes", what, Errc::ipc));
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.daemon_pid, integer_field<int>(j, "daemon_pid", what, Errc::ipc));
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.ring_segment, string_field(j, "ring_segment", what, Errc::ipc));
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.wake_segment, string_field(j, "wake_segment", what, Errc::ipc));
+  WASTE_ASSIGN_OR_RETURN_FIELD(l.shm_dir, string_field(j, "shm_dir", what, Errc::ipc));
+  return l;
 }
 
 json to_json(const ConfigRequest& r) {
@@ -186,7 +218,9 @@ Result<AttachReply> attach_reply_from_json(const json& j) {
     r.instance = j.value("instance", std::string());
     WASTE_ASSIGN_OR_RETURN_FIELD(r.heartbeat_ms,
                                  integer_field<int>(j, "heartbeat_ms", what, Errc::ipc, kHeartbeatIntervalMs));
-    r.lease = j.value("lease", json::object());
+    const auto lease = j.find("lease");
+    if (lease == j.end()) return make_error(Errc::ipc, std::string(what) + ": \"lease\" is missing");
+    WASTE_ASSIGN_OR_RETURN_FIELD(r.lease, lease_from_json(*lease));
     return r;
   } catch (const json::exception& e) {
     return make_error(Errc::ipc, std::string("attach reply: ") + e.what());

@@ -6,8 +6,9 @@
 //
 //   ping       {}                                  -> {pid, instance, model, budget_bytes, protocol,
 //                                                      clients, draining, auto_exit, linger_ms}
-//   attach     {pid, state_bytes, start_ticks?}    -> AttachReply; a draining daemon refuses it
-//                                                     with code "cancelled" (kDrainingCode)
+//   attach     {pid, state_bytes, start_ticks?}    -> AttachReply (its "lease": Lease); a draining
+//                                                     daemon refuses it with code "cancelled"
+//                                                     (kDrainingCode)
 //   detach     {client_idx, pid, generation}       -> {}; one that does not name the index's
 //                                                     current occupant is refused, no effect
 //   heartbeat  {client_idx, pid}                   -> {} (informational: never reclaims)
@@ -49,7 +50,19 @@ struct AttachRequest {
 struct DetachRequest {
   int client_idx = -1;
   int pid = 0;
-  std::uint64_t generation = 0;    // AttachReply::lease["generation"]
+  std::uint64_t generation = 0;    // AttachReply::lease.generation
+};
+
+// The data plane's side of an attach (AttachReply::lease, written by the daemon from
+// IoServer::attach, read by the client into its ipc::ClientLease): every field is required.
+struct Lease {
+  std::uint64_t generation = 0;    // ClientShm::generation at attach (detach names it)
+  int pid = 0;                     // the process the lease was granted to
+  std::uint64_t trunk_bytes = 0;
+  int daemon_pid = 0;
+  std::string ring_segment;        // this lease's rings; empty: derived from the arena's name
+  std::string wake_segment;        // the daemon's doorbell; empty: derived from the arena's name
+  std::string shm_dir;             // directory of the segment files; empty: /dev/shm
 };
 
 struct AttachReply {
@@ -64,7 +77,7 @@ struct AttachReply {
   int daemon_pid = 0;
   std::string instance;
   int heartbeat_ms = kHeartbeatIntervalMs;
-  nlohmann::json lease;            // data-plane details (everything the DaemonExpertSource needs)
+  Lease lease;                     // data-plane details (everything the DaemonExpertSource needs)
 };
 
 struct HeartbeatRequest {
@@ -97,11 +110,16 @@ Result<nlohmann::json> parse_reply(std::string_view text);
 
 nlohmann::json to_json(const AttachRequest& r);
 nlohmann::json to_json(const AttachReply& r);
+nlohmann::json to_json(const Lease& l);
 nlohmann::json to_json(const ConfigRequest& r);
 nlohmann::json to_json(const DetachRequest& r);
 Result<DetachRequest> detach_request_from_json(const nlohmann::json& j);
 Result<AttachRequest> attach_request_from_json(const nlohmann::json& j);
+// The reply's "lease" must be an object holding every Lease field (lease_from_json).
 Result<AttachReply> attach_reply_from_json(const nlohmann::json& j);
+// Errc::ipc naming the field: "attach reply lease: \"generation\" is missing",
+// "... \"ring_segment\" must be a string, not 5".
+Result<Lease> lease_from_json(const nlohmann::json& j);
 Result<ConfigRequest> config_request_from_json(const nlohmann::json& j);
 Result<HeartbeatRequest> heartbeat_request_from_json(const nlohmann::json& j);
 Result<ShutdownRequest> shutdown_request_from_json(const nlohmann::json& j);

@@ -5,7 +5,7 @@
 
 #include "cli_test_support.hpp"
 #include "ioserver/expert_cache/cache_policy.hpp"
-#include "ioserver/expert_cache/policy_sim.hpp"
+#include "ioserver/bench/policy_sim.hpp"
 
 using namespace waste::test;
 

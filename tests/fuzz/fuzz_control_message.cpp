@@ -1,7 +1,8 @@
 // libFuzzer: one control-socket message as waste-ioserver receives it from a client (or a client
 // from the daemon) -> ipc::parse_request, then the field reader of its op as Daemon::handle
 // dispatches it (attach, detach, heartbeat, config, shutdown), and the same text as a reply
-// (ipc::parse_reply, attach_reply_from_json). A refusal carries a message; an acceptance holds
+// (ipc::parse_reply, attach_reply_from_json with its lease) and as a lease by itself
+// (lease_from_json). A refusal carries a message; an acceptance holds
 // exactly the numbers the message held: a field read as an int or a uint64 was a JSON integer in
 // that type's range (never a float, never wrapped), and the version is exactly kProtocolVersion.
 #include <cstddef>
@@ -30,6 +31,16 @@ bool same_integer(const json& j, const char* key, T value) {
   if (it == j.end() || !it->is_number_integer()) return false;
   if (it->is_number_unsigned()) return value >= 0 && it->get<std::uint64_t>() == std::uint64_t(value);
   return value <= T(INT64_MAX) && it->get<std::int64_t>() == std::int64_t(value);
+}
+
+// An accepted lease holds exactly the JSON's fields, and what to_json writes for it reads back the same.
+void check_lease(const json& j, const Lease& l) {
+  WASTE_FUZZ_CHECK(same_integer(j, "generation", l.generation) && same_integer(j, "pid", l.pid) &&
+                   same_integer(j, "trunk_bytes", l.trunk_bytes) && same_integer(j, "daemon_pid", l.daemon_pid));
+  WASTE_FUZZ_CHECK(j.at("ring_segment") == l.ring_segment && j.at("wake_segment") == l.wake_segment &&
+                   j.at("shm_dir") == l.shm_dir);
+  auto again = lease_from_json(to_json(l));
+  WASTE_FUZZ_CHECK(again && to_json(*again) == to_json(l));
 }
 
 void check_request(const json& body, const std::string& op) {
@@ -99,6 +110,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_request(request->body, request->op);
   }
 
+  if (const json whole = json::parse(text, nullptr, false); !whole.is_discarded()) {
+    auto lease = lease_from_json(whole);
+    if (!lease) {
+      WASTE_FUZZ_CHECK(!lease.error().message.empty());
+    } else {
+      check_lease(whole, *lease);
+    }
+  }
+
   auto reply = parse_reply(text);
   if (!reply) {
     WASTE_FUZZ_CHECK(!reply.error().message.empty());
@@ -114,5 +134,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                    same_integer(*reply, "budget_bytes", attach->budget_bytes) &&
                    same_integer(*reply, "used_bytes", attach->used_bytes) &&
                    same_integer(*reply, "daemon_pid", attach->daemon_pid));
+  check_lease(reply->at("lease"), attach->lease);
   return 0;
 }

@@ -14,7 +14,7 @@
 
 #include <zmq.hpp>
 
-#include "ioserver/daemon.hpp"
+#include "ioserver/daemon/daemon.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/peer_credentials.hpp"
@@ -50,7 +50,7 @@ class FakePlane final : public DataPlane {
     lease.client_idx = log_->next_idx++;
     lease.arena_segment = "fake_arena";
     lease.trunk_segment = "fake_trunk";
-    lease.extra = json{{"generation", 7 + lease.client_idx}};
+    lease.lease.generation = std::uint64_t(7 + lease.client_idx);
     return lease;
   }
   Status detach(int client_idx) override {
@@ -183,7 +183,7 @@ struct AttachingChild {
     if (auto c = ipc::ControlClient::connect(endpoint)) {
       if (auto a = c->attach({::getpid(), state_bytes})) {
         out[0] = a->client_idx;
-        out[1] = std::int64_t(a->lease.value("generation", std::uint64_t{0}));
+        out[1] = std::int64_t(a->lease.generation);
       }
     }
     if (::write(from_child[1], out, sizeof out) != ssize_t(sizeof out)) ::_exit(3);
@@ -212,7 +212,7 @@ struct AttachingChild {
 };
 
 ipc::DetachRequest lease_of(const ipc::AttachReply& a, int pid = ::getpid()) {
-  return ipc::DetachRequest{a.client_idx, pid, a.lease.value("generation", std::uint64_t{0})};
+  return ipc::DetachRequest{a.client_idx, pid, a.lease.generation};
 }
 
 }  // namespace
@@ -240,7 +240,7 @@ TEST_CASE("control plane round trip: ping, attach, stats, detach, config", "[ios
   CHECK(a->client_idx == 0);
   CHECK(a->arena_segment == "fake_arena");
   CHECK(a->trunk_segment == "fake_trunk");
-  CHECK(a->lease["generation"] == 7);
+  CHECK(a->lease.generation == 7);
   CHECK(a->budget_bytes == budget);
   CHECK(a->cache_slots == after);
   CHECK(a->used_bytes == trunk + after * 4096 + 100000);
@@ -695,7 +695,7 @@ TEST_CASE("protocol messages round-trip through JSON", "[ioserver][control]") {
   reply.record_bytes = 12288;
   reply.daemon_pid = 42;
   reply.instance = "x";
-  reply.lease = json{{"generation", 5}};
+  reply.lease.generation = 5;
   auto back = ipc::attach_reply_from_json(ipc::to_json(reply));
   REQUIRE(back);
   CHECK(ipc::to_json(*back) == ipc::to_json(reply));

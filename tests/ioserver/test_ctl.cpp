@@ -78,7 +78,7 @@ TEST_CASE("waste-ctl start, status, stats and stop a daemon on a tiny container"
   CHECK(watch.exit_code == 0);
   CHECK(watch.output.find("budget   ") != std::string::npos);
 
-  REQUIRE(client->detach({lease->client_idx, ::getpid(), lease->lease.value("generation", std::uint64_t{0})}));
+  REQUIRE(client->detach({lease->client_idx, ::getpid(), lease->lease.generation}));
   auto stopped = test::run_command(ctl("stop " + name));
   INFO(stopped.output);
   CHECK(stopped.exit_code == 0);

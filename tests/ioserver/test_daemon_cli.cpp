@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "ioserver/control/daemon_cli.hpp"
+#include "ioserver/options/daemon_cli.hpp"
 
 using namespace waste;
 using namespace waste::ioserver;

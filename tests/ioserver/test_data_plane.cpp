@@ -187,10 +187,10 @@ TEST_CASE("The DataPlane adapter detaches by lease and resizes the cache", "[ios
   REQUIRE(plane);
   auto lease = (*plane)->attach(::getpid());
   REQUIRE(lease);
-  REQUIRE(lease->extra.at("ring_segment") == ipc::ring_segment_name(config.instance, 0, 1));
-  REQUIRE(lease->extra.at("wake_segment") == ipc::wake_segment_name(config.instance));
-  REQUIRE(lease->extra.at("shm_dir") == "/dev/shm");
-  REQUIRE(lease->extra.at("pid") == ::getpid());
+  REQUIRE(lease->lease.ring_segment == ipc::ring_segment_name(config.instance, 0, 1));
+  REQUIRE(lease->lease.wake_segment == ipc::wake_segment_name(config.instance));
+  REQUIRE(lease->lease.shm_dir == "/dev/shm");
+  REQUIRE(lease->lease.pid == ::getpid());
   auto stale = (*plane)->detach(0, ::getpid(), 7);
   REQUIRE_FALSE(stale);
   REQUIRE(stale.error().message == "detach of client 0 (pid " + std::to_string(::getpid()) +

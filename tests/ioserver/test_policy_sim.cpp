@@ -1,4 +1,4 @@
-// The cache policy simulator (ioserver/expert_cache/policy_sim) and the reuse policy: hand-counted
+// The cache policy simulator (ioserver/bench/policy_sim) and the reuse policy: hand-counted
 // hit counts, the default policy's bar on the committed real routing traces, prefetch admission.
 // All deterministic replays: no disk, no timing.
 #include <cmath>
@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "ioserver/expert_cache/expert_cache.hpp"
-#include "ioserver/expert_cache/policy_sim.hpp"
+#include "ioserver/bench/policy_sim.hpp"
 #include "ioserver/expert_cache/reuse_model.hpp"
 #include "ioserver/expert_cache/routing_echo.hpp"
 #include "test_support.hpp"

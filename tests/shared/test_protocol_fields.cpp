@@ -113,3 +113,105 @@ TEST_CASE("control protocol: a reply whose ok, code or error has the wrong type 
   CHECK(failure.error().code == Errc::ram_budget);
   CHECK(failure.error().message == "over budget");
 }
+
+namespace {
+
+// What IoServerPlane writes for a lease (ioserver/control/io_server_plane.cpp), every field set.
+json full_lease() {
+  return json{{"generation", 3},         {"pid", 4242},
+              {"trunk_bytes", 1 << 20},  {"daemon_pid", 77},
+              {"ring_segment", "waste-1000-x-ring-1-3"}, {"wake_segment", "waste-1000-x-wake"},
+              {"shm_dir", "/dev/shm"}};
+}
+
+// The message lease_from_json refuses a full lease with `key` set to `value` by ("" if accepted).
+std::string lease_refusal(const char* key, json value) {
+  json lease = full_lease();
+  lease[key] = std::move(value);
+  auto read = lease_from_json(lease);
+  if (read) return "";
+  CHECK(read.error().code == Errc::ipc);
+  return read.error().message;
+}
+
+json reply_with_lease(json lease) {
+  return json{{"client_idx", 1}, {"budget_bytes", 8}, {"used_bytes", 4}, {"daemon_pid", 77},
+              {"lease", std::move(lease)}};
+}
+
+}  // namespace
+
+TEST_CASE("control protocol: every lease field is required and typed, named in the refusal",
+          "[shared][ipc][protocol]") {
+  for (const char* key :
+       {"generation", "pid", "trunk_bytes", "daemon_pid", "ring_segment", "wake_segment", "shm_dir"}) {
+    json lease = full_lease();
+    lease.erase(key);
+    auto missing = lease_from_json(lease);
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == Errc::ipc);
+    CHECK(missing.error().message == std::string("attach reply lease: \"") + key + "\" is missing");
+    // The same refusal through the attach reply the client reads.
+    auto reply = attach_reply_from_json(reply_with_lease(lease));
+    REQUIRE_FALSE(reply);
+    CHECK(reply.error().message == std::string("attach reply lease: \"") + key + "\" is missing");
+  }
+  CHECK(lease_refusal("generation", "3") ==
+        "attach reply lease: \"generation\" must be an integer in 0..18446744073709551615, not \"3\"");
+  CHECK(lease_refusal("pid", 4294967297ULL) ==
+        "attach reply lease: \"pid\" must be an integer in -2147483648..2147483647, not 4294967297");
+  CHECK(lease_refusal("trunk_bytes", -1) ==
+        "attach reply lease: \"trunk_bytes\" must be an integer in 0..18446744073709551615, not -1");
+  CHECK(lease_refusal("daemon_pid", 7.5) ==
+        "attach reply lease: \"daemon_pid\" must be an integer in -2147483648..2147483647, not 7.5");
+  CHECK(lease_refusal("ring_segment", 5) == "attach reply lease: \"ring_segment\" must be a string, not 5");
+  CHECK(lease_refusal("shm_dir", nullptr) == "attach reply lease: \"shm_dir\" must be a string, not null");
+  auto not_object = attach_reply_from_json(reply_with_lease(json::array({1, 2})));
+  REQUIRE_FALSE(not_object);
+  CHECK(not_object.error().code == Errc::ipc);
+  CHECK(not_object.error().message == "attach reply lease is not a JSON object");
+  json no_lease = reply_with_lease(full_lease());
+  no_lease.erase("lease");
+  auto absent = attach_reply_from_json(no_lease);
+  REQUIRE_FALSE(absent);
+  CHECK(absent.error().code == Errc::ipc);
+  CHECK(absent.error().message == "attach reply: \"lease\" is missing");
+}
+
+TEST_CASE("control protocol: a lease reads back exactly what was written, both ways", "[shared][ipc][protocol]") {
+  Lease l;
+  l.generation = ~std::uint64_t{0};
+  l.pid = 2147483647;
+  l.trunk_bytes = (1ULL << 40) + 3;
+  l.daemon_pid = 1;
+  l.ring_segment = "waste-1000-x-ring-15-18446744073709551615";
+  l.wake_segment = "waste-1000-x-wake";
+  l.shm_dir = "";
+  const json written = to_json(l);
+  CHECK(written == json::parse(R"({"generation": 18446744073709551615, "pid": 2147483647,
+                                   "trunk_bytes": 1099511627779, "daemon_pid": 1,
+                                   "ring_segment": "waste-1000-x-ring-15-18446744073709551615",
+                                   "wake_segment": "waste-1000-x-wake", "shm_dir": ""})"));
+  auto back = lease_from_json(written);
+  REQUIRE(back);
+  CHECK(back->generation == ~std::uint64_t{0});
+  CHECK(back->pid == 2147483647);
+  CHECK(back->trunk_bytes == (1ULL << 40) + 3);
+  CHECK(back->daemon_pid == 1);
+  CHECK(back->ring_segment == l.ring_segment);
+  CHECK(back->wake_segment == l.wake_segment);
+  CHECK(back->shm_dir.empty());
+  // Through the attach reply, as the daemon writes it and the client reads it.
+  AttachReply r;
+  r.client_idx = 15;
+  r.daemon_pid = 1;
+  r.lease = l;
+  auto reply = attach_reply_from_json(make_ok(to_json(r)));
+  REQUIRE(reply);
+  CHECK(to_json(reply->lease) == written);
+  CHECK(to_json(*reply) == to_json(r));
+  // A JSON lease read and written again is the same JSON.
+  auto read = lease_from_json(full_lease());
+  REQUIRE(read);
+  CHECK(to_json(*read) == full_lease());
+}

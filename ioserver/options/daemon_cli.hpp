@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ioserver/daemon.hpp"
+#include "ioserver/options/daemon_options.hpp"
 #include "shared/result.hpp"
 
 namespace waste::ioserver {

@@ -1,4 +1,4 @@
-#include "ioserver/control/daemon_cli.hpp"
+#include "ioserver/options/daemon_cli.hpp"
 
 #include <filesystem>
 

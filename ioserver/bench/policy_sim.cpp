@@ -1,4 +1,4 @@
-#include "ioserver/expert_cache/policy_sim.hpp"
+#include "ioserver/bench/policy_sim.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "ioserver/nvme/uring_queue.hpp"
+#include "ioserver/bench/uring_queue.hpp"
 
 #include <liburing.h>
 
