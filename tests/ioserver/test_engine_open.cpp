@@ -38,7 +38,7 @@ OpenRequest request_for(const std::filesystem::path& model) {
 
 }  // namespace
 
-TEST_CASE("open_engine parses manifest.json once on the daemon path; both branches give the same logits",
+TEST_CASE("open_engine parses manifest.json once on the daemon path and both branches give the same logits",
           "[ioserver][engine_open][oneplane]") {
   test::ScopedRuntimeDir runtime;
   ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
