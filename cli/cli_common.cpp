@@ -9,12 +9,8 @@
 #include <sstream>
 
 #include "cli/option_checks.hpp"
-#include "compute/api/front_end_open.hpp"
-#include "compute/io/daemon_connect.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
-#include "shared/memory/memory_plan.hpp"
-#include "shared/memory/ram.hpp"
 
 namespace waste::cli {
 
@@ -60,56 +56,6 @@ void add_sampling_options(CLI::App& sub, SamplingArgs& a) {
   sub.add_option("--seed", a.seed, "Sampling seed (0 = default)")->type_name("SEED")->check(u64_value("--seed"));
 }
 
-OpenEngine::OpenEngine() = default;
-OpenEngine::OpenEngine(OpenEngine&&) noexcept = default;
-OpenEngine::~OpenEngine() {
-  engine.reset();  // the engine reads through the connection: it goes first
-}
-
-namespace {
-
-EngineOptions engine_options(const EngineArgs& a) {
-  EngineOptions o;
-  o.model = a.model;
-  o.threads = a.threads;
-  o.ctx_tokens = a.ctx;
-  o.verify_records = a.verify;
-  o.direct_io = !a.no_direct_io;
-  return o;
-}
-
-// THE DAEMON PATH: the engine attaches to waste-ioserver itself (EngineOptions::daemon): the
-// daemon serving this container, or the container's shareable one started now (auto-exit
-// after its last client). Records and the trunk come from its shared memory; the daemon owns
-// the expert cache and its budget.
-Result<OpenEngine> open_through_daemon(const EngineArgs& a) {
-  OpenEngine out;
-  EngineOptions options = engine_options(a);
-  request_daemon(options, a.budget, a.verify, !a.no_direct_io, a.linger_ms);
-  options.daemon.sequences = a.sequences;
-  auto engine = Engine::open(options);
-  if (!engine) return std::unexpected(engine.error());
-  if (!(*engine)->daemon()->spawned() && !options.daemon.spawn_args.empty()) {
-    std::fprintf(stderr, "waste: warning: a shared waste-ioserver serves this container; its budget and "
-                         "read options apply (--budget/--verify/--no-direct-io ignored)\n");
-  }
-  out.engine = std::move(*engine);
-  return out;
-}
-
-}  // namespace
-
-Result<InProcessCache> local_cache_records(const EngineArgs& a, std::uint64_t& budget_bytes) {
-  auto cache = in_process_cache(a.model, a.ctx, a.cache_records, a.budget);
-  if (!cache) return std::unexpected(cache.error());
-  if (cache->above_cap) {
-    std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
-                 format_bytes(cache->budget_bytes).c_str());
-  }
-  if (!a.cache_records) budget_bytes = cache->budget_bytes;
-  return cache;
-}
-
 Status check_cache_records(const EngineArgs& a) {
   if (a.cache_records && !a.in_process) {
     return make_error(Errc::argument,
@@ -118,31 +64,55 @@ Status check_cache_records(const EngineArgs& a) {
   return ok();
 }
 
-Result<OpenEngine> open_engine(const EngineArgs& a) {
+void warn_above_cap(const InProcessCache& cache) {
+  if (cache.above_cap) {
+    std::fprintf(stderr, "waste: warning: budget %s is above what this machine can hold; expect paging\n",
+                 format_bytes(cache.budget_bytes).c_str());
+  }
+}
+
+OpenRequest open_request(const EngineArgs& a, std::shared_ptr<const ContainerInfo> container) {
+  OpenRequest r;
+  r.engine.model = a.model;
+  r.engine.threads = a.threads;
+  r.engine.ctx_tokens = a.ctx;
+  r.engine.verify_records = a.verify;
+  r.engine.direct_io = !a.no_direct_io;
+  r.container = std::move(container);
+  r.in_process = a.in_process;
+  r.budget = a.budget;
+  if (a.cache_records) r.cache_records = std::uint64_t(*a.cache_records);
+  r.linger_ms = a.linger_ms;
+  r.sequences = a.sequences;
+  r.on_cache = warn_above_cap;
+  return r;
+}
+
+Result<OpenedEngine> open_engine(const EngineArgs& a, std::shared_ptr<const ContainerInfo> container) {
   WASTE_TRY(check_cache_records(a));
-  if (a.use_daemon()) return open_through_daemon(a);
-  EngineOptions options = engine_options(a);
-  OpenEngine out;
-  auto records = local_cache_records(a, out.budget_bytes);
-  if (!records) return std::unexpected(records.error());
-  options.cache_records = std::size_t(records->records);
-  options.resident_embedding = records->resident_embedding;
-  auto engine = Engine::open(options);
-  if (!engine) return std::unexpected(engine.error());
-  out.engine = std::move(*engine);
-  return out;
+  auto opened = waste::open_engine(open_request(a, std::move(container)));
+  if (!opened) return std::unexpected(opened.error());
+  if (opened->daemon_options_ignored) {
+    std::fprintf(stderr, "waste: warning: a shared waste-ioserver serves this container; its budget and "
+                         "read options apply (--budget/--verify/--no-direct-io ignored)\n");
+  }
+  return opened;
+}
+
+Result<Tokenizer> load_tokenizer(const ContainerInfo& info) {
+  if (!info.has_tokenizer) {
+    return make_error(Errc::unsupported, info.files.dir.string() + ": the container has no tokenizer.model (use --ids)");
+  }
+  auto tok = Tokenizer::load(info.files.dir);
+  if (!tok) return std::unexpected(tok.error());
+  if (info.manifest.config.eos_token_id > 0) tok->set_eos(info.manifest.config.eos_token_id);
+  return tok;
 }
 
 Result<Tokenizer> load_tokenizer(const std::filesystem::path& model) {
   auto info = ContainerInfo::open(model);
   if (!info) return std::unexpected(info.error());
-  if (!info->has_tokenizer) {
-    return make_error(Errc::unsupported, model.string() + ": the container has no tokenizer.model (use --ids)");
-  }
-  auto tok = Tokenizer::load(model);
-  if (!tok) return std::unexpected(tok.error());
-  if (info->manifest.config.eos_token_id > 0) tok->set_eos(info->manifest.config.eos_token_id);
-  return tok;
+  return load_tokenizer(*info);
 }
 
 Result<std::optional<ChatFormat>> load_chat_format(const std::filesystem::path& model, const std::string& file) {

@@ -1,5 +1,5 @@
-// Helpers the `waste` subcommands share: the engine options every model command takes and the
-// one place an engine is opened (local or through waste-ioserver), the tokenizer and chat format
+// Helpers the `waste` subcommands share: the engine options every model command takes and how
+// they become the one open (compute/api/engine_open.hpp), the tokenizer and chat format
 // of a container, --ids parsing, the stats line, JSON output. Commands stay pure clients of the
 // public C++ API; nothing here reaches into engine internals.
 #pragma once
@@ -17,14 +17,10 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/api/engine.hpp"
-#include "compute/api/front_end_open.hpp"
+#include "compute/api/engine_open.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/result.hpp"
-
-namespace waste {
-class DaemonConnection;
-}
 
 namespace waste::cli {
 
@@ -57,37 +53,30 @@ struct SamplingArgs {
 };
 void add_sampling_options(CLI::App& sub, SamplingArgs& args);
 
-// An open engine and whatever must outlive it (the bench modes' daemon connection; the
-// commands' engine holds its own). Members are destroyed engine first (see the destructor),
-// then the connection it reads through.
-struct OpenEngine {
-  OpenEngine();
-  OpenEngine(OpenEngine&&) noexcept;
-  OpenEngine& operator=(OpenEngine&&) = delete;  // would drop the old connection before its engine
-  ~OpenEngine();
-  std::unique_ptr<DaemonConnection> daemon;
-  std::unique_ptr<Engine> engine;
-  std::uint64_t budget_bytes = 0;  // the resolved budget (0 when --cache-records gave the cache)
-  Engine* operator->() const { return engine.get(); }
-  Engine& operator*() const { return *engine; }
-};
+// Open the engine (compute/api/engine_open.hpp's open_engine, from these options). By default
+// through waste-ioserver: the daemon serving this container if one runs, else the container's
+// shareable one, started now (with --budget/--verify/--no-direct-io) and exiting by itself
+// `--linger` after its last client -- any number of commands share it. --in-process runs the
+// daemon's data plane (a private IoServer) in this process, its arena sized by --cache-records
+// or the budget. --cache-records without --in-process is refused. Warns on stderr when the
+// budget is above what the machine holds, and when a shared daemon's options win over these.
+// `container`: the container's description when the command read it already (for its
+// tokenizer); null = read by the open.
+Result<OpenedEngine> open_engine(const EngineArgs& args, std::shared_ptr<const ContainerInfo> container = nullptr);
 
-// Open the engine. By default through waste-ioserver: the daemon serving this container if one
-// runs, else the container's shareable one, started now (with --budget/--verify/--no-direct-io)
-// and exiting by itself `--linger` after its last client -- any number of commands share it.
-// --in-process runs the daemon's data plane (a private IoServer) in this process, its arena
-// sized by --cache-records or the budget. --cache-records without --in-process is refused.
-Result<OpenEngine> open_engine(const EngineArgs& args);
+// The request open_engine makes (`waste bench` adds its tuning and tracing hook to it).
+OpenRequest open_request(const EngineArgs& args, std::shared_ptr<const ContainerInfo> container = nullptr);
 
 // Errc::argument when --cache-records is given without --in-process (it sizes the in-process
 // arena; a daemon's arena comes from its --budget).
 Status check_cache_records(const EngineArgs& args);
 
-// In-process arena size in records: --cache-records, else the arena the budget (given or
-// automatic, §4.2) leaves; `budget_bytes` gets the resolved budget (untouched with --cache-records).
-Result<InProcessCache> local_cache_records(const EngineArgs& args, std::uint64_t& budget_bytes);
+// "waste: warning: budget B is above what this machine can hold; expect paging" when it is.
+void warn_above_cap(const InProcessCache& cache);
 
-// The container's tokenizer with config.eos_token_id applied (reference §5.2).
+// The container's tokenizer with config.eos_token_id applied (reference §5.2), from its
+// description (read once: Engine::container(), read_container) or from the directory.
+Result<Tokenizer> load_tokenizer(const ContainerInfo& container);
 Result<Tokenizer> load_tokenizer(const std::filesystem::path& model);
 // --chat-format FILE if given, else the container's chat.json; nullopt when neither exists.
 Result<std::optional<ChatFormat>> load_chat_format(const std::filesystem::path& model, const std::string& file);

@@ -19,7 +19,7 @@
 
 #include "cli/bench/bench_engine.hpp"
 #include "cli/bench/child_process.hpp"
-#include "cli/bench/daemon_link.hpp"
+#include "cli/bench/bench_daemon.hpp"
 #include "cli/bench/floor.hpp"
 #include "cli/bench/io_replay.hpp"
 #include "cli/bench/long_context.hpp"
@@ -31,6 +31,7 @@
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "compute/io/daemon_attach.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
 
@@ -266,11 +267,10 @@ int run_io_only_mode(const BenchArgs& a) {
   if (!daemon) return report_error("bench", daemon.error());
   std::vector<bench::ReplayPass> passes;
   {
-    OpenEngine holder;  // only its daemon connection: the source reads through it
-    if (auto attached = bench::attach_daemon(a.engine.model, holder.daemon); !attached) {
-      return report_error("bench", attached.error());
-    }
-    auto source = bench::open_daemon_source(bench::lease_of(*holder.daemon), info->geometry);
+    std::error_code ec;  // the source reads through the connection: it goes first
+    auto connection = connect_or_spawn(std::filesystem::absolute(a.engine.model, ec), ConnectOptions{});
+    if (!connection) return report_error("bench", connection.error());
+    auto source = open_daemon_source(connection->lease(), info->geometry);
     if (!source) return report_error("bench", source.error());
     auto replayed = bench::replay_trace(**source, *trace, info->geometry.record_bytes, a.passes);
     if (!replayed) return report_error("bench", replayed.error());
@@ -340,8 +340,7 @@ int run_positions_mode(BenchArgs a) {
   if (!engine) return report_error("bench", engine.error().with_context("open"));
   auto report = bench::run_long_context(*engine->open, l, /*profiling=*/true);
   const ModelInfo info = engine->open->info();
-  engine->open.engine.reset();
-  bench::detach_daemon(engine->open.daemon);
+  engine->open.engine.reset();  // the engine, then its daemon connection
   if (!report) return report_error("bench", report.error());
   if (a.json) {
     nlohmann::json j = bench::long_context_json(*report);
@@ -409,12 +408,11 @@ int run_bench(BenchArgs a) {
     out << bench::format_trace(*engine->trace);
     if (!out) return report_error("bench", a.record_trace + ": cannot write the trace");
   }
-  const RunContext ctx{engine->open.budget_bytes, engine->cache_records, engine->via_daemon, a.compute_only, a.profile,
+  const RunContext ctx{engine->open.budget_bytes, engine->open.arena_slots, engine->open.via_daemon, a.compute_only, a.profile,
                        bench::read_process_memory(::getpid()).value_or(bench::ProcessMemory{})};
   std::optional<bench::FloorReport> floor;
   if (a.floor) {  // after the workload, so the micro-benchmarks do not disturb it
-    auto info = ContainerInfo::open(a.engine.model);
-    if (!info) return report_error("bench", info.error());
+    const ContainerInfo* info = &engine->open->container();  // the description the open read
     const ModelConfig& config = engine->open->config();
     auto rates = bench::measure_floor_rates(*info, config, report->info.threads);
     if (!rates) return report_error("bench", rates.error());
@@ -422,7 +420,6 @@ int run_bench(BenchArgs a) {
                                 report->decode.seconds, a.prompt_tokens);
   }
   engine->open.engine.reset();  // the engine, then its daemon connection (stops a private daemon)
-  bench::detach_daemon(engine->open.daemon);
   if (a.json) {
     print_json_report(*report, a.engine, ctx, floor ? bench::floor_json(*floor) : nlohmann::json());
   } else {

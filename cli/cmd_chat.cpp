@@ -86,7 +86,7 @@ class ChatLoop {
     auto pixels = vision::decode_image_file(path);
     if (!pixels) return std::unexpected(pixels.error());
     if (!tower_) {
-      auto encoder = vision::load_media_encoder(args_.engine.model, tokenizer_, engine_.config().hidden);
+      auto encoder = vision::load_media_encoder(engine_.container(), tokenizer_, engine_.config().hidden);
       if (!encoder) return std::unexpected(encoder.error());
       media_ = encoder->tokens;
       tower_.emplace(std::move(encoder->tower));
@@ -232,12 +232,14 @@ class ChatLoop {
 };
 
 int run_chat(const ChatArgs& a) {
-  auto tokenizer = load_tokenizer(a.engine.model);
+  auto container = read_container(a.engine.model);  // read once: the tokenizer and the engine share it
+  if (!container) return report_error("chat", container.error());
+  auto tokenizer = load_tokenizer(**container);
   if (!tokenizer) return report_error("chat", tokenizer.error());
   auto format = load_chat_format(a.engine.model, a.chat_format);
   if (!format) return report_error("chat", format.error());
   if (!*format) std::fprintf(stderr, "waste chat: no chat format (container chat.json or --chat-format): raw text\n");
-  auto engine = open_engine(a.engine);
+  auto engine = open_engine(a.engine, *container);
   if (!engine) return report_error("chat", engine.error());
   ChatLoop loop(a, **engine, std::move(*tokenizer), std::move(*format));
   return loop.run();

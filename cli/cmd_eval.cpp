@@ -62,7 +62,9 @@ std::string json_string(const std::string& bytes) {
 }
 
 int run_next_token(const EvalArgs& a) {
-  auto tokenizer = load_tokenizer(a.engine.model);
+  auto container = read_container(a.engine.model);  // read once: the tokenizer and the engine share it
+  if (!container) return report_error("eval", container.error());
+  auto tokenizer = load_tokenizer(**container);
   if (!tokenizer) return report_error("eval", tokenizer.error());
   std::vector<int> ids;
   if (a.bos) ids.push_back(tokenizer->bos());
@@ -72,7 +74,7 @@ int run_next_token(const EvalArgs& a) {
     return report_error("eval", "the prompt is " + std::to_string(ids.size()) + " tokens, more than --ctx " +
                                     std::to_string(a.engine.ctx));
   }
-  auto opened = open_engine(a.engine);
+  auto opened = open_engine(a.engine, *container);
   if (!opened) return report_error("eval", opened.error());
   auto logits = (*opened)->eval(ids);
   if (!logits) return report_error("eval", logits.error());
@@ -103,6 +105,7 @@ int run_eval(EvalArgs a) {
     return report_error("eval", "give a prompt, --file TEXT or --ids-file IDS");
   }
   std::vector<int> ids;
+  std::shared_ptr<const ContainerInfo> container;  // read here when the tokenizer needs it, else by the open
   if (!a.ids_file.empty()) {
     auto text = read_text(a.ids_file);
     if (!text) return report_error("eval", text.error());
@@ -110,7 +113,10 @@ int run_eval(EvalArgs a) {
     if (!parsed) return report_error("eval", parsed.error().with_context(a.ids_file));
     ids = std::move(*parsed);
   } else {
-    auto tokenizer = load_tokenizer(a.engine.model);
+    auto read = read_container(a.engine.model);
+    if (!read) return report_error("eval", read.error());
+    container = std::move(*read);
+    auto tokenizer = load_tokenizer(*container);
     if (!tokenizer) return report_error("eval", tokenizer.error());
     auto text = read_text(a.file);
     if (!text) return report_error("eval", text.error());
@@ -122,7 +128,7 @@ int run_eval(EvalArgs a) {
     std::fprintf(stderr, "waste eval: scoring the first %d of %zu tokens (--ctx)\n", a.engine.ctx, ids.size());
     ids.resize(std::size_t(a.engine.ctx));
   }
-  auto opened = open_engine(a.engine);
+  auto opened = open_engine(a.engine, std::move(container));
   if (!opened) return report_error("eval", opened.error());
   Engine& engine = **opened;
 

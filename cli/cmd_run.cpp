@@ -203,7 +203,7 @@ int run_constrained(const RunArgs& a, Engine& engine, const GenerateParams& para
 // Text mode: tokenize (wrapped in the chat format when there is one), stream complete UTF-8
 // characters as tokens arrive, stop at the assistant suffix text; stats on stderr.
 int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
-  auto tokenizer = load_tokenizer(a.engine.model);
+  auto tokenizer = load_tokenizer(engine.container());
   if (!tokenizer) return report_error("run", tokenizer.error());
   auto format = load_chat_format(a.engine.model, a.chat_format);
   if (!format) return report_error("run", format.error());
@@ -226,7 +226,7 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
   std::vector<vision::EncodedImage> encoded;
   vision::MediaPrompt media;
   if (!a.decoded.empty()) {
-    auto encoder = vision::load_media_encoder(a.engine.model, *tokenizer, engine.config().hidden);
+    auto encoder = vision::load_media_encoder(engine.container(), *tokenizer, engine.config().hidden);
     if (!encoder) return report_error("run", encoder.error());
     const vision::MediaTokens* tokens = &encoder->tokens;
     for (std::size_t i = 0; i < a.decoded.size(); ++i) {

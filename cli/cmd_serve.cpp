@@ -87,7 +87,7 @@ int serve_main(ServeArgs a) {
   a.engine.sequences = a.scheduler.parallel;  // the daemon admits every slot's state
   auto engine = open_engine(a.engine);  // meanwhile /health answers 503 "loading model"
   if (!engine) return report_error("serve", engine.error());
-  auto tokenizer = load_tokenizer(a.engine.model);
+  auto tokenizer = load_tokenizer((*engine)->container());
   if (!tokenizer) return report_error("serve", tokenizer.error());
   auto format = load_chat_format(a.engine.model, a.chat_format);
   if (!format) return report_error("serve", format.error());
@@ -109,7 +109,7 @@ int serve_main(ServeArgs a) {
   std::optional<vision::VisionTower> tower;
   serve::ServeVision vision;
   if (std::filesystem::exists(std::filesystem::path(a.engine.model) / "vision.json")) {
-    auto loaded = vision::load_media_encoder(a.engine.model, *tokenizer, (*engine)->config().hidden);
+    auto loaded = vision::load_media_encoder((*engine)->container(), *tokenizer, (*engine)->config().hidden);
     if (!loaded) return report_error("serve", loaded.error());
     tower.emplace(std::move(loaded->tower));
     vision = {&*tower, loaded->tokens};

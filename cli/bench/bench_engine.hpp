@@ -1,14 +1,12 @@
-// Opening the engine for `waste bench`: the same budget resolution as every other command
-// (cli_common's open_engine), plus what only the benchmark sets: lookahead width, profiling,
-// resident experts and the embedding table (--compute-only), trace recording, and the daemon path
-// (records through waste-ioserver, trunk from its shared image; the embedding stays on disk there).
+// Opening the engine for `waste bench`: the one open every command makes (cli_common's
+// open_request -> compute/api/engine_open.hpp), plus what only the benchmark sets: lookahead
+// width, profiling, resident experts and the embedding table (--compute-only, which the open
+// runs in-process), the prefill chunk, and trace recording through the open's wrap_source hook.
 #pragma once
 
 #include <memory>
-#include <string>
 #include <vector>
 
-#include "cli/bench/daemon_link.hpp"
 #include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
 
@@ -25,10 +23,8 @@ struct BenchEngineArgs {
 };
 
 struct BenchEngine {
-  OpenEngine open;               // engine (+ daemon connection when engine.daemon)
+  OpenedEngine open;             // the engine (holding its daemon connection), budget, arena slots
   std::shared_ptr<std::vector<TraceEvent>> trace;  // when record_trace
-  std::uint64_t cache_records = 0;                 // local cache records, or the daemon's arena slots
-  bool via_daemon = false;
 };
 
 Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args);

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "cli/bench/daemon_link.hpp"
+#include "cli/bench/bench_daemon.hpp"
 #include "cli/cli_common.hpp"
 
 namespace waste::cli::bench {

@@ -7,15 +7,14 @@
 
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
-#include "compute/io/daemon_attach.hpp"
-#include "compute/io/in_process_plane.hpp"
+#include "compute/api/engine_open.hpp"
+#include "compute/io/daemon_connect.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/resident_tensor.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/container/codebooks.hpp"
 #include "shared/container/container.hpp"
-#include "shared/memory/memory_plan.hpp"
 
 namespace waste {
 
@@ -35,7 +34,7 @@ struct Engine::Impl {
   // First, so it goes last: the source and trunk below read the daemon's shared memory.
   std::unique_ptr<DaemonConnection> daemon;
   EngineOptions options;
-  ContainerInfo info;
+  std::shared_ptr<const ContainerInfo> container;   // read once (engine_open.hpp)
   std::shared_ptr<const Trunk> trunk;
   Codebooks codebooks;
   model::ModelWeights weights;
@@ -100,9 +99,7 @@ Status check_geometry(const ModelConfig& c, const ExpertGeometry& g) {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
-Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::unique_ptr<ExpertSource> source,
-                                             std::shared_ptr<const Trunk> trunk) {
-  const std::string where = options.model.string();
+Status Engine::check_options(const EngineOptions& options) {
   if (options.ctx_tokens < 1) {
     return make_error(Errc::argument, "ctx_tokens " + std::to_string(options.ctx_tokens) + " must be at least 1");
   }
@@ -117,62 +114,51 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   if (options.threads < 0) {
     return make_error(Errc::argument, "threads " + std::to_string(options.threads) + " must be 0 (auto) or more");
   }
+  return ok();
+}
+
+Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::unique_ptr<ExpertSource> source,
+                                             std::shared_ptr<const Trunk> trunk) {
+  WASTE_TRY(check_options(options));
+  auto container = read_container(options.model);
+  if (!container) return std::unexpected(container.error());
+  EngineParts parts;
+  if (source) {
+    parts.source = std::move(source);
+  } else {
+    auto plane = open_expert_plane(options, **container);
+    if (!plane) return std::unexpected(plane.error());
+    parts = std::move(*plane);
+  }
+  if (trunk) parts.trunk = std::move(trunk);
+  return open(options, std::move(*container), std::move(parts));
+}
+
+Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
+                                             std::shared_ptr<const ContainerInfo> container, EngineParts parts) {
+  const std::string where = options.model.string();
+  WASTE_TRY(check_options(options));
+  if (!container || !parts.source) {
+    return make_error(Errc::argument, where + ": Engine::open needs the container's description and an expert source");
+  }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  if (options.daemon.enabled && !source) {
-    ConnectOptions co;
-    co.allow_spawn = options.daemon.allow_spawn;
-    co.spawn_args = options.daemon.spawn_args;
-    if (options.daemon.linger_ms >= 0) co.linger = std::chrono::milliseconds(options.daemon.linger_ms);
-    if (options.daemon.sequences < 1) {
-      return make_error(Errc::argument, "daemon.sequences " + std::to_string(options.daemon.sequences) + " must be 1 or more");
-    }
-    {
-      auto plan = plan_memory(options.model, std::uint32_t(options.ctx_tokens));
-      if (!plan) return std::unexpected(plan.error());
-      co.state_bytes = plan->state_bytes * std::uint64_t(options.daemon.sequences) + plan->scratch_bytes;
-    }
-    auto attached = attach_daemon(options.model, co);
-    if (!attached) return std::unexpected(attached.error());
-    impl->daemon = std::move(attached->connection);
-    source = std::move(attached->source);
-    if (!trunk) trunk = std::move(attached->trunk);
-  }
-  {
-    auto info = ContainerInfo::open(options.model);
-    if (!info) return std::unexpected(info.error());
-    impl->info = std::move(*info);
-  }
-  const ModelConfig& c = impl->info.manifest.config;
-  WASTE_TRY(check_geometry(c, impl->info.geometry));
-  if (c.n_experts == 0 && !source) {
-    return make_error(Errc::unsupported, where + ": models without routed experts are not supported");
-  }
-
-  // No daemon and no source: the daemon's own data plane inside this process (private IoServer,
-  // read through DaemonExpertSource), its trunk image included.
-  if (!source) {
-    InProcessPlaneOptions io;
-    io.arena_slots = options.cache_records;
-    io.reader_threads = options.reader_threads;
-    io.direct_io = options.direct_io;
-    io.verify_crc = options.verify_records;
-    io.resident = options.resident_experts;
-    auto plane = open_in_process_plane(options.model, impl->info, io);
-    if (!plane) return std::unexpected(plane.error());
-    source = std::move(plane->source);
-    if (!trunk) trunk = std::move(plane->trunk);
-  }
+  impl->daemon = std::move(parts.daemon);
+  impl->container = std::move(container);
+  std::unique_ptr<ExpertSource> source = std::move(parts.source);
+  std::shared_ptr<const Trunk> trunk = std::move(parts.trunk);
+  const ModelConfig& c = impl->container->manifest.config;
+  WASTE_TRY(check_geometry(c, impl->container->geometry));
 
   if (trunk) {
     impl->trunk = std::move(trunk);
   } else {
-    auto loaded = Trunk::load(options.model, impl->info.manifest);
+    auto loaded = Trunk::load(options.model, impl->container->manifest);
     if (!loaded) return std::unexpected(loaded.error());
     impl->trunk = std::make_shared<const Trunk>(std::move(*loaded));
   }
   {
-    auto books = Codebooks::load(impl->info.files.codebooks(), impl->info.manifest.quant);
+    auto books = Codebooks::load(impl->container->files.codebooks(), impl->container->manifest.quant);
     if (!books) return std::unexpected(books.error());
     impl->codebooks = std::move(*books);
   }
@@ -199,7 +185,7 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
   impl->kernels = &kernels::active();
   impl->logits.assign(std::size_t(c.vocab), 0.0f);
   impl->codebook_base.assign(std::size_t(c.n_layers), -1);
-  for (const auto& [layer, bank] : impl->info.manifest.banks) {
+  for (const auto& [layer, bank] : impl->container->manifest.banks) {
     if (layer >= 0 && layer < c.n_layers) impl->codebook_base[std::size_t(layer)] = bank.codebook_base;
   }
   // Automatic width from the source's cache (0 when it holds every record: resident mode).
@@ -211,7 +197,7 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
                               impl->weights,
                               *impl->trunk,
                               impl->codebooks,
-                              impl->info.geometry,
+                              impl->container->geometry,
                               *impl->source,
                               *impl->pool,
                               *impl->kernels,
@@ -224,7 +210,7 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options, std::
 }
 
 Status Engine::check_tokens(std::span<const int> tokens) const {
-  const int vocab = impl_->info.manifest.config.vocab;
+  const int vocab = impl_->container->manifest.config.vocab;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= vocab) {
       return make_error(Errc::argument, "token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
@@ -261,7 +247,7 @@ Result<std::span<const float>> Engine::eval(std::span<const int> tokens, std::sp
 
 Result<GenerateResult> Engine::generate(std::span<const int> prompt, const GenerateParams& params,
                                         const std::function<bool(const TokenEvent&)>& on_token) {
-  const ModelConfig& c = impl_->info.manifest.config;
+  const ModelConfig& c = impl_->container->manifest.config;
   if (params.max_tokens < 0) {
     return make_error(Errc::argument, "max_tokens " + std::to_string(params.max_tokens) + " must be 0 or more");
   }
@@ -342,9 +328,9 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
 forward::Exec Engine::exec() const { return forward::Exec{*impl_->pool, *impl_->kernels}; }
 
 Result<std::unique_ptr<EngineSequence>> Engine::new_sequence() const {
-  auto state = model::RunState::create(impl_->info.manifest.config, impl_->options.ctx_tokens);
+  auto state = model::RunState::create(impl_->container->manifest.config, impl_->options.ctx_tokens);
   if (!state) return std::unexpected(state.error());
-  return std::unique_ptr<EngineSequence>(new EngineSequence(std::move(*state), impl_->info.manifest.config.vocab));
+  return std::unique_ptr<EngineSequence>(new EngineSequence(std::move(*state), impl_->container->manifest.config.vocab));
 }
 
 Status Engine::feed_batch(std::span<const SequenceFeed> feeds) {
@@ -414,7 +400,8 @@ void Engine::reset() {
 int Engine::position() const { return impl_->state.position(); }
 const EngineProfile& Engine::profile() const { return impl_->profile; }
 void Engine::reset_profile() { impl_->profile = EngineProfile{}; }
-const ModelConfig& Engine::config() const { return impl_->info.manifest.config; }
+const ModelConfig& Engine::config() const { return impl_->container->manifest.config; }
+const ContainerInfo& Engine::container() const { return *impl_->container; }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
 const DaemonConnection* Engine::daemon() const { return impl_->daemon.get(); }
 std::span<const float> Engine::logits() const { return impl_->logits; }
@@ -434,8 +421,8 @@ ModelInfo Engine::info() const {
   m.n_experts = c.n_experts;
   m.top_k = c.top_k;
   m.ctx_tokens = impl_->state.ctx_tokens();
-  m.expert_format = impl_->info.manifest.quant.fmt;
-  m.record_bytes = impl_->info.geometry.record_bytes;
+  m.expert_format = impl_->container->manifest.quant.fmt;
+  m.record_bytes = impl_->container->geometry.record_bytes;
   m.trunk_resident_bytes = impl_->trunk->resident_bytes();
   m.embedding_resident_bytes = impl_->embedding ? impl_->embedding->bytes() : 0;
   m.threads = impl_->pool->size();

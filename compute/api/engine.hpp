@@ -6,6 +6,8 @@
 // default the daemon's own data plane inside this process (a private IoServer read through
 // DaemonExpertSource, compute/io/in_process_plane.hpp), or one the caller supplies. The caller
 // may also supply a Trunk built over a shared trunk image, so several engines share one copy.
+// Front ends open through compute/api/engine_open.hpp (open_engine), which decides all of that
+// from what their user asked for.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 namespace waste {
 
 class DaemonConnection;
+struct ContainerInfo;
 
 // Open through waste-ioserver: attach to the daemon serving the container, or start the
 // container's shareable one (auto-exit after its last client; compute/io/daemon_connect.hpp).
@@ -144,6 +147,15 @@ struct SequenceFeed {
   std::span<const float* const> embeddings = {};
 };
 
+// What an engine reads through (open_expert_plane, or a caller's own): the expert source, the
+// trunk (null: trunk.bin loaded into a private image) and the daemon connection both read
+// through, if any (the engine holds it and drops it last).
+struct EngineParts {
+  std::unique_ptr<DaemonConnection> daemon;
+  std::unique_ptr<ExpertSource> source;
+  std::shared_ptr<const Trunk> trunk;
+};
+
 class Engine {
  public:
   // `source` null => through the daemon (options.daemon.enabled) or the in-process data plane
@@ -153,6 +165,12 @@ class Engine {
   static Result<std::unique_ptr<Engine>> open(const EngineOptions& options,
                                                std::unique_ptr<ExpertSource> source = nullptr,
                                                std::shared_ptr<const Trunk> trunk = nullptr);
+  // The engine over `parts` (source required) for the container `container` describes (read
+  // once by the caller: compute/api/engine_open.hpp).
+  static Result<std::unique_ptr<Engine>> open(const EngineOptions& options,
+                                               std::shared_ptr<const ContainerInfo> container, EngineParts parts);
+  // The checks on `options` alone that open() makes before anything is read or attached.
+  static Status check_options(const EngineOptions& options);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -186,6 +204,9 @@ class Engine {
   [[nodiscard]] const EngineProfile& profile() const;
   void reset_profile();
   [[nodiscard]] const ModelConfig& config() const;
+  // The container's description the engine was opened from (its tokenizer, vision tower and
+  // the rest read from it, not from a second parse).
+  [[nodiscard]] const ContainerInfo& container() const;
   [[nodiscard]] ModelInfo info() const;
   [[nodiscard]] ExpertSourceStats stats() const;
   [[nodiscard]] std::span<const float> logits() const;  // of the last fed token

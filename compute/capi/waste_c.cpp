@@ -1,5 +1,5 @@
 // The C API (waste.h) over the C++ engine: each entry point checks its pointers, calls the
-// same library functions the CLI's commands call (compute/api/front_end_open.hpp for opening,
+// same library functions the CLI's commands call (compute/api/engine_open.hpp for opening,
 // compute/sampling/token_nll.hpp for eval), and turns an Error or an exception into a
 // waste_status plus this thread's message. Nothing throws across the ABI.
 #include "compute/capi/waste.h"
@@ -22,7 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "compute/api/engine.hpp"
-#include "compute/api/front_end_open.hpp"
+#include "compute/api/engine_open.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "compute/sampling/token_nll.hpp"
 #include "compute/session/session_file.hpp"
@@ -124,13 +124,13 @@ waste_status need_tokenizer(const waste_model* m) {
 std::vector<int> to_ints(const int32_t* ids, std::size_t n) { return std::vector<int>(ids, ids + n); }
 
 // The container's tokenizer with config.eos_token_id applied (reference §5.2), as `waste run`.
+// From the description the engine was opened with (read once).
 waste::Status load_text_side(waste_model& m) {
-  auto info = waste::ContainerInfo::open(m.path);
-  if (!info) return std::unexpected(info.error());
-  if (info->has_tokenizer) {
+  const waste::ContainerInfo& info = m.engine->container();
+  if (info.has_tokenizer) {
     auto tok = waste::Tokenizer::load(m.path);
     if (!tok) return std::unexpected(tok.error());
-    if (info->manifest.config.eos_token_id > 0) tok->set_eos(info->manifest.config.eos_token_id);
+    if (info.manifest.config.eos_token_id > 0) tok->set_eos(info.manifest.config.eos_token_id);
     m.tokenizer.emplace(std::move(*tok));
   }
   auto chat = waste::ChatFormat::load_from_container(m.path);
@@ -252,26 +252,22 @@ waste_status waste_open(const char* path, const waste_open_options* options, was
 
     auto model = std::make_unique<waste_model>();
     model->path = path;
-    waste::EngineOptions e;
-    e.model = path;
-    e.threads = o.threads;
-    e.ctx_tokens = o.ctx_tokens;
-    e.verify_records = o.verify != 0;
-    e.direct_io = o.direct_io != 0;
-    if (o.mode == WASTE_OPEN_DAEMON) {
-      // As `waste run`: the daemon serving the container, or its shareable one started now.
-      waste::request_daemon(e, o.budget != nullptr ? o.budget : "", o.verify != 0, o.direct_io != 0, o.linger_ms);
-      e.daemon.allow_spawn = o.allow_spawn != 0;
-    } else {
-      const auto records = o.cache_records >= 0 ? std::optional<std::uint64_t>(std::uint64_t(o.cache_records)) : std::nullopt;
-      auto cache = waste::in_process_cache(model->path, o.ctx_tokens, records, o.budget != nullptr ? o.budget : "");
-      if (!cache) return fail(cache.error());
-      e.cache_records = std::size_t(cache->records);
-      e.resident_embedding = cache->resident_embedding;
-    }
-    auto engine = waste::Engine::open(e);
-    if (!engine) return fail(engine.error());
-    model->engine = std::move(*engine);
+    // As `waste run`: the daemon serving the container, or its shareable one started now; or
+    // the in-process plane with the arena cache_records or the budget gives.
+    waste::OpenRequest r;
+    r.engine.model = path;
+    r.engine.threads = o.threads;
+    r.engine.ctx_tokens = o.ctx_tokens;
+    r.engine.verify_records = o.verify != 0;
+    r.engine.direct_io = o.direct_io != 0;
+    r.in_process = o.mode == WASTE_OPEN_IN_PROCESS;
+    r.budget = o.budget != nullptr ? o.budget : "";
+    if (o.cache_records >= 0) r.cache_records = std::uint64_t(o.cache_records);
+    r.linger_ms = o.linger_ms;
+    r.allow_spawn = o.allow_spawn != 0;
+    auto opened = waste::open_engine(r);
+    if (!opened) return fail(opened.error());
+    model->engine = std::move(opened->engine);
     if (auto text = load_text_side(*model); !text) return fail(text.error());
     *out = model.release();
     return WASTE_OK;

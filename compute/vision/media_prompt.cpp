@@ -23,7 +23,11 @@ Result<MediaTokens> MediaTokens::from(const Tokenizer& t) {
 Result<MediaEncoder> load_media_encoder(const std::filesystem::path& dir, const Tokenizer& tokenizer, int hidden) {
   auto info = ContainerInfo::open(dir);
   if (!info) return std::unexpected(info.error());
-  auto tower = VisionTower::load(dir, info->manifest);
+  return load_media_encoder(*info, tokenizer, hidden);
+}
+
+Result<MediaEncoder> load_media_encoder(const ContainerInfo& container, const Tokenizer& tokenizer, int hidden) {
+  auto tower = VisionTower::load(container.files.dir, container.manifest);
   if (!tower) return std::unexpected(tower.error());
   if (tower->config().text_hidden != hidden) {
     return make_error(Errc::format, "vision.json text_hidden_size " + std::to_string(tower->config().text_hidden) +

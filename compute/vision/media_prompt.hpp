@@ -15,6 +15,7 @@
 #include "compute/vision/image.hpp"
 #include "compute/vision/preprocess.hpp"
 #include "compute/vision/tower.hpp"
+#include "shared/container/container.hpp"
 #include "shared/result.hpp"
 
 namespace waste::vision {
@@ -33,6 +34,8 @@ struct MediaEncoder {
 };
 Result<MediaEncoder> load_media_encoder(const std::filesystem::path& container_dir, const Tokenizer& tokenizer,
                                         int hidden);
+// The same from the container's description already read (Engine::container()): no second parse.
+Result<MediaEncoder> load_media_encoder(const ContainerInfo& container, const Tokenizer& tokenizer, int hidden);
 
 // One image through the tower: its source size and [merged][text_hidden] rows.
 struct EncodedImage {

@@ -1,6 +1,8 @@
 #include "shared/container/manifest.hpp"
+#include "shared/container/manifest_parses.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <set>
 
@@ -159,7 +161,14 @@ std::uint64_t TrunkTensorInfo::scale_bytes() const {
   return quantized() ? std::uint64_t(rows()) * std::uint64_t(n_groups()) * 2 : 0;
 }
 
+namespace {
+std::atomic<std::uint64_t> g_parses{0};
+}  // namespace
+
+std::uint64_t manifest_parses() noexcept { return g_parses.load(std::memory_order_relaxed); }
+
 Result<Manifest> Manifest::parse(std::string_view json_text) {
+  g_parses.fetch_add(1, std::memory_order_relaxed);
   json root = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return make_error(Errc::format, "manifest.json is not valid JSON");
   if (!root.is_object()) return make_error(Errc::format, "manifest.json: top level is not an object");

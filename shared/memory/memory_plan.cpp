@@ -12,7 +12,10 @@ static_assert(kPrefillChunkTokens == sizing::kPrefillChunk);
 Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens) {
   auto parsed = Manifest::parse(manifest_json);
   if (!parsed) return std::unexpected(parsed.error());
-  const Manifest& m = *parsed;
+  return plan_memory(*parsed, ctx_tokens);
+}
+
+Result<MemoryPlan> plan_memory(const Manifest& m, std::uint32_t ctx_tokens) {
   const ModelConfig& c = m.config;
   MemoryPlan plan;
 

@@ -14,6 +14,8 @@
 
 namespace waste {
 
+struct Manifest;
+
 inline constexpr std::uint32_t kDefaultCtxTokens = 4096;
 inline constexpr int kPrefillChunkTokens = 64;   // chunked prefill width the scratch is sized for
 
@@ -37,6 +39,9 @@ struct MemoryPlan {
   [[nodiscard]] std::uint64_t client_bytes() const { return state_bytes + scratch_bytes; }
 };
 
+// Plan from a parsed manifest (a container's description: ContainerInfo::manifest). Errors:
+// ExpertGeometry::from's.
+Result<MemoryPlan> plan_memory(const Manifest& manifest, std::uint32_t ctx_tokens = kDefaultCtxTokens);
 // Plan from manifest.json text. Errors: Manifest::parse's (Errc::format, naming the key).
 Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens = kDefaultCtxTokens);
 // Plan for a container directory (reads DIR/manifest.json). Errors name the path.

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
-#include "compute/api/front_end_open.hpp"
+#include "compute/api/engine_open.hpp"
 #include "compute/model/resident_tensor.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/trunk.hpp"
