@@ -11,7 +11,7 @@
 #include "cli/serve/api_reply.hpp"
 #include "cli/serve/openai_response.hpp"
 #include "cli/serve/structured_output.hpp"
-#include "cli/serve/tool_call_parser.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
 
 namespace waste::serve {
 namespace {

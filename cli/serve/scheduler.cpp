@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "cli/cli_common.hpp"
+#include "compute/prompt/stop_text.hpp"
 
 namespace waste::serve {
 namespace {
@@ -26,7 +26,7 @@ struct Scheduler::Slot {
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<EngineSequence> sequence;  // made on the engine thread at admission
   Sampler sampler;
-  cli::StopTextStream text;
+  StopTextStream text;
   std::optional<ConstraintState> constraint;
   std::vector<float> masked;  // constrained: this sequence's logits with the mask applied
   int prompt_fed = 0;   // prompt tokens fed so far

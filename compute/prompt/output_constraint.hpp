@@ -20,7 +20,7 @@
 #include "compute/sampling/grammar/grammar.hpp"
 #include "shared/result.hpp"
 
-namespace waste::serve {
+namespace waste {
 
 struct ConstraintPlan;
 
@@ -64,4 +64,4 @@ class ConstraintState {
   std::string matched_;        // a choice stage's bytes so far
 };
 
-}  // namespace waste::serve
+}  // namespace waste

@@ -1,6 +1,6 @@
-#include "cli/serve/output_constraint.hpp"
+#include "compute/prompt/output_constraint.hpp"
 
-namespace waste::serve {
+namespace waste {
 
 ConstraintState::ConstraintState(std::shared_ptr<const ConstraintPlan> plan) : plan_(std::move(plan)) { enter_stage(); }
 
@@ -64,4 +64,4 @@ bool ConstraintState::accept_stop() {
   return done();
 }
 
-}  // namespace waste::serve
+}  // namespace waste
