@@ -16,6 +16,7 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/api/engine.hpp"
+#include "compute/prompt/constraint_builder.hpp"
 #include "compute/prompt/grammar_generate.hpp"
 #include "compute/prompt/media_placement.hpp"
 #include "compute/prompt/stop_text.hpp"
@@ -52,20 +53,7 @@ Result<std::shared_ptr<const grammar::Grammar>> load_grammar(const RunArgs& a) {
   const std::string& path = a.json_schema.empty() ? a.grammar : a.json_schema;
   auto text = read_text(path);
   if (!text) return std::unexpected(text.error());
-  if (!a.grammar.empty()) {
-    auto g = grammar::compile_ebnf(*text);
-    if (!g) return std::unexpected(g.error().with_context(path));
-    return g;
-  }
-  nlohmann::json schema;
-  try {
-    schema = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::exception& e) {
-    return make_error(Errc::format, path + ": not valid JSON: " + e.what());
-  }
-  auto g = grammar::compile_json_schema(schema);
-  if (!g) return std::unexpected(g.error().with_context(path));
-  return g;
+  return compile_grammar_text(a.grammar.empty() ? GrammarSource::json_schema : GrammarSource::ebnf, *text, path);
 }
 
 RunStats make_stats(const GenerateResult& result, const Engine& engine) {

@@ -177,4 +177,22 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
   return plan;
 }
 
+Result<std::shared_ptr<const grammar::Grammar>> compile_grammar_text(GrammarSource source, std::string_view text,
+                                                                     const std::string& name) {
+  if (source == GrammarSource::ebnf) {
+    auto g = grammar::compile_ebnf(text);
+    if (!g) return std::unexpected(g.error().with_context(name));
+    return g;
+  }
+  nlohmann::json schema;
+  try {
+    schema = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(Errc::format, name + ": not valid JSON: " + e.what());
+  }
+  auto g = grammar::compile_json_schema(schema);
+  if (!g) return std::unexpected(g.error().with_context(name));
+  return g;
+}
+
 }  // namespace waste

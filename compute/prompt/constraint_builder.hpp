@@ -8,6 +8,7 @@
 // same schema share one Grammar (and its warm token-set cache).
 #pragma once
 
+#include <cstdint>
 #include <expected>
 #include <memory>
 #include <span>
@@ -21,6 +22,7 @@
 #include "compute/sampling/grammar/grammar.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
+#include "shared/result.hpp"
 
 namespace waste {
 
@@ -54,5 +56,12 @@ std::expected<std::shared_ptr<const grammar::Grammar>, PromptError> compile_sche
 std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> grammar_plan(
     std::string_view ebnf, const std::string& param, const std::shared_ptr<const grammar::TokenIndex>& index,
     const grammar::CompileLimits& limits);
+
+// A grammar given as text (`waste run --grammar/--json-schema FILE`, the C API's
+// waste_constraint): EBNF, or a JSON Schema's JSON, compiled with the default limits. Errors are
+// prefixed with `name` (the file, the field).
+enum class GrammarSource : std::uint8_t { ebnf, json_schema };
+Result<std::shared_ptr<const grammar::Grammar>> compile_grammar_text(GrammarSource source, std::string_view text,
+                                                                     const std::string& name);
 
 }  // namespace waste
