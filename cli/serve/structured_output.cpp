@@ -48,7 +48,7 @@ std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
   }
   OutputSpec spec;
   spec.response_format = request.response_format;
-  spec.response_schema = request.response_schema;
+  spec.response_schema = &request.response_schema;
   spec.tools = request.tools;
   spec.tool_choice = request.tool_choice;
   spec.tool_choice_name = request.tool_choice_name;

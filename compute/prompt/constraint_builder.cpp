@@ -110,9 +110,11 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
   auto plan = std::make_shared<ConstraintPlan>();
   plan->index = index;
   if (!tool_forced) {
+    static const nlohmann::json kAnyObject;  // both branches lvalues: the schema is not copied
+    const nlohmann::json& schema = spec.response_schema ? *spec.response_schema : kAnyObject;
     auto grammar = spec.response_format == ResponseFormat::json_object
                        ? compile_schema(nlohmann::json(), "response_format", limits)
-                       : compile_schema(spec.response_schema, "response_format.json_schema.schema", limits);
+                       : compile_schema(schema, "response_format.json_schema.schema", limits);
     if (!grammar) return std::unexpected(grammar.error());
     plan->stages.push_back(constrained(std::move(*grammar)));
     return plan;

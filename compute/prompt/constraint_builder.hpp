@@ -35,7 +35,10 @@ struct PromptError {
 
 struct OutputSpec {
   ResponseFormat response_format = ResponseFormat::text;
-  nlohmann::json response_schema;     // json_schema: the schema (null = any JSON object)
+  // json_schema: the schema (null, or a null value = any JSON object). Pointed to, never copied:
+  // a schema that did not come through a depth-bounded parser may be nested past what a
+  // recursive copy survives; compile_schema() checks the depth first.
+  const nlohmann::json* response_schema = nullptr;
   std::span<const ToolDef> tools;
   ToolChoice tool_choice = ToolChoice::none;
   std::string tool_choice_name;       // named: one of tools
