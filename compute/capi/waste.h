@@ -263,6 +263,22 @@ WASTE_API waste_status waste_chat_apply_tools(const waste_model *model, const ch
                                               const waste_tool *tools, size_t n_tools, int32_t open_model_turn,
                                               char **text, size_t *text_len, int32_t **ids, size_t *n_ids);
 
+/* One forced tool call, as `waste serve` generates it for tool_choice "required" (`tool_name`
+ * NULL: the model picks one of `tools` through a grammar over their names) or a named function
+ * (`tool_name`): the chat format's call markup is forced token by token (Kimi's special markers
+ * included), the arguments are sampled under the tool's parameters schema, and the run ends with
+ * the call. `prompt` is the chat prompt (waste_chat_apply_tools with the same tools and format);
+ * `calls_in_history` is the number of calls already in the conversation (Kimi ids count from it).
+ * Every token (forced ones too) goes to the callback; read the call back with
+ * waste_parse_tool_calls. Errors: a format without tool-call markup (WASTE_ERR_UNSUPPORTED), an
+ * unknown tool_name, no tools, a parameters schema the grammar engine refuses (naming
+ * "tools[i].function.parameters"). */
+WASTE_API waste_status waste_generate_tool_call(waste_model *model, const char *format_path, const int32_t *prompt,
+                                                size_t n_prompt, const waste_generate_params *params,
+                                                const waste_tool *tools, size_t n_tools, const char *tool_name,
+                                                int32_t calls_in_history, waste_token_callback callback, void *user,
+                                                waste_generate_result *result);
+
 /* The tool calls in a model's answer (`len` bytes of `text`), read with the chat format's call
  * markup as `waste serve` reads them. *content gets the text outside the calls (NUL-terminated,
  * waste_free; "" when none) and *calls_json a JSON array (waste_free) of

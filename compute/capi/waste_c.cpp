@@ -604,6 +604,62 @@ waste_status waste_chat_apply_tools(const waste_model* m, const char* format_pat
                     text, text_len, ids, n_ids);
 }
 
+waste_status waste_generate_tool_call(waste_model* m, const char* format_path, const int32_t* prompt, size_t n_prompt,
+                                      const waste_generate_params* params, const waste_tool* tools, size_t n_tools,
+                                      const char* tool_name, int32_t calls_in_history, waste_token_callback callback,
+                                      void* user, waste_generate_result* result) {
+  const waste_status status = guarded("waste_generate_tool_call", [&]() -> waste_status {
+    const std::string fn = "waste_generate_tool_call";
+    WASTE_NEED(m != nullptr, fn + ": model is NULL");
+    WASTE_NEED(prompt != nullptr || n_prompt == 0, fn + ": prompt is NULL");
+    WASTE_NEED(result == nullptr || sized(result), fn + ": result is not initialized (waste_generate_result_init)");
+    WASTE_NEED(n_tools > 0 && tools != nullptr, fn + ": a forced call needs at least one tool (tools, n_tools)");
+    WASTE_NEED(calls_in_history >= 0, fn + ": calls_in_history must be 0 or more");
+    waste::GenerateParams g;
+    if (waste_status s = to_generate_params(fn, params, g); s != WASTE_OK) return s;
+    if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+    auto format = chat_format_for(m, format_path);
+    if (!format) return fail(format.error());
+    if (!format->tools) return fail(WASTE_ERR_UNSUPPORTED, fn + ": " + kNoToolMarkup);
+    auto defs = to_tools(fn, tools, n_tools);
+    if (!defs) return fail(defs.error());
+    waste::OutputSpec spec;
+    spec.tools = *defs;
+    spec.tool_choice = tool_name == nullptr ? waste::ToolChoice::required : waste::ToolChoice::named;
+    if (tool_name != nullptr) {
+      spec.tool_choice_name = tool_name;
+      const bool known = std::any_of(defs->begin(), defs->end(), [&](const waste::ToolDef& t) { return t.name == tool_name; });
+      WASTE_NEED(known, fn + ": tool_name \"" + spec.tool_choice_name + "\" is not one of the tools");
+    }
+    spec.calls_in_history = calls_in_history;
+    const waste::Tokenizer& tokenizer = *m->tokenizer;
+    const waste::ChatStop stop = waste::chat_stop(tokenizer, *format);
+    std::vector<int> stop_ids;
+    for (int id : stop.ids) {
+      if (id >= 0) stop_ids.push_back(id);
+    }
+    // The grammar engine's view of the vocabulary, as `waste serve` builds it (the chat stop ids
+    // end a grammar stage where it accepts).
+    auto index = waste::grammar::build_token_index(tokenizer, stop.ids);
+    if (!index) return fail(index.error());
+    auto plan = waste::make_constraint_plan(spec, *format, tokenizer, *index, waste::grammar::CompileLimits{});
+    if (!plan) return fail(WASTE_ERR_ARGUMENT, fn + ": " + plan.error().message);
+    const std::vector<int> ids = to_ints(prompt, n_prompt);
+    auto out = waste::generate_with_plan(*m->engine, ids, g, tokenizer, std::move(*plan), stop_ids, [&](int token) {
+      if (callback != nullptr) {
+        const std::string piece = tokenizer.decode_token(token);
+        if (callback(user, token, piece.data(), piece.size()) != 0) return false;
+      }
+      return !m->cancel.load(std::memory_order_acquire);
+    });
+    if (!out) return fail(out.error());
+    fill_result(m, *out, result);
+    return WASTE_OK;
+  });
+  if (m != nullptr) m->cancel.store(false, std::memory_order_release);
+  return status;
+}
+
 waste_status waste_parse_tool_calls(const waste_model* m, const char* format_path, const char* text, size_t len,
                                     char** content, char** calls_json) {
   return guarded("waste_parse_tool_calls", [&]() -> waste_status {

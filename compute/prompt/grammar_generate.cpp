@@ -85,4 +85,58 @@ Result<GenerateResult> generate_with_grammar(Engine& engine, std::span<const int
   return result;
 }
 
+Result<GenerateResult> generate_with_plan(Engine& engine, std::span<const int> prompt, const GenerateParams& params,
+                                          const Tokenizer& tokenizer, std::shared_ptr<const ConstraintPlan> plan,
+                                          std::span<const int> stop_ids, const GrammarTokenFn& on_token) {
+  ConstraintState state(std::move(plan));
+  GenerateResult result;
+  result.prompt_tokens = int(prompt.size());
+  auto start = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  auto fed = engine.eval(prompt, params.prompt_embeddings);
+  if (!fed) return std::unexpected(fed.error());
+  result.prompt_seconds = since(start);
+  start = std::chrono::steady_clock::now();
+  std::vector<float> logits(fed->begin(), fed->end());
+  std::vector<float> masked;
+  Sampler sampler(params.sampling);
+  const int ctx = engine.info().ctx_tokens;
+  result.stop = StopReason::max_tokens;
+  for (int step = 0; step < params.max_tokens; ++step) {
+    const int token = choose_constrained(state, sampler, logits, masked, stop_ids);
+    if (token == kNoTokenAllowed) {
+      return make_error(Errc::argument, "the output constraint allows no token here (after " + std::to_string(step) +
+                                            " tokens)");
+    }
+    if (token == kStoppedByStop) {
+      result.stop = StopReason::stop_token;
+      break;
+    }
+    if (Status accepted = state.accept(token, tokenizer.decode_token(token)); !accepted) {
+      return std::unexpected(accepted.error().with_context("output constraint"));
+    }
+    result.tokens.push_back(token);
+    if (!on_token(token)) {
+      result.stop = StopReason::cancelled;
+      break;
+    }
+    if (state.done()) {
+      result.stop = StopReason::stop_token;
+      break;
+    }
+    if (engine.position() >= ctx) {
+      result.stop = StopReason::context_full;
+      break;
+    }
+    const int one[1] = {token};
+    auto step_logits = engine.eval(one);
+    if (!step_logits) return std::unexpected(step_logits.error().with_context("generated token " + std::to_string(step)));
+    logits.assign(step_logits->begin(), step_logits->end());
+  }
+  result.generate_seconds = since(start);
+  return result;
+}
+
 }  // namespace waste

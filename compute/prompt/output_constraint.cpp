@@ -1,5 +1,10 @@
 #include "compute/prompt/output_constraint.hpp"
 
+#include <algorithm>
+#include <cmath>
+
+#include "compute/sampling/sampler.hpp"
+
 namespace waste {
 
 ConstraintState::ConstraintState(std::shared_ptr<const ConstraintPlan> plan) : plan_(std::move(plan)) { enter_stage(); }
@@ -62,6 +67,20 @@ Status ConstraintState::accept(int token, std::string_view bytes) {
 bool ConstraintState::accept_stop() {
   if (!done() && plan_->stages[stage_].forced.empty()) advance();
   return done();
+}
+
+int choose_constrained(ConstraintState& c, Sampler& sampler, std::span<const float> logits, std::vector<float>& masked,
+                       std::span<const int> stop_ids) {
+  const auto is_stop = [&](int token) { return std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end(); };
+  for (;;) {
+    if (const int forced = c.forced(); forced >= 0) return forced;
+    masked.assign(logits.begin(), logits.end());
+    c.mask(masked);
+    if (std::none_of(masked.begin(), masked.end(), [](float l) { return l > -INFINITY; })) return kNoTokenAllowed;
+    const int token = sampler.sample(masked);
+    if (!is_stop(token)) return token;
+    if (c.accept_stop()) return kStoppedByStop;
+  }
 }
 
 }  // namespace waste

@@ -614,4 +614,84 @@ TEST_CASE("A grammar-forced tool call generated through the C API comes back par
   waste_free(calls);
 }
 
+TEST_CASE("waste_generate_tool_call forces serve's call markup; the call parses back with schema-valid arguments",
+          "[capi][tools]") {
+  Handle h;
+  open_in_process(h, 512);
+  const waste_tool tools[2] = {
+      {"get_weather", nullptr,
+       R"({"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"],"additionalProperties":false})"},
+      {"get_time", nullptr, R"({"type":"object","properties":{"utc":{"type":"boolean"}},"required":["utc"],"additionalProperties":false})"}};
+  const waste_chat_message user{WASTE_ROLE_USER, "Weather in Paris?"};
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_chat_apply_tools(h.m, nullptr, &user, 1, tools, 2, 1, nullptr, nullptr, &ids, &n) == WASTE_OK);
+  const std::vector<int32_t> prompt = owned(ids, n);
+  waste_generate_params p;
+  waste_generate_params_init(&p);
+  p.max_tokens = 200;
+  p.temperature = 1.0f;
+  p.seed = 5;
+
+  // Named: the whole header is forced (Kimi: the id is functions.NAME:IDX, IDX = calls so far).
+  Collected named;
+  waste_generate_result r;
+  waste_generate_result_init(&r);
+  REQUIRE(waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, tools, 2, "get_weather", 2, collect,
+                                   &named, &r) == WASTE_OK);
+  CHECK(r.stop_reason == WASTE_STOP_STOP_TOKEN);
+  CHECK(r.n_tokens == int(named.tokens.size()));
+  const std::string head = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:2<|tool_call_argument_begin|>";
+  const std::string tail = "<|tool_call_end|><|tool_calls_section_end|>";
+  INFO(named.text);
+  REQUIRE(named.text.rfind(head, 0) == 0);
+  REQUIRE(named.text.size() > head.size() + tail.size());
+  REQUIRE(named.text.compare(named.text.size() - tail.size(), tail.size(), tail) == 0);
+  const std::string arguments = named.text.substr(head.size(), named.text.size() - head.size() - tail.size());
+  const auto args = nlohmann::json::parse(arguments);
+  CHECK(args.size() == 1);
+  CHECK((args["city"] == "Paris" || args["city"] == "Rome"));
+  char* content = nullptr;
+  char* calls = nullptr;
+  REQUIRE(waste_parse_tool_calls(h.m, nullptr, named.text.data(), named.text.size(), &content, &calls) == WASTE_OK);
+  CHECK(std::string(content).empty());
+  CHECK(std::string(calls) == nlohmann::json::array({{{"arguments", arguments}, {"id", "functions.get_weather:2"},
+                                                      {"name", "get_weather"}}}).dump());
+  waste_free(content);
+  waste_free(calls);
+
+  // Required: a grammar picks the name, that tool's schema constrains the arguments.
+  Collected required;
+  REQUIRE(waste_reset(h.m) == WASTE_OK);
+  const waste_status st = waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, tools, 2, nullptr, 0,
+                                                   collect, &required, nullptr);
+  INFO(waste_last_error());
+  REQUIRE(st == WASTE_OK);
+  REQUIRE(waste_parse_tool_calls(h.m, nullptr, required.text.data(), required.text.size(), &content, &calls) ==
+          WASTE_OK);
+  const auto parsed = nlohmann::json::parse(calls);
+  waste_free(content);
+  waste_free(calls);
+  INFO(required.text);
+  REQUIRE(parsed.size() == 1);
+  const std::string name = parsed[0]["name"];
+  CHECK(parsed[0]["id"] == "functions." + name + ":0");
+  const auto a = nlohmann::json::parse(parsed[0]["arguments"].get<std::string>());
+  if (name == "get_weather") {
+    CHECK((a["city"] == "Paris" || a["city"] == "Rome"));
+  } else {
+    CHECK(name == "get_time");
+    CHECK(a["utc"].is_boolean());
+  }
+
+  CHECK(waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, tools, 2, "get_date", 0, nullptr,
+                                 nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_generate_tool_call: tool_name \"get_date\" is not one of the tools");
+  const waste_tool bad[1] = {{"f", nullptr, R"({"type":"object","properties":{"d":{"type":"string","format":"date"}}})"}};
+  CHECK(waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, bad, 1, nullptr, 0, nullptr, nullptr,
+                                 nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_generate_tool_call: 'tools[0].function.parameters': unsupported JSON "
+                                           "Schema keyword 'format' at /properties/d");
+}
+
 }  // namespace waste
