@@ -17,6 +17,8 @@
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "compute/prompt/media_placement.hpp"
+#include "compute/prompt/stop_text.hpp"
 #include "compute/session/session_file.hpp"
 #include "compute/vision/image_decode.hpp"
 #include "compute/vision/media_prompt.hpp"
@@ -101,8 +103,8 @@ class ChatLoop {
 
   Status turn(const std::string& text) {
     std::vector<int> prompt;
+    const ChatMessage message{ChatRole::user, text};
     if (format_) {
-      const ChatMessage message{ChatRole::user, text};
       prompt = build_chat_prompt(tokenizer_, *format_, std::span(&message, 1));
     } else {
       prompt = tokenizer_.encode(text);
@@ -113,14 +115,9 @@ class ChatLoop {
     std::vector<vision::EncodedImage> images = std::move(images_);
     images_.clear();
     if (!images.empty()) {
-      // The blocks go where the user text starts: where the turn with empty text stops agreeing.
-      std::size_t at = 0;
-      if (format_) {
-        const ChatMessage bare_message{ChatRole::user, ""};
-        const std::vector<int> bare = build_chat_prompt(tokenizer_, *format_, std::span(&bare_message, 1));
-        while (at < bare.size() && at < prompt.size() && bare[at] == prompt[at]) ++at;
-      }
-      media = vision::insert_media(tokenizer_, media_, prompt, at, images, engine_.config().hidden);
+      // The blocks go where the user text starts.
+      media = place_media(tokenizer_, media_, format_ ? &*format_ : nullptr, std::span(&message, 1), prompt, images,
+                          engine_.config().hidden);
       prompt = media.tokens;
       params.prompt_embeddings = media.embeddings;
     }

@@ -8,8 +8,6 @@
 // --image FILE (repeatable, text mode): PNG/JPEG through the container's vision tower; each image's
 // media block goes before the user text, one prompt position per merged patch.
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,8 +16,11 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/api/engine.hpp"
+#include "compute/prompt/constraint_builder.hpp"
+#include "compute/prompt/grammar_generate.hpp"
+#include "compute/prompt/media_placement.hpp"
+#include "compute/prompt/stop_text.hpp"
 #include "compute/sampling/grammar/grammar.hpp"
-#include "compute/sampling/sampler.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "compute/vision/image_decode.hpp"
 #include "compute/vision/media_prompt.hpp"
@@ -47,33 +48,12 @@ struct RunArgs {
   std::vector<vision::RgbImage> decoded;    // their pixels (decoded before the model opens)
 };
 
-// What a constrained run adds to the report.
-struct GrammarReport {
-  bool complete = false;         // the output is a complete match
-  double mask_seconds = 0;       // all mask_logits calls
-  double first_mask_seconds = 0; // the first one (cold token-set cache)
-  int masks = 0;
-};
-
 // --json-schema / --grammar: the compiled grammar, errors naming the file.
 Result<std::shared_ptr<const grammar::Grammar>> load_grammar(const RunArgs& a) {
   const std::string& path = a.json_schema.empty() ? a.grammar : a.json_schema;
   auto text = read_text(path);
   if (!text) return std::unexpected(text.error());
-  if (!a.grammar.empty()) {
-    auto g = grammar::compile_ebnf(*text);
-    if (!g) return std::unexpected(g.error().with_context(path));
-    return g;
-  }
-  nlohmann::json schema;
-  try {
-    schema = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::exception& e) {
-    return make_error(Errc::format, path + ": not valid JSON: " + e.what());
-  }
-  auto g = grammar::compile_json_schema(schema);
-  if (!g) return std::unexpected(g.error().with_context(path));
-  return g;
+  return compile_grammar_text(a.grammar.empty() ? GrammarSource::json_schema : GrammarSource::ebnf, *text, path);
 }
 
 RunStats make_stats(const GenerateResult& result, const Engine& engine) {
@@ -108,87 +88,25 @@ void report(const RunArgs& a, const GenerateResult& result, const Engine& engine
   }
 }
 
-// The constrained loop: eval, mask, sample, accept, stream. End tokens (eos, the chat stop ids)
-// are allowed only once the match is complete and end the run without being printed or fed.
+// The constrained loop (compute/prompt/grammar_generate.hpp), streaming the text it accepts.
 int run_constrained(const RunArgs& a, Engine& engine, const GenerateParams& params, const Tokenizer& tokenizer,
                     const std::vector<int>& prompt, int eos) {
   // (params.prompt_embeddings: the media rows of an --image prompt, fed with the prompt)
   auto g = load_grammar(a);
   if (!g) return report_error("run", g.error());
-  std::vector<int> ends = params.stop_tokens;
-  if (eos >= 0) ends.push_back(eos);
-  std::vector<std::string> bytes(std::size_t(tokenizer.vocab()));
-  std::vector<int> specials;
-  for (int id = 0; id < tokenizer.vocab(); ++id) {
-    if (!tokenizer.valid_id(id)) continue;
-    if (tokenizer.is_special(id)) {
-      specials.push_back(id);
-    } else {
-      bytes[std::size_t(id)] = tokenizer.decode_token(id);
-    }
-  }
-  std::vector<int> eos_ids;
-  for (int id : ends) {
-    if (id >= 0 && id < tokenizer.vocab()) eos_ids.push_back(id);
-  }
-  auto index = grammar::build_token_index(std::move(bytes), std::move(specials), std::move(eos_ids));
-  if (!index) return report_error("run", index.error());
-  grammar::Matcher matcher(*g, *index);
-
-  GenerateResult result;
-  result.prompt_tokens = int(prompt.size());
-  GrammarReport gr;
-  auto start = std::chrono::steady_clock::now();
-  auto since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  };
-  auto fed = engine.eval(prompt, params.prompt_embeddings);
-  if (!fed) return report_error("run", fed.error());
-  result.prompt_seconds = since(start);
-  start = std::chrono::steady_clock::now();
-  std::vector<float> logits(fed->begin(), fed->end());
-  Sampler sampler(params.sampling);
   StopTextStream stream;
   std::string text;
-  const int ctx = engine.info().ctx_tokens;
-  for (int step = 0; step < params.max_tokens; ++step) {
-    if (matcher.finished()) {
-      result.stop = StopReason::stop_token;
-      break;
-    }
-    const auto mask_start = std::chrono::steady_clock::now();
-    matcher.mask_logits(logits);
-    const double dt = since(mask_start);
-    gr.mask_seconds += dt;
-    if (gr.masks++ == 0) gr.first_mask_seconds = dt;
-    if (std::none_of(logits.begin(), logits.end(), [](float l) { return std::isfinite(l); })) {
-      return report_error("run", "grammar: no token of the vocabulary can continue the output here (after " +
-                                     std::to_string(step) + " tokens)");
-    }
-    const int next = sampler.sample(logits);
-    if (Status ok = matcher.accept_token(next); !ok) return report_error("run", ok.error());
-    result.tokens.push_back(next);
-    if (std::find(ends.begin(), ends.end(), next) != ends.end()) {
-      result.stop = next == eos ? StopReason::eos : StopReason::stop_token;
-      break;
-    }
-    const std::string out = stream.push(tokenizer.decode_token(next));
+  GrammarReport gr;
+  auto result = generate_with_grammar(engine, prompt, params, tokenizer, *g, eos, [&](int token) {
+    const std::string out = stream.push(tokenizer.decode_token(token));
     text += out;
     if (!a.json) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       std::fflush(stdout);
     }
-    if (engine.position() >= ctx) {
-      result.stop = StopReason::context_full;
-      break;
-    }
-    const int one[1] = {next};
-    auto step_logits = engine.eval(one);
-    if (!step_logits) return report_error("run", step_logits.error().with_context("generated token " + std::to_string(step)));
-    logits.assign(step_logits->begin(), step_logits->end());
-  }
-  result.generate_seconds = since(start);
-  gr.complete = matcher.accepting();
+    return true;
+  }, gr);
+  if (!result) return report_error("run", result.error());
   const std::string tail = stream.finish();
   text += tail;
   if (!a.json) {
@@ -196,7 +114,7 @@ int run_constrained(const RunArgs& a, Engine& engine, const GenerateParams& para
     std::fputc('\n', stdout);
     std::fflush(stdout);
   }
-  report(a, result, engine, &text, &gr);
+  report(a, *result, engine, &text, &gr);
   return 0;
 }
 
@@ -209,8 +127,8 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
   if (!format) return report_error("run", format.error());
   std::vector<int> prompt;
   std::vector<std::string> stop_texts;
+  std::vector<ChatMessage> messages;  // with a format
   if (*format) {
-    std::vector<ChatMessage> messages;
     if (!a.system.empty()) messages.push_back({ChatRole::system, a.system});
     messages.push_back({ChatRole::user, a.prompt});
     prompt = build_chat_prompt(*tokenizer, **format, messages);
@@ -221,8 +139,7 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
     if (!a.system.empty()) tokenizer->encode(a.system + "\n", prompt);
     tokenizer->encode(a.prompt, prompt);
   }
-  // --image: the tower's rows at the media positions, the blocks before the user text (found
-  // as where the prompt with an empty user message stops agreeing with this one).
+  // --image: the tower's rows at the media positions, the blocks before the user text.
   std::vector<vision::EncodedImage> encoded;
   vision::MediaPrompt media;
   if (!a.decoded.empty()) {
@@ -234,15 +151,8 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
       if (!img) return report_error("run", img.error().with_context(a.images[i]));
       encoded.push_back(std::move(*img));
     }
-    std::size_t at = 0;
-    if (*format) {
-      std::vector<ChatMessage> empty;
-      if (!a.system.empty()) empty.push_back({ChatRole::system, a.system});
-      empty.push_back({ChatRole::user, ""});
-      const std::vector<int> bare = build_chat_prompt(*tokenizer, **format, empty);
-      while (at < bare.size() && at < prompt.size() && bare[at] == prompt[at]) ++at;
-    }
-    media = vision::insert_media(*tokenizer, *tokens, prompt, at, encoded, engine.config().hidden);
+    media = place_media(*tokenizer, *tokens, format->has_value() ? &**format : nullptr, messages, prompt, encoded,
+                        engine.config().hidden);
     prompt = media.tokens;
     params.prompt_embeddings = media.embeddings;
   }

@@ -1,14 +1,11 @@
 #include "cli/serve/chat_media.hpp"
 
+#include "compute/prompt/media_placement.hpp"
 #include "compute/vision/image_decode.hpp"
 #include "compute/vision/image_header.hpp"
 
 namespace waste::serve {
 namespace {
-
-// Marks an image's place in a message's content through render_chat. 0xFF never occurs in UTF-8,
-// and the request parser refuses invalid UTF-8, so no request text can forge one.
-constexpr char kImageMark = '\xff';
 
 // "--max-image-mpx 16": the option that sets a pixel limit, in its own unit (2^20 pixels).
 std::string mpx_option(const char* option, std::uint64_t pixels) {
@@ -69,30 +66,15 @@ std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, c
     sizes.emplace_back(pixels->width, pixels->height);
     images.push_back({0, std::move(*patches), part.param});
   }
-  // The marks go in from the back of each message so the earlier offsets stay valid.
-  std::vector<ChatMessage> messages = request.messages;
-  for (std::size_t i = request.images.size(); i-- > 0;) {
-    const ImagePart& part = request.images[i];
-    messages[part.message].content.insert(part.offset, 1, kImageMark);
+  std::vector<MediaSlot> slots;
+  for (std::size_t i = 0; i < request.images.size(); ++i) {
+    slots.push_back({request.images[i].message, request.images[i].offset, sizes[i].first, sizes[i].second,
+                     images[i].positions()});
   }
-  std::vector<int>& tokens = job.prompt;
-  tokens.clear();
-  std::size_t next = 0;
-  for (const ChatSegment& segment : render_chat(format, messages, request.tools_json, true)) {
-    if (segment.markup) {
-      tokenizer.encode_markup(segment.text, tokens);
-      continue;
-    }
-    std::string_view rest = segment.text;
-    for (std::size_t mark = rest.find(kImageMark); mark != std::string_view::npos; mark = rest.find(kImageMark)) {
-      if (mark > 0) tokenizer.encode(rest.substr(0, mark), tokens);
-      JobImage& image = images.at(next);
-      const auto [width, height] = sizes.at(next++);
-      image.first = vision::append_media_block(tokenizer, vision.tokens, width, height, image.positions(), tokens);
-      rest.remove_prefix(mark + 1);
-    }
-    if (!rest.empty()) tokenizer.encode(rest, tokens);
-  }
+  const std::vector<std::size_t> firsts =
+      chat_prompt_with_media(tokenizer, vision.tokens, format, request.messages, request.tools_json, slots, job.prompt);
+  for (std::size_t i = 0; i < firsts.size(); ++i) images[i].first = firsts[i];
+  const std::size_t next = firsts.size();
   if (next != images.size()) {
     return std::unexpected(ApiError{500, "image_url parts: " + std::to_string(next) + " of " +
                                              std::to_string(images.size()) + " reached the prompt",

@@ -1,10 +1,9 @@
 // A chat request with image_url parts to the scheduler's job: the images' sizes checked from
 // their headers against the request limits and the server's pixel budget, then each decoded and
 // preprocessed on the HTTP thread (a 400 naming its part when the decoder refuses it), its media
-// block built by
-// vision::append_media_block (the builder `waste run --image` uses) at its place among the text
-// parts of its message, and the pads it takes recorded for the tower (JobImage). The text around
-// an image is tokenized on its own in plain mode, as build_chat_prompt tokenizes each content.
+// block put at its place among the text parts of its message by compute/prompt's
+// chat_prompt_with_media (vision::append_media_block, the builder `waste run --image` uses), and
+// the pads it takes recorded for the tower (JobImage).
 #pragma once
 
 #include <expected>

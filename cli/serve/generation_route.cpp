@@ -11,7 +11,7 @@
 #include "cli/serve/api_reply.hpp"
 #include "cli/serve/openai_response.hpp"
 #include "cli/serve/structured_output.hpp"
-#include "cli/serve/tool_call_parser.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
 
 namespace waste::serve {
 namespace {
@@ -165,6 +165,49 @@ class BlockingAnswer final : public http::DeferredReply {
   std::vector<TokenLogprob> logprobs_;
 };
 
+// The scheduler's job for a parsed request: the prompt (chat template, tools, images), the stop
+// ids and texts, the constraint (compute/prompt) and the sampling; `tool_markup` set when the
+// answer is to be parsed for tool calls.
+std::expected<GenerationJob, ApiError> build_job(Endpoint endpoint, const ParsedRequest& parsed,
+                                                 const ServeModel& model, const ChatToolMarkup*& tool_markup) {
+  const Tokenizer& tokenizer = *model.tokenizer;
+  GenerationJob job;
+  tool_markup = nullptr;
+  if (endpoint == Endpoint::chat) {
+    if (!model.chat_format) {
+      return std::unexpected(bad_param("messages", "this model has no chat template (chat.json in the container "
+                                                   "or --chat-format): use /v1/completions"));
+    }
+    const ChatFormat& format = *model.chat_format;
+    if (auto supported = check_tools_supported(parsed, format); !supported) return std::unexpected(supported.error());
+    auto constraint = make_constraint(parsed, format, tokenizer, model.token_index);
+    if (!constraint) return std::unexpected(constraint.error());
+    job.constraint = std::move(*constraint);
+    if (format.tools && !parsed.tools.empty() && parsed.tool_choice != ToolChoice::none) {
+      tool_markup = &*format.tools;
+    }
+    if (parsed.images.empty()) {
+      job.prompt = build_chat_prompt(tokenizer, format, parsed.messages, true, parsed.tools_json);
+    } else if (auto media = build_media_prompt(parsed, tokenizer, format, model.vision, job); !media) {
+      return std::unexpected(media.error());
+    }
+    const ChatStop stop = chat_stop(tokenizer, format);
+    for (int id : stop.ids) {
+      if (id >= 0) job.stop_ids.push_back(id);
+    }
+    if (!stop.text.empty()) job.stop_texts.push_back(stop.text);
+  } else {
+    job.prompt = parsed.prompt_is_ids ? parsed.prompt_ids : tokenizer.encode(parsed.prompt_text);
+    if (tokenizer.eos() >= 0) job.stop_ids.push_back(tokenizer.eos());
+  }
+  job.stop_texts.insert(job.stop_texts.end(), parsed.stop.begin(), parsed.stop.end());
+  job.sampling = parsed.sampling;
+  job.max_tokens = parsed.max_tokens.value_or(model.scheduler->ctx_tokens());
+  job.top_logprobs = parsed.logprobs ? parsed.top_logprobs : -1;
+  job.logit_bias = parsed.logit_bias;
+  return job;
+}
+
 }  // namespace
 
 http::Reply generation_reply(Endpoint endpoint, std::string_view body, const ServeModel& model,
@@ -175,42 +218,10 @@ http::Reply generation_reply(Endpoint endpoint, std::string_view body, const Ser
     return error_reply(ApiError{404, "model '" + parsed->model + "' does not exist; this server serves '" + model_id + "'",
                                 "invalid_request_error", "model", "model_not_found"});
   }
-  const Tokenizer& tokenizer = *model.tokenizer;
-  GenerationJob job;
   const ChatToolMarkup* tool_markup = nullptr;  // set: the answer is parsed for tool calls
-  if (endpoint == Endpoint::chat) {
-    if (!model.chat_format) {
-      return error_reply(bad_param("messages", "this model has no chat template (chat.json in the container "
-                                               "or --chat-format): use /v1/completions"));
-    }
-    const ChatFormat& format = *model.chat_format;
-    if (auto supported = check_tools_supported(*parsed, format); !supported) return error_reply(supported.error());
-    auto constraint = make_constraint(*parsed, format, tokenizer, model.token_index);
-    if (!constraint) return error_reply(constraint.error());
-    job.constraint = std::move(*constraint);
-    if (format.tools && !parsed->tools.empty() && parsed->tool_choice != ToolChoice::none) {
-      tool_markup = &*format.tools;
-    }
-    if (parsed->images.empty()) {
-      job.prompt = build_chat_prompt(tokenizer, format, parsed->messages, true, parsed->tools_json);
-    } else if (auto media = build_media_prompt(*parsed, tokenizer, format, model.vision, job); !media) {
-      return error_reply(media.error());
-    }
-    const ChatStop stop = chat_stop(tokenizer, format);
-    for (int id : stop.ids) {
-      if (id >= 0) job.stop_ids.push_back(id);
-    }
-    if (!stop.text.empty()) job.stop_texts.push_back(stop.text);
-  } else {
-    job.prompt = parsed->prompt_is_ids ? parsed->prompt_ids : tokenizer.encode(parsed->prompt_text);
-    if (tokenizer.eos() >= 0) job.stop_ids.push_back(tokenizer.eos());
-  }
-  job.stop_texts.insert(job.stop_texts.end(), parsed->stop.begin(), parsed->stop.end());
-  job.sampling = parsed->sampling;
-  job.max_tokens = parsed->max_tokens.value_or(model.scheduler->ctx_tokens());
-  job.top_logprobs = parsed->logprobs ? parsed->top_logprobs : -1;
-  job.logit_bias = parsed->logit_bias;
-  auto submitted = model.scheduler->submit(std::move(job), std::move(ticket));
+  auto job = build_job(endpoint, *parsed, model, tool_markup);
+  if (!job) return error_reply(job.error());
+  auto submitted = model.scheduler->submit(std::move(*job), std::move(ticket));
   if (!submitted) {
     ApiError error = submitted.error();
     if (endpoint == Endpoint::completion && error.param == "messages") error.param = "prompt";

@@ -13,7 +13,7 @@
 #include "cli/serve/chat_media.hpp"
 #include "cli/serve/http/message.hpp"
 #include "cli/serve/openai_request.hpp"
-#include "cli/serve/output_constraint.hpp"
+#include "compute/prompt/output_constraint.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"

@@ -110,13 +110,7 @@ std::expected<std::string, ApiError> content_text(const json& content, const std
 }
 
 // OpenAI's rule for function and schema names.
-bool valid_name(const json& v) {
-  if (!v.is_string()) return false;
-  const std::string& s = v.get_ref<const std::string&>();
-  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-  });
-}
+bool valid_name(const json& v) { return v.is_string() && valid_tool_name(v.get_ref<const std::string&>()); }
 
 const char* kNameRule = " must be a string of 1 to 64 characters from a-z, A-Z, 0-9, _ and -";
 
@@ -305,7 +299,6 @@ std::expected<void, ApiError> parse_tools(const json& body, ParsedRequest& r) {
     if (tools->size() > std::size_t(kMaxTools)) {
       return fail("tools", "'tools' holds at most " + std::to_string(kMaxTools) + " tools");
     }
-    json declared = json::array();
     for (std::size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
       const std::string p = "tools[" + std::to_string(i) + "]";
@@ -316,18 +309,19 @@ std::expected<void, ApiError> parse_tools(const json& body, ParsedRequest& r) {
       if (!function || !function->is_object()) return fail(p + ".function", "'" + p + ".function' must be an object");
       const json* name = field(*function, "name");
       if (!name || !valid_name(*name)) return fail(p + ".function.name", "'" + p + ".function.name'" + kNameRule);
-      ToolDef tool{name->get<std::string>(), json{{"type", "object"}, {"properties", json::object()}}};
+      ToolDef tool;
+      tool.name = name->get<std::string>();
+      tool.parameters = json{{"type", "object"}, {"properties", json::object()}};
       for (const ToolDef& seen : r.tools) {
         if (seen.name == tool.name) {
           return fail(p + ".function.name", "'" + p + ".function.name' \"" + tool.name + "\" is declared twice");
         }
       }
-      json entry{{"type", "function"}, {"function", {{"name", tool.name}}}};
       if (const json* description = field(*function, "description"); description) {
         if (!description->is_string()) {
           return fail(p + ".function.description", "'" + p + ".function.description' must be a string");
         }
-        entry["function"]["description"] = *description;
+        tool.description = description->get<std::string>();
       }
       if (const json* parameters = field(*function, "parameters"); parameters) {
         if (!parameters->is_object()) {
@@ -335,14 +329,12 @@ std::expected<void, ApiError> parse_tools(const json& body, ParsedRequest& r) {
         }
         tool.parameters = *parameters;
       }
-      entry["function"]["parameters"] = tool.parameters;
       if (const json* strict = field(*function, "strict"); strict && !strict->is_boolean()) {
         return fail(p + ".function.strict", "'" + p + ".function.strict' must be a boolean");
       }
-      declared.push_back(std::move(entry));
       r.tools.push_back(std::move(tool));
     }
-    if (!r.tools.empty()) r.tools_json = declared.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (!r.tools.empty()) r.tools_json = declare_tools(r.tools);
   }
   r.tool_choice = r.tools.empty() ? ToolChoice::none : ToolChoice::automatic;
   const json* choice = field(body, "tool_choice");

@@ -1,7 +1,7 @@
 // OpenAI request bodies (POST /v1/chat/completions, /v1/completions) parsed and validated into a
 // typed request. Every failure is an ApiError (400) that names the parameter; nothing here
 // touches the engine or a file, so a body can only ever choose among the values it validates.
-// Unsupported features are refused, never ignored: n != 1, non-function tools, audio and file
+// (ToolDef, ToolChoice, ResponseFormat: compute/prompt/tool_spec.hpp.) Unsupported features are refused, never ignored: n != 1, non-function tools, audio and file
 // parts, image parts outside user messages and not data: URLs, echo/suffix/best_of. Schemas are only checked for shape here; structured_output.*
 // compiles them (and refuses unsupported keywords).
 #pragma once
@@ -17,18 +17,13 @@
 
 #include "cli/serve/api_error.hpp"
 #include "cli/serve/request_limits.hpp"
+#include "compute/prompt/tool_spec.hpp"
 #include "compute/sampling/sampler.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 
 namespace waste::serve {
 
 enum class Endpoint : std::uint8_t { chat, completion };
-
-// One function tool of `tools`.
-struct ToolDef {
-  std::string name;            // [a-zA-Z0-9_-]{1,64}, unique in the request
-  nlohmann::json parameters;   // a JSON Schema object; omitted = {"type": "object", "properties": {}}
-};
 
 // An image_url part of a user message: its data: URL's bytes (PNG or JPEG as far as the URL says;
 // the decoder sniffs and decides) and where its media block goes.
@@ -38,9 +33,6 @@ struct ImagePart {
   std::string param;                // "messages[0].content[1].image_url.url", for errors
   std::vector<std::uint8_t> bytes;
 };
-
-enum class ToolChoice : std::uint8_t { none, automatic, required, named };
-enum class ResponseFormat : std::uint8_t { text, json_object, json_schema };
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::chat;

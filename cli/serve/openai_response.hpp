@@ -14,7 +14,7 @@
 #include "cli/serve/api_error.hpp"
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/request_stream.hpp"
-#include "cli/serve/tool_call_parser.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
 
 namespace waste::serve {
 

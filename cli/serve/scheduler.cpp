@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "cli/cli_common.hpp"
+#include "compute/prompt/stop_text.hpp"
 
 namespace waste::serve {
 namespace {
@@ -26,7 +26,7 @@ struct Scheduler::Slot {
   std::shared_ptr<RequestStream> stream;
   std::unique_ptr<EngineSequence> sequence;  // made on the engine thread at admission
   Sampler sampler;
-  cli::StopTextStream text;
+  StopTextStream text;
   std::optional<ConstraintState> constraint;
   std::vector<float> masked;  // constrained: this sequence's logits with the mask applied
   int prompt_fed = 0;   // prompt tokens fed so far
@@ -314,25 +314,11 @@ void Scheduler::end(Slot& slot, Finish reason, std::string error) {
 // The next token: forced by the constraint, or sampled from the (masked) logits. -1 with the
 // request ended when the constraint cannot go on; -2 when a stop id ended it.
 int Scheduler::choose(Slot& slot, std::span<const float> logits) {
-  const auto is_stop = [&](int token) {
-    return std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) != slot.job.stop_ids.end();
-  };
   if (!slot.constraint) return slot.sampler.sample(logits);
-  ConstraintState& c = *slot.constraint;
-  // A stop id sampled where a grammar stage accepts ends that stage; when more stages follow it is
-  // dropped and the next one decides, from the same logits (at most one retry per stage).
-  for (;;) {
-    if (const int forced = c.forced(); forced >= 0) return forced;
-    slot.masked.assign(logits.begin(), logits.end());
-    c.mask(slot.masked);
-    if (std::none_of(slot.masked.begin(), slot.masked.end(), [](float l) { return l > -INFINITY; })) {
-      end(slot, Finish::error, "the output constraint allows no token here");
-      return -1;
-    }
-    const int token = slot.sampler.sample(slot.masked);
-    if (!is_stop(token)) return token;
-    if (c.accept_stop()) return -2;
-  }
+  // compute/prompt: forced tokens, the mask, a stop id that ends a stage.
+  const int token = choose_constrained(*slot.constraint, slot.sampler, logits, slot.masked, slot.job.stop_ids);
+  if (token == kNoTokenAllowed) end(slot, Finish::error, "the output constraint allows no token here");
+  return token;
 }
 
 void Scheduler::sample(Slot& slot) {

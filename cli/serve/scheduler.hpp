@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "cli/serve/api_error.hpp"
-#include "cli/serve/output_constraint.hpp"
+#include "compute/prompt/output_constraint.hpp"
 #include "cli/serve/request_stream.hpp"
 #include "compute/api/engine.hpp"
 #include "compute/sampling/sampler.hpp"

@@ -1,91 +1,13 @@
 #include "cli/serve/structured_output.hpp"
 
-#include <deque>
-#include <map>
-#include <mutex>
 #include <string>
 
-#include "cli/serve/json_body.hpp"
+#include "compute/prompt/constraint_builder.hpp"
 
 namespace waste::serve {
 namespace {
 
-using GrammarResult = std::expected<std::shared_ptr<const grammar::Grammar>, ApiError>;
-
-// Compiled grammars by their source (a schema's sorted dump, or EBNF text), so requests with the
-// same schema share one Grammar and with it the engine's token-set cache (warm masks from the
-// second request on). FIFO-bounded; the lock covers lookups and inserts, never a compile.
-class GrammarCache {
- public:
-  static constexpr std::size_t kMaxEntries = 64;
-  std::shared_ptr<const grammar::Grammar> find(const std::string& key) {
-    std::lock_guard lock(mutex_);
-    auto it = entries_.find(key);
-    return it == entries_.end() ? nullptr : it->second;
-  }
-  void insert(const std::string& key, std::shared_ptr<const grammar::Grammar> grammar) {
-    std::lock_guard lock(mutex_);
-    if (!entries_.emplace(key, std::move(grammar)).second) return;
-    order_.push_back(key);
-    if (order_.size() > kMaxEntries) {
-      entries_.erase(order_.front());
-      order_.pop_front();
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::map<std::string, std::shared_ptr<const grammar::Grammar>> entries_;
-  std::deque<std::string> order_;
-};
-
-GrammarCache& grammar_cache() {
-  static GrammarCache cache;
-  return cache;
-}
-
-// Every schema is compiled under the request limits; its nesting is checked first without
-// recursion (the cache key's dump() and the compiler both recurse).
-GrammarResult compile_schema(const nlohmann::json& schema, const std::string& param, const RequestLimits& limits) {
-  if (nested_deeper_than(schema, limits.max_json_depth)) {
-    return std::unexpected(bad_param(param, param + ": nesting deeper than " + std::to_string(limits.max_json_depth) +
-                                                " (--max-json-depth)"));
-  }
-  const grammar::CompileLimits compile{limits.max_json_depth, "--max-json-depth", limits.max_grammar_expansion,
-                                       limits.max_grammar_time};
-  const std::string key =
-      schema.is_null() ? std::string("object")
-                       : "schema:" + std::to_string(limits.max_json_depth) + ":" +
-                             std::to_string(limits.max_grammar_expansion) + ":" +
-                             schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (auto cached = grammar_cache().find(key)) return cached;
-  auto compiled = schema.is_null() ? grammar::compile_any_json_object() : grammar::compile_json_schema(schema, compile);
-  if (!compiled) return std::unexpected(bad_param(param, "'" + param + "': " + compiled.error().message));
-  grammar_cache().insert(key, *compiled);
-  return *compiled;
-}
-
-ConstraintStage forced(const Tokenizer& tokenizer, const std::string& markup) {
-  ConstraintStage stage;
-  stage.forced = tokenizer.encode_markup(markup);
-  return stage;
-}
-
-ConstraintStage constrained(std::shared_ptr<const grammar::Grammar> grammar) {
-  ConstraintStage stage;
-  stage.grammar = std::move(grammar);
-  return stage;
-}
-
-// One forced call: `head` forced (through the arguments marker), the parameters, `tail` forced.
-std::vector<ConstraintStage> call_stages(const Tokenizer& tokenizer, const std::string& head,
-                                         std::shared_ptr<const grammar::Grammar> parameters, const std::string& tail) {
-  std::vector<ConstraintStage> stages;
-  if (!head.empty()) stages.push_back(forced(tokenizer, head));
-  stages.push_back(constrained(std::move(parameters)));
-  if (!tail.empty()) stages.push_back(forced(tokenizer, tail));
-  return stages;
-}
+ApiError to_api_error(const PromptError& e) { return bad_param(e.param, e.message); }
 
 }  // namespace
 
@@ -120,70 +42,22 @@ std::expected<std::shared_ptr<const ConstraintPlan>, ApiError> make_constraint(
     return std::unexpected(bad_param(param, "'" + param + "': constrained output is not available in this server "
                                                           "(the grammar engine could not index the vocabulary)"));
   }
-  auto plan = std::make_shared<ConstraintPlan>();
-  plan->index = index;
-  if (!tool_forced) {
-    auto grammar = request.response_format == ResponseFormat::json_object
-                       ? compile_schema(nlohmann::json(), "response_format", limits)
-                       : compile_schema(request.response_schema, "response_format.json_schema.schema", limits);
-    if (!grammar) return std::unexpected(grammar.error());
-    plan->stages.push_back(constrained(std::move(*grammar)));
-    return plan;
+  if (tool_forced) {
+    auto check = check_tools_supported(request, format);
+    if (!check) return std::unexpected(check.error());
   }
-
-  auto check = check_tools_supported(request, format);
-  if (!check) return std::unexpected(check.error());
-  const ChatToolMarkup& markup = *format.tools;
-  const bool kimi = markup.style == ToolCallStyle::kimi;
-  const int call_index = tool_calls_in_history(request);
-  // The text around one call to `name` (kimi: the id encodes the name and the call's index).
-  const std::string open = markup.section.prefix + markup.call.prefix;
-  const std::string close = kimi ? markup.call.suffix + markup.section.suffix : "}" + markup.call.suffix;
-  auto name_key = [&](const std::string& name) {
-    return kimi ? name + ":" + std::to_string(call_index) : name + "\"";
-  };
-  auto after_name = [&]() { return kimi ? markup.arguments : std::string(", \"arguments\": "); };
-  const std::string name_lead = kimi ? "functions." : "{\"name\": \"";
-
-  std::vector<std::pair<std::size_t, std::shared_ptr<const grammar::Grammar>>> chosen;
-  for (std::size_t i = 0; i < request.tools.size(); ++i) {
-    const ToolDef& tool = request.tools[i];
-    if (request.tool_choice == ToolChoice::named && tool.name != request.tool_choice_name) continue;
-    auto grammar = compile_schema(tool.parameters, "tools[" + std::to_string(i) + "].function.parameters", limits);
-    if (!grammar) return std::unexpected(grammar.error());
-    chosen.emplace_back(i, std::move(*grammar));
-  }
-  if (chosen.size() == 1) {
-    const ToolDef& tool = request.tools[chosen[0].first];
-    plan->stages = call_stages(tokenizer, open + name_lead + name_key(tool.name) + after_name(), chosen[0].second, close);
-    return plan;
-  }
-  // Several tools: the markup up to the name is forced, a grammar picks one of the names, and
-  // that name's branch forces the rest of the header and constrains its parameters.
-  std::string names_rule = "root ::= ";
-  ConstraintStage choice;
-  for (std::size_t k = 0; k < chosen.size(); ++k) {
-    const std::string key = name_key(request.tools[chosen[k].first].name);
-    names_rule += (k ? " | " : "") + nlohmann::json(key).dump();  // names are [A-Za-z0-9_-]: no escapes
-    auto branch = std::make_shared<ConstraintPlan>();
-    branch->index = index;
-    branch->stages = call_stages(tokenizer, after_name(), chosen[k].second, close);
-    choice.branches.emplace_back(key, std::move(branch));
-  }
-  names_rule += "\n";
-  choice.grammar = grammar_cache().find("ebnf:" + names_rule);
-  if (!choice.grammar) {
-    auto names = grammar::compile_ebnf(names_rule);
-    if (!names) {
-      return std::unexpected(bad_param("tool_choice", "'tool_choice': the tool-name grammar did not compile: " +
-                                                          names.error().message));
-    }
-    choice.grammar = std::move(*names);
-    grammar_cache().insert("ebnf:" + names_rule, choice.grammar);
-  }
-  plan->stages.push_back(forced(tokenizer, open + name_lead));
-  plan->stages.push_back(std::move(choice));
-  return plan;
+  OutputSpec spec;
+  spec.response_format = request.response_format;
+  spec.response_schema = &request.response_schema;
+  spec.tools = request.tools;
+  spec.tool_choice = request.tool_choice;
+  spec.tool_choice_name = request.tool_choice_name;
+  spec.calls_in_history = tool_calls_in_history(request);
+  const grammar::CompileLimits compile{limits.max_json_depth, "--max-json-depth", limits.max_grammar_expansion,
+                                       limits.max_grammar_time};
+  auto plan = make_constraint_plan(spec, format, tokenizer, index, compile);
+  if (!plan) return std::unexpected(to_api_error(plan.error()));
+  return std::move(*plan);
 }
 
 }  // namespace waste::serve

@@ -1,5 +1,5 @@
 // From a chat request to its output constraint (HTTP thread, before anything is sent, so every
-// refusal is a 400): response_format json_object / json_schema compile to a grammar; tool_choice
+// refusal is a 400; compute/prompt/constraint_builder.hpp builds the plan): response_format json_object / json_schema compile to a grammar; tool_choice
 // "required" or a named function to the format's call markup as forced tokens around the tool's
 // parameters schema (with several tools, "required" lets a grammar choose the name first).
 // tool_choice auto and none add no constraint: the output is parsed for calls afterwards.
@@ -10,7 +10,7 @@
 
 #include "cli/serve/api_error.hpp"
 #include "cli/serve/openai_request.hpp"
-#include "cli/serve/output_constraint.hpp"
+#include "compute/prompt/output_constraint.hpp"
 #include "cli/serve/request_limits.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"

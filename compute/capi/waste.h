@@ -225,6 +225,69 @@ WASTE_API void waste_eval_result_init(waste_eval_result *result);
 WASTE_API waste_status waste_eval(waste_model *model, const int32_t *ids, size_t n_ids, double *logprobs,
                                   waste_eval_result *result);
 
+/* ---- constrained output and tools (what `waste run --grammar/--json-schema` and `waste serve`'s
+ * tools do; compute/prompt) ---------------------------------------------------------------- */
+
+typedef struct waste_constraint {
+  uint32_t struct_size;     /* sizeof(waste_constraint), set by waste_constraint_init */
+  const char *grammar;      /* NUL-terminated EBNF (GBNF-like) text, as `waste run --grammar FILE` reads */
+  const char *json_schema;  /* NUL-terminated JSON Schema, as `waste run --json-schema FILE` reads */
+} waste_constraint;       /* exactly one of grammar and json_schema is set */
+
+WASTE_API void waste_constraint_init(waste_constraint *constraint);
+
+/* waste_generate under a grammar, as `waste run --grammar/--json-schema`: before each token the
+ * tokens the grammar cannot continue with are masked; the run ends when the match is finished,
+ * or at an end token (eos, params.stop_tokens) once the match is complete -- that end token is
+ * neither fed nor reported to the callback (it counts in result->n_tokens). Needs the tokenizer.
+ * A grammar or schema that does not compile is WASTE_ERR_FORMAT (or _UNSUPPORTED for a schema
+ * keyword not implemented) with a message beginning "constraint.grammar: " or
+ * "constraint.json_schema: ". `complete` (may be NULL) gets nonzero when the output is a
+ * complete match. The callback's nonzero return and waste_cancel stop it as in waste_generate. */
+WASTE_API waste_status waste_generate_constrained(waste_model *model, const int32_t *prompt, size_t n_prompt,
+                                                  const waste_generate_params *params,
+                                                  const waste_constraint *constraint, waste_token_callback callback,
+                                                  void *user, waste_generate_result *result, int32_t *complete);
+
+typedef struct waste_tool {
+  const char *name;         /* 1 to 64 characters from a-z, A-Z, 0-9, _ and -; unique among the tools */
+  const char *description;  /* NULL = none */
+  const char *parameters;   /* a JSON Schema object's text; NULL = {"type": "object", "properties": {}} */
+} waste_tool;
+
+/* waste_chat_apply with `tools` declared to the model (the chat format's declaration turn, as
+ * `waste serve` renders a request's "tools"). The format needs tool-call markup (a "tools"
+ * object in chat.json): else WASTE_ERR_UNSUPPORTED. n_tools == 0 is waste_chat_apply. */
+WASTE_API waste_status waste_chat_apply_tools(const waste_model *model, const char *format_path,
+                                              const waste_chat_message *messages, size_t n_messages,
+                                              const waste_tool *tools, size_t n_tools, int32_t open_model_turn,
+                                              char **text, size_t *text_len, int32_t **ids, size_t *n_ids);
+
+/* One forced tool call, as `waste serve` generates it for tool_choice "required" (`tool_name`
+ * NULL: the model picks one of `tools` through a grammar over their names) or a named function
+ * (`tool_name`): the chat format's call markup is forced token by token (Kimi's special markers
+ * included), the arguments are sampled under the tool's parameters schema, and the run ends with
+ * the call. `prompt` is the chat prompt (waste_chat_apply_tools with the same tools and format);
+ * `calls_in_history` is the number of calls already in the conversation (Kimi ids count from it).
+ * Every token (forced ones too) goes to the callback; read the call back with
+ * waste_parse_tool_calls. Errors: a format without tool-call markup (WASTE_ERR_UNSUPPORTED), an
+ * unknown tool_name, no tools, a parameters schema the grammar engine refuses (naming
+ * "tools[i].function.parameters"). */
+WASTE_API waste_status waste_generate_tool_call(waste_model *model, const char *format_path, const int32_t *prompt,
+                                                size_t n_prompt, const waste_generate_params *params,
+                                                const waste_tool *tools, size_t n_tools, const char *tool_name,
+                                                int32_t calls_in_history, waste_token_callback callback, void *user,
+                                                waste_generate_result *result);
+
+/* The tool calls in a model's answer (`len` bytes of `text`), read with the chat format's call
+ * markup as `waste serve` reads them. *content gets the text outside the calls (NUL-terminated,
+ * waste_free; "" when none) and *calls_json a JSON array (waste_free) of
+ * {"id": ..., "name": ..., "arguments": ...}, arguments the model's raw text (not re-parsed;
+ * the JSON style's calls get ids "call_0", "call_1", ...). A call with malformed markup is
+ * given back as content. A format without tool-call markup: WASTE_ERR_UNSUPPORTED. */
+WASTE_API waste_status waste_parse_tool_calls(const waste_model *model, const char *format_path, const char *text,
+                                              size_t len, char **content, char **calls_json);
+
 /* ---- sessions and stats ------------------------------------------------------------------ */
 
 /* Writes the sequence state to `path` (atomically; the reference engine's session layout). */

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -24,6 +25,10 @@
 #include "compute/api/engine.hpp"
 #include "compute/api/engine_open.hpp"
 #include "compute/io/daemon_connect.hpp"
+#include "compute/prompt/constraint_builder.hpp"
+#include "compute/prompt/grammar_generate.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
+#include "compute/prompt/tool_spec.hpp"
 #include "compute/sampling/token_nll.hpp"
 #include "compute/session/session_file.hpp"
 #include "compute/tokenizer/chat_format.hpp"
@@ -188,6 +193,121 @@ void configure_logging_once() {
   do {                            \
     if (!(cond)) return fail(WASTE_ERR_ARGUMENT, message); \
   } while (0)
+
+const char* const kNoToolMarkup = "the chat format has no tool-call markup (a \"tools\" object in chat.json)";
+
+// The C tools as the room's ToolDefs; errors name the entry point and the tool's field.
+waste::Result<std::vector<waste::ToolDef>> to_tools(const std::string& fn, const waste_tool* tools, std::size_t n) {
+  std::vector<waste::ToolDef> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string p = fn + ": tools[" + std::to_string(i) + "]";
+    const waste_tool& t = tools[i];
+    if (t.name == nullptr || !waste::valid_tool_name(t.name)) {
+      return waste::make_error(Errc::argument,
+                               p + ".name must be a string of 1 to 64 characters from a-z, A-Z, 0-9, _ and -");
+    }
+    waste::ToolDef tool;
+    tool.name = t.name;
+    for (const waste::ToolDef& seen : out) {
+      if (seen.name == tool.name) return waste::make_error(Errc::argument, p + ".name \"" + tool.name + "\" is declared twice");
+    }
+    if (t.description != nullptr) tool.description = std::string(t.description);
+    tool.parameters = nlohmann::json{{"type", "object"}, {"properties", nlohmann::json::object()}};
+    if (t.parameters != nullptr) {
+      try {
+        tool.parameters = nlohmann::json::parse(t.parameters);
+      } catch (const nlohmann::json::exception& e) {
+        return waste::make_error(Errc::format, p + ".parameters: not valid JSON: " + e.what());
+      }
+      if (!tool.parameters.is_object()) {
+        return waste::make_error(Errc::argument, p + ".parameters must be a JSON Schema object");
+      }
+    }
+    out.push_back(std::move(tool));
+  }
+  return out;
+}
+
+// waste_generate_params (NULL = defaults) checked and converted; messages begin with `fn`.
+waste_status to_generate_params(const std::string& fn, const waste_generate_params* params, waste::GenerateParams& g) {
+  waste_generate_params p;
+  waste_generate_params_init(&p);
+  if (params != nullptr) {
+    WASTE_NEED(sized(params), fn + ": params.struct_size " + std::to_string(params->struct_size) +
+                                  " is not sizeof(waste_generate_params) (call waste_generate_params_init)");
+    p = *params;
+  }
+  WASTE_NEED(p.stop_tokens != nullptr || p.n_stop_tokens == 0, fn + ": params.stop_tokens is NULL");
+  WASTE_NEED(p.temperature >= 0.0f, fn + ": params.temperature must be 0 or more");
+  WASTE_NEED(p.top_p > 0.0f && p.top_p <= 1.0f, fn + ": params.top_p must be in (0, 1]");
+  WASTE_NEED(p.top_k >= 0, fn + ": params.top_k must be 0 or more");
+  g.max_tokens = p.max_tokens;
+  g.sampling = waste::SamplingParams{p.temperature, p.top_p, p.top_k, p.seed};
+  g.stop_tokens = to_ints(p.stop_tokens, p.n_stop_tokens);
+  if (p.ignore_eos) g.eos_token = -2;
+  return WASTE_OK;
+}
+
+void fill_result(waste_model* m, const waste::GenerateResult& out, waste_generate_result* result) {
+  m->last_tokens = int(out.tokens.size());
+  m->last_generate_seconds = out.generate_seconds;
+  if (result != nullptr) {
+    result->n_tokens = int32_t(out.tokens.size());
+    result->stop_reason = int32_t(out.stop);
+    result->prompt_tokens = out.prompt_tokens;
+    result->prompt_seconds = out.prompt_seconds;
+    result->generate_seconds = out.generate_seconds;
+  }
+}
+
+// waste_chat_apply and waste_chat_apply_tools (`fn` names the entry point in messages).
+waste_status chat_apply(const std::string& fn, const waste_model* m, const char* format_path,
+                        const waste_chat_message* messages, size_t n_messages, const waste_tool* tools, size_t n_tools,
+                        int32_t open_model_turn, char** text, size_t* text_len, int32_t** ids, size_t* n_ids) {
+  return guarded(fn.c_str(), [&]() -> waste_status {
+    WASTE_NEED(m != nullptr, fn + ": model is NULL");
+    if (text != nullptr) *text = nullptr;
+    if (text_len != nullptr) *text_len = 0;
+    if (ids != nullptr) *ids = nullptr;
+    if (n_ids != nullptr) *n_ids = 0;
+    WASTE_NEED(messages != nullptr || n_messages == 0, fn + ": messages is NULL");
+    WASTE_NEED((ids == nullptr) == (n_ids == nullptr), fn + ": give both ids and n_ids, or neither");
+    auto format = chat_format_for(m, format_path);
+    if (!format) return fail(format.error());
+    std::string tools_json;
+    if (n_tools > 0) {
+      WASTE_NEED(tools != nullptr, fn + ": tools is NULL");
+      if (!format->tools) return fail(WASTE_ERR_UNSUPPORTED, fn + ": " + kNoToolMarkup);
+      auto defs = to_tools(fn, tools, n_tools);
+      if (!defs) return fail(defs.error());
+      tools_json = waste::declare_tools(*defs);
+    }
+    std::vector<waste::ChatMessage> list;
+    for (std::size_t i = 0; i < n_messages; ++i) {
+      auto role = to_role(messages[i].role, i);
+      if (!role) return fail(role.error());
+      WASTE_NEED(messages[i].content != nullptr, fn + ": messages[" + std::to_string(i) + "].content is NULL");
+      waste::ChatMessage message;
+      message.role = *role;
+      message.content = messages[i].content;
+      list.push_back(std::move(message));
+    }
+    if (text != nullptr) {
+      std::string rendered;
+      for (const auto& seg : waste::render_chat(*format, list, tools_json, open_model_turn != 0)) rendered += seg.text;
+      *text = c_string(rendered);
+      if (text_len != nullptr) *text_len = rendered.size();
+    }
+    if (ids != nullptr) {
+      if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+      const std::vector<int> prompt = waste::build_chat_prompt(*m->tokenizer, *format, list, open_model_turn != 0, tools_json);
+      const std::vector<int32_t> copy(prompt.begin(), prompt.end());
+      *ids = c_array(copy);
+      *n_ids = copy.size();
+    }
+    return WASTE_OK;
+  });
+}
 
 }  // namespace
 
@@ -362,41 +482,8 @@ waste_status waste_detokenize(const waste_model* m, const int32_t* ids, size_t n
 waste_status waste_chat_apply(const waste_model* m, const char* format_path, const waste_chat_message* messages,
                               size_t n_messages, int32_t open_model_turn, char** text, size_t* text_len,
                               int32_t** ids, size_t* n_ids) {
-  return guarded("waste_chat_apply", [&]() -> waste_status {
-    WASTE_NEED(m != nullptr, "waste_chat_apply: model is NULL");
-    if (text != nullptr) *text = nullptr;
-    if (text_len != nullptr) *text_len = 0;
-    if (ids != nullptr) *ids = nullptr;
-    if (n_ids != nullptr) *n_ids = 0;
-    WASTE_NEED(messages != nullptr || n_messages == 0, "waste_chat_apply: messages is NULL");
-    WASTE_NEED((ids == nullptr) == (n_ids == nullptr), "waste_chat_apply: give both ids and n_ids, or neither");
-    auto format = chat_format_for(m, format_path);
-    if (!format) return fail(format.error());
-    std::vector<waste::ChatMessage> list;
-    for (std::size_t i = 0; i < n_messages; ++i) {
-      auto role = to_role(messages[i].role, i);
-      if (!role) return fail(role.error());
-      WASTE_NEED(messages[i].content != nullptr, "waste_chat_apply: messages[" + std::to_string(i) + "].content is NULL");
-      waste::ChatMessage message;
-      message.role = *role;
-      message.content = messages[i].content;
-      list.push_back(std::move(message));
-    }
-    if (text != nullptr) {
-      std::string rendered;
-      for (const auto& seg : waste::render_chat(*format, list, {}, open_model_turn != 0)) rendered += seg.text;
-      *text = c_string(rendered);
-      if (text_len != nullptr) *text_len = rendered.size();
-    }
-    if (ids != nullptr) {
-      if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
-      const std::vector<int> prompt = waste::build_chat_prompt(*m->tokenizer, *format, list, open_model_turn != 0);
-      const std::vector<int32_t> copy(prompt.begin(), prompt.end());
-      *ids = c_array(copy);
-      *n_ids = copy.size();
-    }
-    return WASTE_OK;
-  });
+  return chat_apply("waste_chat_apply", m, format_path, messages, n_messages, nullptr, 0, open_model_turn, text,
+                    text_len, ids, n_ids);
 }
 
 waste_status waste_chat_stop_tokens(const waste_model* m, const char* format_path, int32_t** ids, size_t* n_ids) {
@@ -440,22 +527,8 @@ waste_status waste_generate(waste_model* m, const int32_t* prompt, size_t n_prom
     WASTE_NEED(prompt != nullptr || n_prompt == 0, "waste_generate: prompt is NULL");
     WASTE_NEED(result == nullptr || sized(result),
                "waste_generate: result is not initialized (waste_generate_result_init)");
-    waste_generate_params p;
-    waste_generate_params_init(&p);
-    if (params != nullptr) {
-      WASTE_NEED(sized(params), "waste_generate: params.struct_size " + std::to_string(params->struct_size) +
-                                    " is not sizeof(waste_generate_params) (call waste_generate_params_init)");
-      p = *params;
-    }
-    WASTE_NEED(p.stop_tokens != nullptr || p.n_stop_tokens == 0, "waste_generate: params.stop_tokens is NULL");
-    WASTE_NEED(p.temperature >= 0.0f, "waste_generate: params.temperature must be 0 or more");
-    WASTE_NEED(p.top_p > 0.0f && p.top_p <= 1.0f, "waste_generate: params.top_p must be in (0, 1]");
-    WASTE_NEED(p.top_k >= 0, "waste_generate: params.top_k must be 0 or more");
     waste::GenerateParams g;
-    g.max_tokens = p.max_tokens;
-    g.sampling = waste::SamplingParams{p.temperature, p.top_p, p.top_k, p.seed};
-    g.stop_tokens = to_ints(p.stop_tokens, p.n_stop_tokens);
-    if (p.ignore_eos) g.eos_token = -2;
+    if (waste_status s = to_generate_params("waste_generate", params, g); s != WASTE_OK) return s;
     const std::vector<int> ids = to_ints(prompt, n_prompt);
     auto out = m->engine->generate(ids, g, [&](const waste::TokenEvent& e) {
       if (callback != nullptr) {
@@ -465,20 +538,152 @@ waste_status waste_generate(waste_model* m, const int32_t* prompt, size_t n_prom
       return !m->cancel.load(std::memory_order_acquire);
     });
     if (!out) return fail(out.error());
-    m->last_tokens = int(out->tokens.size());
-    m->last_generate_seconds = out->generate_seconds;
-    if (result != nullptr) {
-      result->n_tokens = int32_t(out->tokens.size());
-      result->stop_reason = int32_t(out->stop);
-      result->prompt_tokens = out->prompt_tokens;
-      result->prompt_seconds = out->prompt_seconds;
-      result->generate_seconds = out->generate_seconds;
-    }
+    fill_result(m, *out, result);
     return WASTE_OK;
   });
   // A cancel is consumed by the generation it stopped (or that was running when it came).
   if (m != nullptr) m->cancel.store(false, std::memory_order_release);
   return status;
+}
+
+void waste_constraint_init(waste_constraint* c) {
+  if (c == nullptr) return;
+  *c = waste_constraint{};
+  c->struct_size = sizeof(waste_constraint);
+}
+
+waste_status waste_generate_constrained(waste_model* m, const int32_t* prompt, size_t n_prompt,
+                                        const waste_generate_params* params, const waste_constraint* constraint,
+                                        waste_token_callback callback, void* user, waste_generate_result* result,
+                                        int32_t* complete) {
+  const waste_status status = guarded("waste_generate_constrained", [&]() -> waste_status {
+    const std::string fn = "waste_generate_constrained";
+    if (complete != nullptr) *complete = 0;
+    WASTE_NEED(m != nullptr, fn + ": model is NULL");
+    WASTE_NEED(prompt != nullptr || n_prompt == 0, fn + ": prompt is NULL");
+    WASTE_NEED(result == nullptr || sized(result), fn + ": result is not initialized (waste_generate_result_init)");
+    WASTE_NEED(sized(constraint), fn + ": constraint is NULL or not initialized (waste_constraint_init)");
+    WASTE_NEED((constraint->grammar == nullptr) != (constraint->json_schema == nullptr),
+               fn + ": set exactly one of constraint.grammar and constraint.json_schema");
+    waste::GenerateParams g;
+    if (waste_status s = to_generate_params(fn, params, g); s != WASTE_OK) return s;
+    if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+    const bool ebnf = constraint->grammar != nullptr;
+    auto grammar = waste::compile_grammar_text(ebnf ? waste::GrammarSource::ebnf : waste::GrammarSource::json_schema,
+                                               ebnf ? constraint->grammar : constraint->json_schema,
+                                               ebnf ? "constraint.grammar" : "constraint.json_schema");
+    if (!grammar) return fail(grammar.error());
+    const waste::Tokenizer& tokenizer = *m->tokenizer;
+    const int eos = g.eos_token == -2 ? -1 : tokenizer.eos();
+    const std::vector<int> ids = to_ints(prompt, n_prompt);
+    waste::GrammarReport report;
+    auto out = waste::generate_with_grammar(*m->engine, ids, g, tokenizer, *grammar, eos, [&](int token) {
+      if (callback != nullptr) {
+        const std::string piece = tokenizer.decode_token(token);
+        if (callback(user, token, piece.data(), piece.size()) != 0) return false;
+      }
+      return !m->cancel.load(std::memory_order_acquire);
+    }, report);
+    if (!out) return fail(out.error());
+    fill_result(m, *out, result);
+    if (complete != nullptr) *complete = report.complete ? 1 : 0;
+    return WASTE_OK;
+  });
+  if (m != nullptr) m->cancel.store(false, std::memory_order_release);
+  return status;
+}
+
+waste_status waste_chat_apply_tools(const waste_model* m, const char* format_path, const waste_chat_message* messages,
+                                    size_t n_messages, const waste_tool* tools, size_t n_tools, int32_t open_model_turn,
+                                    char** text, size_t* text_len, int32_t** ids, size_t* n_ids) {
+  return chat_apply("waste_chat_apply_tools", m, format_path, messages, n_messages, tools, n_tools, open_model_turn,
+                    text, text_len, ids, n_ids);
+}
+
+waste_status waste_generate_tool_call(waste_model* m, const char* format_path, const int32_t* prompt, size_t n_prompt,
+                                      const waste_generate_params* params, const waste_tool* tools, size_t n_tools,
+                                      const char* tool_name, int32_t calls_in_history, waste_token_callback callback,
+                                      void* user, waste_generate_result* result) {
+  const waste_status status = guarded("waste_generate_tool_call", [&]() -> waste_status {
+    const std::string fn = "waste_generate_tool_call";
+    WASTE_NEED(m != nullptr, fn + ": model is NULL");
+    WASTE_NEED(prompt != nullptr || n_prompt == 0, fn + ": prompt is NULL");
+    WASTE_NEED(result == nullptr || sized(result), fn + ": result is not initialized (waste_generate_result_init)");
+    WASTE_NEED(n_tools > 0 && tools != nullptr, fn + ": a forced call needs at least one tool (tools, n_tools)");
+    WASTE_NEED(calls_in_history >= 0, fn + ": calls_in_history must be 0 or more");
+    waste::GenerateParams g;
+    if (waste_status s = to_generate_params(fn, params, g); s != WASTE_OK) return s;
+    if (waste_status s = need_tokenizer(m); s != WASTE_OK) return s;
+    auto format = chat_format_for(m, format_path);
+    if (!format) return fail(format.error());
+    if (!format->tools) return fail(WASTE_ERR_UNSUPPORTED, fn + ": " + kNoToolMarkup);
+    auto defs = to_tools(fn, tools, n_tools);
+    if (!defs) return fail(defs.error());
+    waste::OutputSpec spec;
+    spec.tools = *defs;
+    spec.tool_choice = tool_name == nullptr ? waste::ToolChoice::required : waste::ToolChoice::named;
+    if (tool_name != nullptr) {
+      spec.tool_choice_name = tool_name;
+      const bool known = std::any_of(defs->begin(), defs->end(), [&](const waste::ToolDef& t) { return t.name == tool_name; });
+      WASTE_NEED(known, fn + ": tool_name \"" + spec.tool_choice_name + "\" is not one of the tools");
+    }
+    spec.calls_in_history = calls_in_history;
+    const waste::Tokenizer& tokenizer = *m->tokenizer;
+    const waste::ChatStop stop = waste::chat_stop(tokenizer, *format);
+    std::vector<int> stop_ids;
+    for (int id : stop.ids) {
+      if (id >= 0) stop_ids.push_back(id);
+    }
+    // The grammar engine's view of the vocabulary, as `waste serve` builds it (the chat stop ids
+    // end a grammar stage where it accepts).
+    auto index = waste::grammar::build_token_index(tokenizer, stop.ids);
+    if (!index) return fail(index.error());
+    auto plan = waste::make_constraint_plan(spec, *format, tokenizer, *index, waste::grammar::CompileLimits{});
+    if (!plan) return fail(WASTE_ERR_ARGUMENT, fn + ": " + plan.error().message);
+    const std::vector<int> ids = to_ints(prompt, n_prompt);
+    auto out = waste::generate_with_plan(*m->engine, ids, g, tokenizer, std::move(*plan), stop_ids, [&](int token) {
+      if (callback != nullptr) {
+        const std::string piece = tokenizer.decode_token(token);
+        if (callback(user, token, piece.data(), piece.size()) != 0) return false;
+      }
+      return !m->cancel.load(std::memory_order_acquire);
+    });
+    if (!out) return fail(out.error());
+    fill_result(m, *out, result);
+    return WASTE_OK;
+  });
+  if (m != nullptr) m->cancel.store(false, std::memory_order_release);
+  return status;
+}
+
+waste_status waste_parse_tool_calls(const waste_model* m, const char* format_path, const char* text, size_t len,
+                                    char** content, char** calls_json) {
+  return guarded("waste_parse_tool_calls", [&]() -> waste_status {
+    const std::string fn = "waste_parse_tool_calls";
+    WASTE_NEED(m != nullptr, fn + ": model is NULL");
+    WASTE_NEED(content != nullptr && calls_json != nullptr, fn + ": content or calls_json is NULL");
+    *content = nullptr;
+    *calls_json = nullptr;
+    WASTE_NEED(text != nullptr || len == 0, fn + ": text is NULL");
+    auto format = chat_format_for(m, format_path);
+    if (!format) return fail(format.error());
+    if (!format->tools) return fail(WASTE_ERR_UNSUPPORTED, fn + ": " + kNoToolMarkup);
+    const waste::ParsedToolCalls parsed =
+        waste::parse_tool_calls(*format->tools, std::string_view(text == nullptr ? "" : text, len), "call_");
+    nlohmann::json calls = nlohmann::json::array();
+    for (const waste::ChatToolCall& call : parsed.calls) {
+      calls.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
+    }
+    char* out_content = c_string(parsed.content);
+    try {
+      *calls_json = c_string(calls.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } catch (...) {
+      std::free(out_content);
+      throw;
+    }
+    *content = out_content;
+    return WASTE_OK;
+  });
 }
 
 void waste_cancel(waste_model* m) {

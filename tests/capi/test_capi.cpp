@@ -1,7 +1,8 @@
 // The C API (compute/capi/waste.h) through libwaste.so, on a tiny synthetic container with a
 // tokenizer: generation equals the C++ engine's, cancellation stops where asked, errors name
 // what failed, tokens round-trip, the chat prompt is the CLI's, eval scores as `waste eval`,
-// sessions restore, and two handles share one daemon.
+// sessions restore, two handles share one daemon; output under a grammar or JSON Schema equals
+// `waste run --grammar/--json-schema`, tools are declared as serve declares them and tool calls read back.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -383,6 +384,314 @@ TEST_CASE("waste_open through waste-ioserver: two handles share one daemon and g
   REQUIRE(waste_generate(b.m, kPrompt.data(), kPrompt.size(), &p, collect, &c, nullptr) == WASTE_OK);
   const std::vector<int> want = cxx_greedy(8);
   CHECK(std::vector<int>(c.tokens.begin(), c.tokens.end()) == want);
+}
+
+}  // namespace waste
+
+namespace waste {
+namespace {
+
+// The pieces a constrained generation reported, and its outcome.
+struct Constrained {
+  waste_status status = WASTE_OK;
+  Collected seen;
+  waste_generate_result result{};
+  int32_t complete = -1;
+};
+
+Constrained generate_constrained(waste_model* m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& stops,
+                                 const waste_constraint& c, float temperature, uint64_t seed, int max_tokens) {
+  Constrained out;
+  waste_generate_params p;
+  waste_generate_params_init(&p);
+  p.max_tokens = max_tokens;
+  p.temperature = temperature;
+  p.seed = seed;
+  p.stop_tokens = stops.data();
+  p.n_stop_tokens = stops.size();
+  waste_generate_result_init(&out.result);
+  out.status = waste_generate_constrained(m, prompt.data(), prompt.size(), &p, &c, collect, &out.seen, &out.result,
+                                          &out.complete);
+  return out;
+}
+
+std::vector<int32_t> owned(int32_t* ids, size_t n) {
+  std::vector<int32_t> v(ids, ids + n);
+  waste_free(ids);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("waste_generate_constrained with a JSON schema gives `waste run --json-schema`'s text, which validates",
+          "[capi][grammar]") {
+  test::ScratchDir dir;
+  const fs::path schema = dir.path() / "s.json";
+  const std::string schema_text =
+      R"({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":3},"c":{"enum":["r","g"]}},"required":["n","c"],"additionalProperties":false})";
+  test::write_text(schema, schema_text);
+  const auto doc = test::run_waste_json({"run", model_dir().string(), "JSON:", "--in-process", "--threads", "1", "--ctx",
+                                         "256", "--json-schema", schema.string(), "--temp", "1", "--seed", "9", "-n",
+                                         "100", "--json"});
+
+  Handle h;
+  open_in_process(h, 256);
+  // The prompt and stop ids `waste run` uses with the container's chat.json.
+  const waste_chat_message user{WASTE_ROLE_USER, "JSON:"};
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_chat_apply(h.m, nullptr, &user, 1, 1, nullptr, nullptr, &ids, &n) == WASTE_OK);
+  const std::vector<int32_t> prompt = owned(ids, n);
+  REQUIRE(waste_chat_stop_tokens(h.m, nullptr, &ids, &n) == WASTE_OK);
+  const std::vector<int32_t> stops = owned(ids, n);
+  waste_constraint c;
+  waste_constraint_init(&c);
+  c.json_schema = schema_text.c_str();
+  const Constrained run = generate_constrained(h.m, prompt, stops, c, 1.0f, 9, 100);
+  INFO(waste_last_error());
+  REQUIRE(run.status == WASTE_OK);
+  CHECK(run.seen.text == doc["text"].get<std::string>());
+  CHECK(run.result.n_tokens == int(doc["tokens"].size()));
+  CHECK(std::string(stop_reason_name(StopReason(run.result.stop_reason))) == doc["stop"].get<std::string>());
+  CHECK(run.complete == 1);
+  const auto v = nlohmann::json::parse(run.seen.text);
+  CHECK(v.size() == 2);
+  CHECK(v["n"].get<int>() >= 1);
+  CHECK(v["n"].get<int>() <= 3);
+  CHECK((v["c"] == "r" || v["c"] == "g"));
+}
+
+TEST_CASE("waste_generate_constrained: a grammar or schema that cannot be used is an error naming the field",
+          "[capi][grammar]") {
+  Handle h;
+  open_in_process(h);
+  const std::vector<int32_t> prompt = kPrompt;
+  waste_constraint c;
+  waste_constraint_init(&c);
+  c.grammar = "root ::= item\n\nitem ::= [a-z] oops\n";
+  Constrained run = generate_constrained(h.m, prompt, {}, c, 0.0f, 0, 8);
+  CHECK(run.status == WASTE_ERR_FORMAT);
+  CHECK(std::string(waste_last_error()) == "constraint.grammar: grammar line 3, column 16: undefined rule 'oops'");
+  CHECK(run.seen.tokens.empty());
+
+  waste_constraint_init(&c);
+  c.json_schema = R"({"type":"object","properties":{"when":{"type":"string","format":"date"}}})";
+  run = generate_constrained(h.m, prompt, {}, c, 0.0f, 0, 8);
+  CHECK(run.status != WASTE_OK);
+  CHECK(std::string(waste_last_error()) ==
+        "constraint.json_schema: unsupported JSON Schema keyword 'format' at /properties/when");
+  c.json_schema = "{\"type\": ";
+  run = generate_constrained(h.m, prompt, {}, c, 0.0f, 0, 8);
+  CHECK(run.status == WASTE_ERR_FORMAT);
+  CHECK(std::string(waste_last_error()).rfind("constraint.json_schema: not valid JSON: ", 0) == 0);
+
+  c.grammar = "root ::= \"a\"\n";  // both set
+  run = generate_constrained(h.m, prompt, {}, c, 0.0f, 0, 8);
+  CHECK(run.status == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) ==
+        "waste_generate_constrained: set exactly one of constraint.grammar and constraint.json_schema");
+  CHECK(waste_generate_constrained(h.m, prompt.data(), prompt.size(), nullptr, nullptr, nullptr, nullptr, nullptr,
+                                   nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) ==
+        "waste_generate_constrained: constraint is NULL or not initialized (waste_constraint_init)");
+}
+
+TEST_CASE("waste_chat_apply_tools declares the tools as `waste serve` does; bad tools are refused by field",
+          "[capi][tools]") {
+  Handle h;
+  open_in_process(h);
+  const waste_tool tools[1] = {{"get_weather", "Current weather",
+                                R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"}};
+  const waste_chat_message user{WASTE_ROLE_USER, "Weather in Paris?"};
+  char* text = nullptr;
+  size_t len = 0;
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_chat_apply_tools(h.m, nullptr, &user, 1, tools, 1, 1, &text, &len, &ids, &n) == WASTE_OK);
+  const std::string declared =
+      R"([{"function":{"description":"Current weather","name":"get_weather","parameters":{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}},"type":"function"}])";
+  CHECK(std::string(text, len) == "<|open|>message role=\"tool_declare\"<|sep|>" + declared +
+                                      "<|close|>message<|sep|><|end_of_msg|>"
+                                      "<|open|>message role=\"user\"<|sep|>Weather in Paris?<|close|>message<|sep|>"
+                                      "<|end_of_msg|><|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>");
+  auto tok = Tokenizer::load(model_dir());
+  REQUIRE(tok);
+  auto format = ChatFormat::load_from_container(model_dir());
+  REQUIRE(format);
+  REQUIRE(*format);
+  std::vector<ChatMessage> messages(1);
+  messages[0].content = "Weather in Paris?";
+  CHECK(std::vector<int>(ids, ids + n) == build_chat_prompt(*tok, **format, messages, true, declared));
+  waste_free(text);
+  waste_free(ids);
+
+  // Hazard: a name goes into the tool-name grammar unescaped; only [a-zA-Z0-9_-]{1,64} passes.
+  const waste_tool quoted[1] = {{"get\"weather", nullptr, nullptr}};
+  CHECK(waste_chat_apply_tools(h.m, nullptr, &user, 1, quoted, 1, 1, &text, &len, nullptr, nullptr) ==
+        WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_chat_apply_tools: tools[0].name must be a string of 1 to 64 "
+                                           "characters from a-z, A-Z, 0-9, _ and -");
+  const waste_tool twice[2] = {{"f", nullptr, nullptr}, {"f", nullptr, nullptr}};
+  CHECK(waste_chat_apply_tools(h.m, nullptr, &user, 1, twice, 2, 1, &text, &len, nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_chat_apply_tools: tools[1].name \"f\" is declared twice");
+  const waste_tool array_params[1] = {{"f", nullptr, "[1]"}};
+  CHECK(waste_chat_apply_tools(h.m, nullptr, &user, 1, array_params, 1, 1, &text, &len, nullptr, nullptr) ==
+        WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_chat_apply_tools: tools[0].parameters must be a JSON Schema object");
+  const fs::path plain = fs::path(WASTE_SOURCE_DIR) / "configs/chat/deepseek-v3.json";
+  auto ds = ChatFormat::load(plain);
+  REQUIRE(ds);
+  if (!ds->tools) {
+    CHECK(waste_chat_apply_tools(h.m, plain.c_str(), &user, 1, tools, 1, 1, &text, &len, nullptr, nullptr) ==
+          WASTE_ERR_UNSUPPORTED);
+    CHECK(std::string(waste_last_error()) == "waste_chat_apply_tools: the chat format has no tool-call markup "
+                                             "(a \"tools\" object in chat.json)");
+  }
+}
+
+TEST_CASE("waste_parse_tool_calls gives the calls of Kimi and JSON markup with exact names and arguments",
+          "[capi][tools]") {
+  Handle h;
+  open_in_process(h);
+  char* content = nullptr;
+  char* calls = nullptr;
+  const std::string kimi =
+      "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+      "<|tool_call_argument_begin|>{\"city\": \"Paris\"}<|tool_call_end|><|tool_calls_section_end|>";
+  REQUIRE(waste_parse_tool_calls(h.m, nullptr, kimi.data(), kimi.size(), &content, &calls) == WASTE_OK);
+  CHECK(std::string(content) == "Let me check.");
+  CHECK(std::string(calls) ==
+        R"([{"arguments":"{\"city\": \"Paris\"}","id":"functions.get_weather:0","name":"get_weather"}])");
+  waste_free(content);
+  waste_free(calls);
+
+  const std::string chatml = (fs::path(WASTE_SOURCE_DIR) / "configs/chat/chatml.json").string();
+  const std::string json_form = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>";
+  REQUIRE(waste_parse_tool_calls(h.m, chatml.c_str(), json_form.data(), json_form.size(), &content, &calls) == WASTE_OK);
+  CHECK(std::string(content).empty());
+  CHECK(std::string(calls) == R"([{"arguments":"{\"a\": 1, \"b\": 2}","id":"call_0","name":"add"}])");
+  waste_free(content);
+  waste_free(calls);
+
+  const std::string none = "no calls here";
+  REQUIRE(waste_parse_tool_calls(h.m, nullptr, none.data(), none.size(), &content, &calls) == WASTE_OK);
+  CHECK(std::string(content) == "no calls here");
+  CHECK(std::string(calls) == "[]");
+  waste_free(content);
+  waste_free(calls);
+}
+
+TEST_CASE("A grammar-forced tool call generated through the C API comes back parsed with its exact arguments",
+          "[capi][tools][grammar]") {
+  Handle h;
+  open_in_process(h, 1024);
+  const std::string chatml = (fs::path(WASTE_SOURCE_DIR) / "configs/chat/chatml.json").string();
+  const waste_tool tools[1] = {{"get_weather", nullptr, R"({"type":"object","properties":{"city":{"type":"string"}}})"}};
+  const waste_chat_message user{WASTE_ROLE_USER, "Weather in Paris?"};
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_chat_apply_tools(h.m, chatml.c_str(), &user, 1, tools, 1, 1, nullptr, nullptr, &ids, &n) == WASTE_OK);
+  const std::vector<int32_t> prompt = owned(ids, n);
+  waste_constraint c;
+  waste_constraint_init(&c);
+  c.grammar = R"(root ::= "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"" [a-z]{1,8} "\"}}\n</tool_call>")";
+  const Constrained run = generate_constrained(h.m, prompt, {}, c, 1.0f, 3, 120);
+  INFO(waste_last_error());
+  REQUIRE(run.status == WASTE_OK);
+  INFO("text: " << run.seen.text << " stop " << run.result.stop_reason << " n " << run.result.n_tokens);
+  CHECK(run.complete == 1);
+  const std::string head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"";
+  REQUIRE(run.seen.text.rfind(head, 0) == 0);
+  const std::string city = run.seen.text.substr(head.size(), run.seen.text.find('"', head.size()) - head.size());
+  CHECK(!city.empty());
+  char* content = nullptr;
+  char* calls = nullptr;
+  REQUIRE(waste_parse_tool_calls(h.m, chatml.c_str(), run.seen.text.data(), run.seen.text.size(), &content, &calls) ==
+          WASTE_OK);
+  CHECK(std::string(content).empty());
+  CHECK(std::string(calls) == R"([{"arguments":"{\"city\": \")" + city + R"(\"}","id":"call_0","name":"get_weather"}])");
+  waste_free(content);
+  waste_free(calls);
+}
+
+TEST_CASE("waste_generate_tool_call forces serve's call markup; the call parses back with schema-valid arguments",
+          "[capi][tools]") {
+  Handle h;
+  open_in_process(h, 512);
+  const waste_tool tools[2] = {
+      {"get_weather", nullptr,
+       R"({"type":"object","properties":{"city":{"enum":["Paris","Rome"]}},"required":["city"],"additionalProperties":false})"},
+      {"get_time", nullptr, R"({"type":"object","properties":{"utc":{"type":"boolean"}},"required":["utc"],"additionalProperties":false})"}};
+  const waste_chat_message user{WASTE_ROLE_USER, "Weather in Paris?"};
+  int32_t* ids = nullptr;
+  size_t n = 0;
+  REQUIRE(waste_chat_apply_tools(h.m, nullptr, &user, 1, tools, 2, 1, nullptr, nullptr, &ids, &n) == WASTE_OK);
+  const std::vector<int32_t> prompt = owned(ids, n);
+  waste_generate_params p;
+  waste_generate_params_init(&p);
+  p.max_tokens = 200;
+  p.temperature = 1.0f;
+  p.seed = 5;
+
+  // Named: the whole header is forced (Kimi: the id is functions.NAME:IDX, IDX = calls so far).
+  Collected named;
+  waste_generate_result r;
+  waste_generate_result_init(&r);
+  REQUIRE(waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, tools, 2, "get_weather", 2, collect,
+                                   &named, &r) == WASTE_OK);
+  CHECK(r.stop_reason == WASTE_STOP_STOP_TOKEN);
+  CHECK(r.n_tokens == int(named.tokens.size()));
+  const std::string head = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:2<|tool_call_argument_begin|>";
+  const std::string tail = "<|tool_call_end|><|tool_calls_section_end|>";
+  INFO(named.text);
+  REQUIRE(named.text.rfind(head, 0) == 0);
+  REQUIRE(named.text.size() > head.size() + tail.size());
+  REQUIRE(named.text.compare(named.text.size() - tail.size(), tail.size(), tail) == 0);
+  const std::string arguments = named.text.substr(head.size(), named.text.size() - head.size() - tail.size());
+  const auto args = nlohmann::json::parse(arguments);
+  CHECK(args.size() == 1);
+  CHECK((args["city"] == "Paris" || args["city"] == "Rome"));
+  char* content = nullptr;
+  char* calls = nullptr;
+  REQUIRE(waste_parse_tool_calls(h.m, nullptr, named.text.data(), named.text.size(), &content, &calls) == WASTE_OK);
+  CHECK(std::string(content).empty());
+  CHECK(std::string(calls) == nlohmann::json::array({{{"arguments", arguments}, {"id", "functions.get_weather:2"},
+                                                      {"name", "get_weather"}}}).dump());
+  waste_free(content);
+  waste_free(calls);
+
+  // Required: a grammar picks the name, that tool's schema constrains the arguments.
+  Collected required;
+  REQUIRE(waste_reset(h.m) == WASTE_OK);
+  const waste_status st = waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, tools, 2, nullptr, 0,
+                                                   collect, &required, nullptr);
+  INFO(waste_last_error());
+  REQUIRE(st == WASTE_OK);
+  REQUIRE(waste_parse_tool_calls(h.m, nullptr, required.text.data(), required.text.size(), &content, &calls) ==
+          WASTE_OK);
+  const auto parsed = nlohmann::json::parse(calls);
+  waste_free(content);
+  waste_free(calls);
+  INFO(required.text);
+  REQUIRE(parsed.size() == 1);
+  const std::string name = parsed[0]["name"];
+  CHECK(parsed[0]["id"] == "functions." + name + ":0");
+  const auto a = nlohmann::json::parse(parsed[0]["arguments"].get<std::string>());
+  if (name == "get_weather") {
+    CHECK((a["city"] == "Paris" || a["city"] == "Rome"));
+  } else {
+    CHECK(name == "get_time");
+    CHECK(a["utc"].is_boolean());
+  }
+
+  CHECK(waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, tools, 2, "get_date", 0, nullptr,
+                                 nullptr, nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_generate_tool_call: tool_name \"get_date\" is not one of the tools");
+  const waste_tool bad[1] = {{"f", nullptr, R"({"type":"object","properties":{"d":{"type":"string","format":"date"}}})"}};
+  CHECK(waste_generate_tool_call(h.m, nullptr, prompt.data(), prompt.size(), &p, bad, 1, nullptr, 0, nullptr, nullptr,
+                                 nullptr) == WASTE_ERR_ARGUMENT);
+  CHECK(std::string(waste_last_error()) == "waste_generate_tool_call: 'tools[0].function.parameters': unsupported JSON "
+                                           "Schema keyword 'format' at /properties/d");
 }
 
 }  // namespace waste

@@ -5,7 +5,7 @@
 #include <regex>
 
 #include "cli_test_support.hpp"
-#include "cli/cli_common.hpp"
+#include "compute/prompt/stop_text.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 
@@ -87,7 +87,7 @@ TEST_CASE("waste run --chat-format --system wraps the prompt and stops at the as
 }
 
 TEST_CASE("Utf8Stream and StopTextStream never split characters or print a stop text", "[cli][run_text]") {
-  cli::Utf8Stream utf8;
+  Utf8Stream utf8;
   const std::string euro = "\xE2\x82\xAC";  // one character in three bytes
   CHECK(utf8.push(euro.substr(0, 1)).empty());
   CHECK(utf8.push(euro.substr(1, 1)).empty());
@@ -95,7 +95,7 @@ TEST_CASE("Utf8Stream and StopTextStream never split characters or print a stop 
   CHECK(utf8.push("\xC3").empty());
   CHECK(utf8.flush() == "\xC3");
 
-  cli::StopTextStream stream({"<END>"});
+  StopTextStream stream({"<END>"});
   CHECK(stream.push("hello <") == "hello ");  // "<" may start the stop text
   CHECK(stream.push("E") .empty());
   CHECK(stream.push("x") == "<Ex");           // it did not
@@ -104,7 +104,7 @@ TEST_CASE("Utf8Stream and StopTextStream never split characters or print a stop 
   CHECK(stream.stopped());
   CHECK(stream.finish().empty());
 
-  cli::StopTextStream open_end({"<END>"});
+  StopTextStream open_end({"<END>"});
   CHECK(open_end.push("abc<EN") == "abc");
   CHECK(open_end.finish() == "<EN");
 }

@@ -14,7 +14,7 @@
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "cli/serve/structured_output.hpp"
-#include "cli/serve/tool_call_parser.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
 #include "tests/cli/cli_test_support.hpp"
 
 namespace waste::serve {

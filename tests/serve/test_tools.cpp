@@ -12,8 +12,8 @@
 
 #include "cli/serve/openai_request.hpp"
 #include "cli/serve/openai_response.hpp"
-#include "cli/serve/output_constraint.hpp"
-#include "cli/serve/tool_call_parser.hpp"
+#include "compute/prompt/output_constraint.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
 #include "compute/tokenizer/chat_format.hpp"
 #include "tests/cli/cli_test_support.hpp"
 

@@ -15,7 +15,7 @@
 
 #include "compute/tokenizer/chat_format.hpp"
 
-namespace waste::serve {
+namespace waste {
 
 struct ToolCallEvent {
   enum class Kind : std::uint8_t { content, call_start, arguments };
@@ -61,4 +61,4 @@ struct ParsedToolCalls {
 };
 ParsedToolCalls parse_tool_calls(const ChatToolMarkup& markup, std::string_view text, const std::string& id_prefix);
 
-}  // namespace waste::serve
+}  // namespace waste

@@ -20,7 +20,7 @@
 #include "compute/sampling/grammar/grammar.hpp"
 #include "shared/result.hpp"
 
-namespace waste::serve {
+namespace waste {
 
 struct ConstraintPlan;
 
@@ -64,4 +64,16 @@ class ConstraintState {
   std::string matched_;        // a choice stage's bytes so far
 };
 
-}  // namespace waste::serve
+class Sampler;
+
+// The next token under `state`: forced, or sampled from `logits` masked into `masked` (the
+// sequence's own buffer). A stop id sampled where a grammar stage accepts ends that stage; when
+// more stages follow it is dropped and the next one decides, from the same logits (at most one
+// retry per stage). kNoTokenAllowed: the constraint allows no token here; kStoppedByStop: a stop
+// id ended the plan.
+inline constexpr int kNoTokenAllowed = -1;
+inline constexpr int kStoppedByStop = -2;
+int choose_constrained(ConstraintState& state, Sampler& sampler, std::span<const float> logits,
+                       std::vector<float>& masked, std::span<const int> stop_ids);
+
+}  // namespace waste

@@ -1,8 +1,8 @@
-#include "cli/serve/tool_call_parser.hpp"
+#include "compute/prompt/tool_call_parser.hpp"
 
 #include <nlohmann/json.hpp>
 
-namespace waste::serve {
+namespace waste {
 namespace {
 
 // A call header longer than this without its end is not a call (bounds what is held back).
@@ -215,4 +215,4 @@ ParsedToolCalls parse_tool_calls(const ChatToolMarkup& markup, std::string_view 
   return out;
 }
 
-}  // namespace waste::serve
+}  // namespace waste

@@ -1,6 +1,11 @@
-#include "cli/serve/output_constraint.hpp"
+#include "compute/prompt/output_constraint.hpp"
 
-namespace waste::serve {
+#include <algorithm>
+#include <cmath>
+
+#include "compute/sampling/sampler.hpp"
+
+namespace waste {
 
 ConstraintState::ConstraintState(std::shared_ptr<const ConstraintPlan> plan) : plan_(std::move(plan)) { enter_stage(); }
 
@@ -64,4 +69,18 @@ bool ConstraintState::accept_stop() {
   return done();
 }
 
-}  // namespace waste::serve
+int choose_constrained(ConstraintState& c, Sampler& sampler, std::span<const float> logits, std::vector<float>& masked,
+                       std::span<const int> stop_ids) {
+  const auto is_stop = [&](int token) { return std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end(); };
+  for (;;) {
+    if (const int forced = c.forced(); forced >= 0) return forced;
+    masked.assign(logits.begin(), logits.end());
+    c.mask(masked);
+    if (std::none_of(masked.begin(), masked.end(), [](float l) { return l > -INFINITY; })) return kNoTokenAllowed;
+    const int token = sampler.sample(masked);
+    if (!is_stop(token)) return token;
+    if (c.accept_stop()) return kStoppedByStop;
+  }
+}
+
+}  // namespace waste
