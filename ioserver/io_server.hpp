@@ -34,6 +34,8 @@
 
 namespace waste {
 
+struct ContainerInfo;  // shared/container/container.hpp
+
 using ipc::ClientLease;
 
 inline constexpr int kLatencyBuckets = 32;  // bucket i counts reads of [2^i, 2^(i+1)) us (bucket 0: < 2 us)
@@ -86,6 +88,9 @@ class IoServer {
   // start the threads. Fails if a live daemon already serves `instance`; stale segments left by
   // a dead one are removed.
   static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config);
+  // Same with the container's description already read (config.container's): an in-process
+  // server's client has read it once for everything else, so it is not parsed again here.
+  static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, const ContainerInfo& info);
   // Same with an injected record reader and no trunk segment (tests, tools). config.container is
   // only used for the identity recorded in the header.
   static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, std::unique_ptr<RecordReader> reader);

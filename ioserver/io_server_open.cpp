@@ -11,6 +11,11 @@ namespace waste {
 Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config) {
   auto info = ContainerInfo::open(config.container);
   if (!info) return std::unexpected(info.error());
+  return create(config, *info);
+}
+
+Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config, const ContainerInfo& described) {
+  const ContainerInfo* info = &described;
   auto banks = ExpertBanks::open(config.container, info->manifest, info->n_codebooks,
                                  BankReadOptions{config.direct_io, config.verify_crc});
   if (!banks) return std::unexpected(banks.error());

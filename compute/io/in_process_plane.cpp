@@ -90,7 +90,7 @@ Result<InProcessPlane> open_in_process_plane(const std::filesystem::path& model,
   config.direct_io = options.direct_io;
   config.verify_crc = options.verify_crc;
   config.max_clients = 1;  // this process only
-  auto server = IoServer::create(config);
+  auto server = IoServer::create(config, info);
   if (!server) return context(server.error());
   auto lease = (*server)->attach(::getpid());
   if (!lease) return context(lease.error());

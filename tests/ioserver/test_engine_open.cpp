@@ -38,15 +38,15 @@ OpenRequest request_for(const std::filesystem::path& model) {
 
 }  // namespace
 
-TEST_CASE("open_engine parses manifest.json once on the daemon path and both branches give the same logits",
+TEST_CASE("open_engine parses manifest.json once on either path and both branches give the same logits",
           "[ioserver][engine_open][oneplane]") {
   test::ScopedRuntimeDir runtime;
   ::setenv("WASTE_IOSERVER", WASTE_IOSERVER_BIN, 1);
   ::setenv("WASTE_LINGER_MS", "0", 1);
   const auto model = test::synth_container();
 
-  // In-process first, while no daemon runs. Two parses: the description, and the private
-  // IoServer's own (IoServer::create reads the container again; ioserver/io_server_open.cpp).
+  // In-process first, while no daemon runs. One parse: the description, which the private
+  // IoServer takes too (IoServer::create(config, info); ioserver/io_server_open.cpp).
   std::vector<float> in_process_logits;
   {
     OpenRequest r = request_for(model);
@@ -66,7 +66,7 @@ TEST_CASE("open_engine parses manifest.json once on the daemon path and both bra
     const std::uint64_t before = manifest_parses();
     auto opened = open_engine(r);
     if (!opened) FAIL(opened.error().message);
-    CHECK(manifest_parses() - before == 2);
+    CHECK(manifest_parses() - before == 1);
     CHECK(cache_calls == 1);
     CHECK(wraps == 1);
     CHECK_FALSE(opened->via_daemon);
