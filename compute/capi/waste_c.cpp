@@ -309,6 +309,18 @@ waste_status chat_apply(const std::string& fn, const waste_model* m, const char*
   });
 }
 
+// What every waste_generate* does per generated token: hand the caller its id and text (the model's
+// tokenizer decodes it; none: empty text), then go on unless the callback or waste_cancel said stop.
+std::function<bool(int)> token_relay(waste_model* m, waste_token_callback callback, void* user) {
+  return [m, callback, user](int token) {
+    if (callback != nullptr) {
+      const std::string piece = m->tokenizer ? m->tokenizer->decode_token(token) : std::string();
+      if (callback(user, token, piece.data(), piece.size()) != 0) return false;
+    }
+    return !m->cancel.load(std::memory_order_acquire);
+  };
+}
+
 }  // namespace
 
 extern "C" {
@@ -530,13 +542,8 @@ waste_status waste_generate(waste_model* m, const int32_t* prompt, size_t n_prom
     waste::GenerateParams g;
     if (waste_status s = to_generate_params("waste_generate", params, g); s != WASTE_OK) return s;
     const std::vector<int> ids = to_ints(prompt, n_prompt);
-    auto out = m->engine->generate(ids, g, [&](const waste::TokenEvent& e) {
-      if (callback != nullptr) {
-        const std::string piece = m->tokenizer ? m->tokenizer->decode_token(e.token) : std::string();
-        if (callback(user, e.token, piece.data(), piece.size()) != 0) return false;
-      }
-      return !m->cancel.load(std::memory_order_acquire);
-    });
+    const auto relay = token_relay(m, callback, user);
+    auto out = m->engine->generate(ids, g, [&](const waste::TokenEvent& e) { return relay(e.token); });
     if (!out) return fail(out.error());
     fill_result(m, *out, result);
     return WASTE_OK;
@@ -577,13 +584,8 @@ waste_status waste_generate_constrained(waste_model* m, const int32_t* prompt, s
     const int eos = g.eos_token == -2 ? -1 : tokenizer.eos();
     const std::vector<int> ids = to_ints(prompt, n_prompt);
     waste::GrammarReport report;
-    auto out = waste::generate_with_grammar(*m->engine, ids, g, tokenizer, *grammar, eos, [&](int token) {
-      if (callback != nullptr) {
-        const std::string piece = tokenizer.decode_token(token);
-        if (callback(user, token, piece.data(), piece.size()) != 0) return false;
-      }
-      return !m->cancel.load(std::memory_order_acquire);
-    }, report);
+    auto out = waste::generate_with_grammar(*m->engine, ids, g, tokenizer, *grammar, eos, token_relay(m, callback, user),
+                                            report);
     if (!out) return fail(out.error());
     fill_result(m, *out, result);
     if (complete != nullptr) *complete = report.complete ? 1 : 0;
@@ -641,13 +643,8 @@ waste_status waste_generate_tool_call(waste_model* m, const char* format_path, c
     auto plan = waste::make_constraint_plan(spec, *format, tokenizer, *index, waste::grammar::CompileLimits{});
     if (!plan) return fail(WASTE_ERR_ARGUMENT, fn + ": " + plan.error().message);
     const std::vector<int> ids = to_ints(prompt, n_prompt);
-    auto out = waste::generate_with_plan(*m->engine, ids, g, tokenizer, std::move(*plan), stop_ids, [&](int token) {
-      if (callback != nullptr) {
-        const std::string piece = tokenizer.decode_token(token);
-        if (callback(user, token, piece.data(), piece.size()) != 0) return false;
-      }
-      return !m->cancel.load(std::memory_order_acquire);
-    });
+    auto out = waste::generate_with_plan(*m->engine, ids, g, tokenizer, std::move(*plan), stop_ids,
+                                         token_relay(m, callback, user));
     if (!out) return fail(out.error());
     fill_result(m, *out, result);
     return WASTE_OK;
