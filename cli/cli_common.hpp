@@ -18,7 +18,7 @@
 
 #include "compute/api/engine.hpp"
 #include "compute/api/engine_open.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/result.hpp"
 

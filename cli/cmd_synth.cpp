@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"

@@ -13,7 +13,7 @@
 #include "cli/serve/pixel_budget.hpp"
 #include "cli/serve/request_limits.hpp"
 #include "cli/serve/scheduler.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/vision/media_prompt.hpp"
 
 namespace waste::serve {

@@ -19,7 +19,7 @@
 #include "cli/serve/request_limits.hpp"
 #include "compute/prompt/tool_spec.hpp"
 #include "compute/sampling/sampler.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 
 namespace waste::serve {
 

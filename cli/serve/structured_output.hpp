@@ -12,7 +12,7 @@
 #include "cli/serve/openai_request.hpp"
 #include "compute/prompt/output_constraint.hpp"
 #include "cli/serve/request_limits.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 
 namespace waste::serve {

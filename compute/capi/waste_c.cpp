@@ -31,7 +31,7 @@
 #include "compute/prompt/tool_spec.hpp"
 #include "compute/sampling/token_nll.hpp"
 #include "compute/session/session_file.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/container/container.hpp"
 #include "shared/runtime_paths.hpp"

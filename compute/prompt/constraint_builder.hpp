@@ -20,7 +20,7 @@
 #include "compute/prompt/output_constraint.hpp"
 #include "compute/prompt/tool_spec.hpp"
 #include "compute/sampling/grammar/grammar.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/result.hpp"
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 #include "compute/vision/media_prompt.hpp"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 
 namespace waste {
 

@@ -15,7 +15,7 @@
 #include "../cli/cli_test_support.hpp"
 #include "compute/api/engine.hpp"
 #include "compute/capi/waste.h"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 
 namespace waste {

@@ -6,7 +6,7 @@
 
 #include "cli_test_support.hpp"
 #include "compute/prompt/stop_text.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "compute/tokenizer/tokenizer.hpp"
 
 namespace waste {

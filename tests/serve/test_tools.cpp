@@ -14,7 +14,7 @@
 #include "cli/serve/openai_response.hpp"
 #include "compute/prompt/output_constraint.hpp"
 #include "compute/prompt/tool_call_parser.hpp"
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "tests/cli/cli_test_support.hpp"
 
 namespace waste::serve {

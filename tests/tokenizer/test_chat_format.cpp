@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 #include "tests/tokenizer/test_support.hpp"
 
 using waste::ChatFormat;

@@ -1,4 +1,4 @@
-#include "compute/tokenizer/chat_format.hpp"
+#include "compute/prompt/chat_format.hpp"
 
 #include <algorithm>
 #include <fstream>
