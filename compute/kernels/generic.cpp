@@ -165,6 +165,28 @@ void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* b
   }
 }
 
+void rvq_decode(const RvqMatrix& m, const float* const* books, int vec_dim, int row_begin,
+                int row_end, float* w) {
+  const std::int64_t cols = static_cast<std::int64_t>(m.n_vectors) * vec_dim;
+  unsigned idx[8];
+  for (int r = row_begin; r < row_end; ++r) {
+    float* out = w + (r - row_begin) * cols;
+    for (int v = 0; v < m.n_vectors; ++v) {
+      const std::uint8_t* run = rvq_run(m, r, v);
+      if (m.packed6) {
+        rvq_unpack6(run, idx);
+      } else {
+        for (int s = 0; s < m.stages; ++s) idx[s] = run[s];
+      }
+      for (int d = 0; d < vec_dim; ++d) {
+        float acc = books[0][static_cast<std::int64_t>(idx[0]) * vec_dim + d];
+        for (int s = 1; s < m.stages; ++s) acc += books[s][static_cast<std::int64_t>(idx[s]) * vec_dim + d];
+        out[static_cast<std::int64_t>(v) * vec_dim + d] = acc;
+      }
+    }
+  }
+}
+
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
                    float beta, int D, float* o) {
   assert(D <= kKdaMaxDim);
@@ -205,6 +227,7 @@ const KernelTable& generic_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,
       .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .rvq_decode = impl::rvq_decode,
       .kda_head_step = impl::kda_head_step,
   };
   return table;
