@@ -1,6 +1,6 @@
 // Prefill by matrix products: see expert_batch.hpp. Per expert, two pool jobs: gate and up rows
-// (decode a block, multiply every token, row scales, then the activation of those rows), then
-// down rows the same way on the activations.
+// for every token (KernelTable::rvq_matmul), then the activation of those rows; then down rows
+// on the activations. The tokens' inputs are gathered into one [n][lat] block first.
 #include "compute/forward/expert_batch.hpp"
 
 #include <algorithm>
@@ -13,13 +13,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shared/fp16.hpp"
 
 namespace waste::forward::expert_batch {
 namespace {
 
-// Floats of decoded weights per block (64 KiB, L2-resident while every token streams over it).
-constexpr int kDecodeFloats = 16384;
 constexpr std::int64_t kMinRowsPerJob = 64;
 
 int from_env() {
@@ -41,36 +38,6 @@ std::atomic<int>& setting() {
 float* grow(std::vector<float>& v, std::size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
-}
-
-int block_rows(std::int64_t cols) {
-  return int(std::clamp<std::int64_t>(kDecodeFloats / cols / 4 * 4, 4, 64));
-}
-
-float row_scale(const std::uint16_t* scales, int r) {
-  std::uint16_t h;
-  std::memcpy(&h, reinterpret_cast<const unsigned char*>(scales) + 2 * std::int64_t(r), sizeof h);
-  return fp16_to_f32(h);
-}
-
-// Rows [r0, r1) of y_t = scale * (W x_t) for n tokens, W decoded block by block into w.
-void product_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, const float* const* books,
-                  int vec_dim, const float* x, std::int64_t x_stride, int n, float* y, std::int64_t y_stride,
-                  int r0, int r1, std::vector<float>& w) {
-  const std::int64_t cols = std::int64_t(m.n_vectors) * vec_dim;
-  const int rows = block_rows(cols);
-  float* block = grow(w, std::size_t(rows * cols));
-  for (int rb = r0; rb < r1; rb += rows) {
-    const int re = std::min(r1, rb + rows);
-    kt.rvq_decode(m, books, vec_dim, rb, re, block);
-    const kernels::QuantMatrix q{reinterpret_cast<const std::uint8_t*>(block), nullptr, re - rb, cols,
-                                 cols * std::int64_t(sizeof(float)), 128, 0};
-    kt.matmul(q, x, x_stride, n, y + rb, y_stride, 0, re - rb);
-    for (int r = rb; r < re; ++r) {
-      const float s = row_scale(m.scales, r);
-      for (int t = 0; t < n; ++t) y[t * y_stride + r] *= s;
-    }
-  }
 }
 
 kernels::RvqMatrix matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind) {
@@ -124,17 +91,15 @@ void run(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const 
   const Books gate_books = books_of(ex, view, 0), up_books = books_of(ex, view, 1), down_books = books_of(ex, view, 2);
   const auto* kt = &exec.kernels;
   exec.pool.parallel_for(inter, kMinRowsPerJob, [&](std::int64_t r0, std::int64_t r1) {
-    thread_local std::vector<float> w;
-    product_rows(*kt, gate, gate_books.p, g.vec_dim, x, lat, n, a, inter, int(r0), int(r1), w);
-    product_rows(*kt, up, up_books.p, g.vec_dim, x, lat, n, b, inter, int(r0), int(r1), w);
+    kt->rvq_matmul(gate, gate_books.p, g.vec_dim, x, lat, n, a, inter, int(r0), int(r1));
+    kt->rvq_matmul(up, up_books.p, g.vec_dim, x, lat, n, b, inter, int(r0), int(r1));
     for (int t = 0; t < n; ++t) {
       float* at = a + std::int64_t(t) * inter + r0;
       ffn_activation(c, at, b + std::int64_t(t) * inter + r0, int(r1 - r0), at);
     }
   });
   exec.pool.parallel_for(out_rows, kMinRowsPerJob, [&](std::int64_t r0, std::int64_t r1) {
-    thread_local std::vector<float> w;
-    product_rows(*kt, down, down_books.p, g.vec_dim, a, inter, n, y, out_rows, int(r0), int(r1), w);
+    kt->rvq_matmul(down, down_books.p, g.vec_dim, a, inter, n, y, out_rows, int(r0), int(r1));
   });
   for (int i = 0; i < n; ++i) {
     std::memcpy(ys + std::int64_t(users[std::size_t(i)]) * out_rows, y + std::int64_t(i) * out_rows,

@@ -1,8 +1,7 @@
 // Prefill by matrix products (issue 26): an expert routed to several tokens of a prefill chunk
-// has its weights decoded once, block by block of rows, into a small per-thread f32 scratch
-// (KernelTable::rvq_decode), and every one of its tokens multiplied by the block at once
-// (KernelTable::matmul on the decoded block, FMA), instead of one LUT build and apply per
-// (token, expert) pair. The summation order differs from the LUT path, so logits differ from
+// is multiplied into all of them at once (KernelTable::rvq_matmul: each weight decoded from its
+// RVQ indices into a register once per tile of 4 tokens, then FMA), instead of one down-LUT
+// build and three LUT applies per (token, expert) pair. The summation order differs from the LUT path, so logits differ from
 // token-at-a-time feeding within a bound (tests/compute/test_expert_batch.cpp), not bit for bit.
 //
 // Selection: experts with at least min_tokens() users take this path (0 = never). The value is
@@ -27,7 +26,7 @@ Result<int> parse_min_tokens(std::string_view text, std::string_view what);
 // Whether an expert with n_users tokens of a chunk takes this path. Never for VQ4P (packed 6-bit
 // indices): its token-at-a-time path multiplies by an int8-quantised LUT, which moves logits by
 // ~4e-2 from exact f32 products (kl-shaped test container), far outside the 1e-4 prefill bound;
-// rvq_decode handles VQ4P, but prefill stays on the LUT path so that it keeps decode's numerics.
+// rvq_matmul handles VQ4P, but prefill stays on the LUT path so that it keeps decode's numerics.
 inline bool wanted(const ExpertGeometry& g, int n_users) {
   const int t = min_tokens();
   return !g.packed6 && t > 0 && n_users >= t;

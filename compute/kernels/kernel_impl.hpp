@@ -103,8 +103,9 @@ void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int 
                int row_end);
 void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                     float* y, int row_begin, int row_end);
-void rvq_decode(const RvqMatrix& m, const float* const* books, int vec_dim, int row_begin,
-                int row_end, float* w);
+void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                int row_end);
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
                    float beta, int D, float* o);
 }  // namespace generic_impl
@@ -116,6 +117,10 @@ void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_beg
             std::int64_t row_end);
 void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
             std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end);
+// avx512_rvq_matmul.cpp
+void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                int row_end);
 }  // namespace avx512_impl
 #endif
 
