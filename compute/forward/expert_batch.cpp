@@ -21,11 +21,11 @@ constexpr std::int64_t kMinRowsPerJob = 64;
 
 int from_env() {
   const char* env = std::getenv("WASTE_PREFILL_MATMUL");
-  if (env == nullptr || *env == '\0') return kDefaultMinTokens;
+  if (env == nullptr || *env == '\0') return 0;
   auto parsed = parse_min_tokens(env, "WASTE_PREFILL_MATMUL");
   if (!parsed) {
-    spdlog::warn("{}; using on ({} tokens)", parsed.error().message, kDefaultMinTokens);
-    return kDefaultMinTokens;
+    spdlog::warn("{}; prefill matrix products stay off", parsed.error().message);
+    return 0;
   }
   return *parsed;
 }
@@ -62,7 +62,7 @@ void set_min_tokens(int n) { setting().store(std::max(n, 0), std::memory_order_r
 
 Result<int> parse_min_tokens(std::string_view text, std::string_view what) {
   if (text == "off") return 0;
-  if (text == "on") return kDefaultMinTokens;
+  if (text == "on") return kOnMinTokens;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= kMaxPrefillChunk) return n;

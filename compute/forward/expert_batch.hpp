@@ -5,8 +5,14 @@
 // token-at-a-time feeding within a bound (tests/compute/test_expert_batch.cpp), not bit for bit.
 //
 // Selection: experts with at least min_tokens() users take this path (0 = never). The value is
-// WASTE_PREFILL_MATMUL read once (off | on | a token count; on = kDefaultMinTokens), or what
-// set_min_tokens() stored last (tests, `waste bench --prefill-matmul`).
+// WASTE_PREFILL_MATMUL read once (off | on | a token count; on = kOnMinTokens; unset = off), or
+// what set_min_tokens() stored last (tests).
+//
+// Off by default: whether a (token, expert) pair takes this path depends on how many tokens of
+// the pass chose the expert, so with it on a token's bits depend on the other tokens of its pass:
+// continuous batching (Engine::feed_batch) then no longer gives each sequence the bits it gets
+// alone (tests/compute/test_batch.cpp), only logits within the bound; and the measured gain at
+// 64-token chunks is within this machine's noise (docs/PERFORMANCE.md, docs/LEARNED.md).
 #pragma once
 
 #include <span>
@@ -17,11 +23,11 @@
 
 namespace waste::forward::expert_batch {
 
-inline constexpr int kDefaultMinTokens = 2;
+inline constexpr int kOnMinTokens = 4;  // best median of 2, 4, 8 (docs/PERFORMANCE.md)
 
 int min_tokens();
 void set_min_tokens(int n);
-// "off" -> 0, "on" -> kDefaultMinTokens, "N" (1..64) -> N; anything else an error naming it.
+// "off" -> 0, "on" -> kOnMinTokens, "N" (1..64) -> N; anything else an error naming it.
 Result<int> parse_min_tokens(std::string_view text, std::string_view what);
 // Whether an expert with n_users tokens of a chunk takes this path. Never for VQ4P (packed 6-bit
 // indices): its token-at-a-time path multiplies by an int8-quantised LUT, which moves logits by

@@ -132,7 +132,7 @@ TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits
 TEST_CASE("WASTE_PREFILL_MATMUL takes off, on or a token count and names what it refuses", "[compute][prefill]") {
   using forward::expert_batch::parse_min_tokens;
   CHECK(*parse_min_tokens("off", "WASTE_PREFILL_MATMUL") == 0);
-  CHECK(*parse_min_tokens("on", "WASTE_PREFILL_MATMUL") == forward::expert_batch::kDefaultMinTokens);
+  CHECK(*parse_min_tokens("on", "WASTE_PREFILL_MATMUL") == forward::expert_batch::kOnMinTokens);
   CHECK(*parse_min_tokens("3", "WASTE_PREFILL_MATMUL") == 3);
   CHECK(*parse_min_tokens("64", "WASTE_PREFILL_MATMUL") == 64);
   for (const char* bad : {"0", "65", "2x", "", "ON", "-1"}) {
