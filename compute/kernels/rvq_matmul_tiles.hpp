@@ -23,10 +23,13 @@ inline float hsum8(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-template <int S, bool Packed6, int R, int T>
-void tile(const float* const* books, int vec_dim, const std::uint8_t* const* runs, std::int64_t run_stride,
-          int n_vectors, const float* x, std::int64_t x_stride, float* y, std::int64_t y_stride, int r) {
+// VD: vec_dim when it is known at compile time (8, every converter default), 0 = vec_dim.
+template <int S, bool Packed6, int R, int T, int VD>
+void tile(const float* const* books, int vec_dim_arg, const std::uint8_t* const* runs, int n_vectors,
+          const float* x, std::int64_t x_stride, float* y, std::int64_t y_stride, int r) {
   constexpr int kRun = Packed6 ? 3 : S;
+  constexpr std::int64_t run_stride = static_cast<std::int64_t>(kRowBlock) * kRun;
+  const int vec_dim = VD != 0 ? VD : vec_dim_arg;
   __m256 acc[R][T];
   for (int i = 0; i < R; ++i) {
     for (int j = 0; j < T; ++j) acc[i][j] = _mm256_setzero_ps();
@@ -63,46 +66,60 @@ void tile(const float* const* books, int vec_dim, const std::uint8_t* const* run
   }
 }
 
-template <int S, bool Packed6, int R, int T>
+template <int S, bool Packed6, int R, int T, int VD>
 void token_tiles(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x, std::int64_t x_stride,
                  int n, float* y, std::int64_t y_stride, int r, const std::uint8_t* const* runs) {
-  constexpr int kRun = Packed6 ? 3 : S;
-  const std::int64_t stride = static_cast<std::int64_t>(kRowBlock) * kRun;
   int t = 0;
   for (; t + T <= n; t += T) {
-    tile<S, Packed6, R, T>(books, vec_dim, runs, stride, m.n_vectors, x + t * x_stride, x_stride, y + t * y_stride,
-                           y_stride, r);
+    tile<S, Packed6, R, T, VD>(books, vec_dim, runs, m.n_vectors, x + t * x_stride, x_stride, y + t * y_stride,
+                               y_stride, r);
   }
   if (t == n) return;
   if constexpr (T > 1) {
     // The remaining n - t < T tokens: one tile of exactly that many.
     [&]<int... K>(std::integer_sequence<int, K...>) {
-      ((n - t == K + 1 ? tile<S, Packed6, R, K + 1>(books, vec_dim, runs, stride, m.n_vectors, x + t * x_stride,
-                                                     x_stride, y + t * y_stride, y_stride, r)
+      ((n - t == K + 1 ? tile<S, Packed6, R, K + 1, VD>(books, vec_dim, runs, m.n_vectors, x + t * x_stride,
+                                                         x_stride, y + t * y_stride, y_stride, r)
                        : void()),
        ...);
     }(std::make_integer_sequence<int, T - 1>{});
   }
 }
 
-template <int S, bool Packed6, int R, int T>
+template <int S, bool Packed6, int R, int T, int VD>
 void row_tile(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x, std::int64_t x_stride,
               int n, float* y, std::int64_t y_stride, int r) {
   const std::uint8_t* runs[R];
   for (int i = 0; i < R; ++i) runs[i] = rvq_run(m, r + i, 0);
-  token_tiles<S, Packed6, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, r, runs);
+  token_tiles<S, Packed6, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, r, runs);
   for (int i = 0; i < R; ++i) {
     const float scale = fp16_to_f32(load_u16(m.scales, r + i));
     for (int t = 0; t < n; ++t) y[t * y_stride + r + i] *= scale;
   }
 }
 
-template <int S, bool Packed6, int R, int T>
+template <int S, bool Packed6, int R, int T, int VD>
 void rows(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x, std::int64_t x_stride, int n,
           float* y, std::int64_t y_stride, int row_begin, int row_end) {
   int r = row_begin;
-  for (; r + R <= row_end; r += R) row_tile<S, Packed6, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, r);
-  for (; r < row_end; ++r) row_tile<S, Packed6, 1, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, r);
+  for (; r + R <= row_end; r += R) row_tile<S, Packed6, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, r);
+  for (; r < row_end; ++r) row_tile<S, Packed6, 1, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, r);
+}
+
+template <int R, int T, int VD, class Fallback>
+void by_stages(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x, std::int64_t x_stride,
+               int n, float* y, std::int64_t y_stride, int row_begin, int row_end, Fallback fallback) {
+  if (m.packed6) {
+    rows<4, true, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end);
+    return;
+  }
+  switch (m.stages) {
+    case 1: rows<1, false, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
+    case 2: rows<2, false, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
+    case 3: rows<3, false, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
+    case 4: rows<4, false, R, T, VD>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
+    default: fallback(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
+  }
 }
 
 // The table entry: vec_dim a multiple of 8 and 1-4 stages (VQ4P: 4), else `fallback` (generic).
@@ -113,16 +130,10 @@ void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, cons
     fallback(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end);
     return;
   }
-  if (m.packed6) {
-    rows<4, true, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end);
-    return;
-  }
-  switch (m.stages) {
-    case 1: rows<1, false, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
-    case 2: rows<2, false, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
-    case 3: rows<3, false, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
-    case 4: rows<4, false, R, T>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
-    default: fallback(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end); return;
+  if (vec_dim == 8) {
+    by_stages<R, T, 8>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end, fallback);
+  } else {
+    by_stages<R, T, 0>(m, books, vec_dim, x, x_stride, n, y, y_stride, row_begin, row_end, fallback);
   }
 }
 

@@ -80,3 +80,25 @@ TEST_CASE("every ISA's rvq_matmul is bit-identical to generic for any token coun
     }
   }
 }
+
+TEST_CASE("every ISA's rvq_matmul is bit-identical to generic with 16-dimensional vectors", "[compute][kernels]") {
+  // The 8-dimensional fixture's index bytes read as 16-dimensional positions (half as many per
+  // row), with books of 16-float centroids: the path for vec_dim other than 8.
+  const ExpertMatrix m = make_expert_matrix(70, 64, 3, false, 960);
+  waste::kernels::RvqMatrix view = m.view;
+  view.n_vectors = m.cols / 16;
+  std::vector<std::vector<float>> books;
+  std::vector<const float*> ptrs;
+  for (int s = 0; s < 3; ++s) books.push_back(random_floats(256 * 16, 961 + s, -0.5f, 0.5f));
+  for (const auto& b : books) ptrs.push_back(b.data());
+  const int n = 5;
+  const std::vector<float> x = random_floats(std::size_t(n) * m.cols, 964);
+  std::vector<float> expected(std::size_t(n) * m.rows);
+  generic().rvq_matmul(view, ptrs.data(), 16, x.data(), m.cols, n, expected.data(), m.rows, 0, m.rows);
+  for (const KernelTable* k : waste::kernels::supported()) {
+    INFO("isa " << k->isa);
+    std::vector<float> actual(expected.size(), kUntouched);
+    k->rvq_matmul(view, ptrs.data(), 16, x.data(), m.cols, n, actual.data(), m.rows, 0, m.rows);
+    REQUIRE(std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(float)) == 0);
+  }
+}
