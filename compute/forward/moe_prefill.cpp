@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "compute/forward/expert_batch.hpp"
 #include "compute/forward/ffn.hpp"
 #include "compute/forward/moe.hpp"
 #include "shared/memory/client_sizing.hpp"
@@ -96,7 +97,13 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
       watch.lap(profile::Stage::io_wait);
       if (!ready) return std::unexpected(ready.error());
       const int expert = p.distinct[std::size_t(begin + ready->index)];
-      for (int k = p.user_begin[std::size_t(expert)]; k < p.user_begin[std::size_t(expert) + 1]; ++k) {
+      const int u0 = p.user_begin[std::size_t(expert)], u1 = p.user_begin[std::size_t(expert) + 1];
+      if (expert_batch::wanted(g, u1 - u0)) {  // decode the expert once, multiply all its tokens
+        expert_batch::run(exec, c, ex, ready->view, c.latent_dim > 0 ? p.xin.data() : x, c.latent_dim > 0 ? lat : hid,
+                          std::span<const int>(p.users.data() + u0, std::size_t(u1 - u0)), K, p.ys.data(), watch);
+        continue;
+      }
+      for (int k = u0; k < u1; ++k) {
         const int u = p.users[std::size_t(k)];
         const auto [gate_lut, up_lut] = token_luts(u / K);
         run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, p.ys.data() + std::int64_t(u) * lat, watch);

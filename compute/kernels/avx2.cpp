@@ -372,6 +372,7 @@ const KernelTable& avx2_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,
       .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };
   return table;

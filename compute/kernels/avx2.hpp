@@ -22,6 +22,10 @@ void rvq_apply_lookups(RvqLookups how, const RvqMatrix& m, const float* lut, int
                        int row_begin, int row_end);
 void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                     float* y, int row_begin, int row_end);
+// rvq_matmul: avx2_rvq_matmul.cpp (2-row tiles; the AVX-512 table has 4-row ones).
+void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                int row_end);
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
                    float beta, int D, float* o);
 }  // namespace waste::kernels::detail::avx2_impl

@@ -16,6 +16,7 @@ const KernelTable& avx512_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = avx512_impl::rvq_apply,
       .rvq_apply_vq4p = avx512_impl::rvq_apply_vq4p,
+      .rvq_matmul = avx512_impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };
   return table;

@@ -165,6 +165,35 @@ void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* b
   }
 }
 
+void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                int row_end) {
+  unsigned idx[8];
+  for (int r = row_begin; r < row_end; ++r) {
+    const float scale = fp16_to_f32(load_u16(m.scales, r));
+    for (int t = 0; t < n; ++t) {
+      const float* xt = x + t * x_stride;
+      float lane[8] = {};
+      std::int64_t c = 0;
+      for (int v = 0; v < m.n_vectors; ++v) {
+        const std::uint8_t* run = rvq_run(m, r, v);
+        if (m.packed6) {
+          rvq_unpack6(run, idx);
+        } else {
+          for (int s = 0; s < m.stages; ++s) idx[s] = run[s];
+        }
+        for (int d = 0; d < vec_dim; ++d, ++c) {
+          float w = books[0][static_cast<std::int64_t>(idx[0]) * vec_dim + d];
+          for (int s = 1; s < m.stages; ++s) w += books[s][static_cast<std::int64_t>(idx[s]) * vec_dim + d];
+          lane[c % 8] = std::fma(w, xt[c], lane[c % 8]);
+        }
+      }
+      const float sum = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+      y[t * y_stride + r] = sum * scale;
+    }
+  }
+}
+
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
                    float beta, int D, float* o) {
   assert(D <= kKdaMaxDim);
@@ -205,6 +234,7 @@ const KernelTable& generic_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,
       .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };
   return table;

@@ -48,6 +48,20 @@ inline int rvq_tile_rows(int row_begin, int row_end) noexcept {
   return (blocks + tiles - 1) / tiles * kRowBlock;
 }
 
+// The `stages` indices of row r at vector position v (8-bit runs, or VQ4P's 3-byte runs of four
+// 6-bit indices), the layout of waste-v0-reference.md §2.
+inline const std::uint8_t* rvq_run(const RvqMatrix& m, int r, int v) noexcept {
+  const int run = m.packed6 ? 3 : m.stages;
+  return m.index + (static_cast<std::int64_t>(r / kRowBlock) * m.n_vectors + v) * kRowBlock * run +
+         (r % kRowBlock) * run;
+}
+inline void rvq_unpack6(const std::uint8_t* run, unsigned* idx) noexcept {
+  idx[0] = run[0] & 63u;
+  idx[1] = ((run[0] >> 6) | (run[1] << 2)) & 63u;
+  idx[2] = ((run[1] >> 4) | (run[2] << 4)) & 63u;
+  idx[3] = run[2] >> 2;
+}
+
 // Row scales in a record sit right after the index data and may be unaligned.
 inline std::uint16_t load_u16(const std::uint16_t* base, std::int64_t i) noexcept {
   std::uint16_t value;
@@ -89,6 +103,9 @@ void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int 
                int row_end);
 void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                     float* y, int row_begin, int row_end);
+void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                int row_end);
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
                    float beta, int D, float* o);
 }  // namespace generic_impl
@@ -100,6 +117,10 @@ void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_beg
             std::int64_t row_end);
 void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
             std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end);
+// avx512_rvq_matmul.cpp
+void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                int row_end);
 }  // namespace avx512_impl
 #endif
 

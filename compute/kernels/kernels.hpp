@@ -63,6 +63,16 @@ struct KernelTable {
   // VQ4P with the int8 LUT: int16 sums per 32-vector block, acc += block_scale * sum.
   void (*rvq_apply_vq4p)(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                          float* y, int row_begin, int row_end);
+  // Prefill's matrix product (compute/forward/expert_batch.cpp): y_t[r] = fp16(scale_r) * sum_c
+  // W[r][c] x_t[c] for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride), rows [row_begin,
+  // row_end) (any range), with W decoded from the indices as it is used, never stored:
+  // W[r][v*vec_dim + d] = sum_s books[s][idx(r,v,s)*vec_dim + d], stages left to right. Order per
+  // (row, token): 8 lanes, lane l = fma(W[r][c], x_t[c], lane l) over c = l mod 8 ascending, then
+  // ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)), times the scale: every ISA bit-identical to generic
+  // for any n, tile shape or row split. 8-bit and packed 6-bit (VQ4P) indices.
+  void (*rvq_matmul)(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
+                     std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
+                     int row_end);
 
   // One KDA recurrent step for one head (waste-v0-reference.md §3.4 step 4), K = V = D:
   //   S[i][:] *= exp(g[i]);  u = S^T k;  S += k (beta (v - u))^T;  o = S^T q

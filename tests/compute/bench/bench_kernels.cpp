@@ -228,7 +228,36 @@ void bench_trunk(int reps) {
 }
 }  // namespace
 
+// Prefill's expert products: n tokens through one 1024 x 2304 VQ3R matrix, by n LUT applies
+// (the gate/up LUTs are per token, shared by its experts, so not counted) or by one rvq_matmul.
+void bench_prefill(double seconds) {
+  using namespace waste;
+  const int hidden = 2304, inter = 1024, nv = hidden / 8;
+  const auto vq3 = test::make_expert_matrix(inter, hidden, 3, false, 3);
+  const std::vector<float> x = test::random_floats(16 * std::size_t(hidden), 5);
+  std::vector<float> lut3(std::size_t(nv) * 3 * 256), y(16 * std::size_t(inter));
+  kernels::generic().rvq_lut_build(x.data(), vq3.book_ptrs.data(), 3, 256, 8, 0, nv, lut3.data());
+  std::printf("\nPrefill expert products, 1024 x 2304 VQ3R, one thread: us per matrix\n%-10s %6s %12s %12s %8s\n",
+              "isa", "tokens", "lut_applies", "rvq_matmul", "ratio");
+  for (const kernels::KernelTable* k : kernels::supported()) {
+    if (std::string_view(k->isa) == "generic") continue;
+    for (const int n : {1, 2, 4, 8, 16}) {
+      const double lut = time_us(seconds, [&] {
+        for (int t = 0; t < n; ++t) k->rvq_apply(vq3.view, lut3.data(), 256, y.data(), 0, inter);
+      });
+      const double mm = time_us(seconds, [&] {
+        k->rvq_matmul(vq3.view, vq3.book_ptrs.data(), 8, x.data(), hidden, n, y.data(), inter, 0, inter);
+      });
+      std::printf("%-10s %6d %12.1f %12.1f %7.2fx\n", k->isa, n, lut, mm, lut / mm);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "prefill") {
+    bench_prefill(argc > 2 ? std::atof(argv[2]) : 0.3);
+    return 0;
+  }
   if (argc > 1 && std::string_view(argv[1]) == "trunk") {  // the trunk matvec / matmul section only
     bench_trunk(argc > 2 ? std::atoi(argv[2]) : 10);
     return 0;

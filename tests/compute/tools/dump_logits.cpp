@@ -2,6 +2,10 @@
 // Feeds the prompt one token at a time, then N greedy tokens (argmax of the previous step's
 // logits, ties to the lowest id), and writes the logits after every fed token for the PyTorch
 // oracle diff. File: int32 n_steps, int32 vocab, then per step {int32 token_fed; f32 logits[vocab]}.
+// --chunk N (prefill path, docs/QUALITY.md): the prompt goes in eval calls of N tokens (the first
+// of --first-chunk K), one step per call with its last token, so each step's logits are the
+// chunked prefill's; --decode must then be 0.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +39,7 @@ int main(int argc, char** argv) {
   std::vector<int> prompt;
   int decode = 16, threads = 0, ctx = 4096;
   std::size_t cache_records = 0;
+  int chunk = 1, first_chunk = 0;
   app.add_option("model", model, "Container directory")->required();
   app.add_option("out", out_path, "Output file")->required();
   app.add_option("--prompt", prompt, "Prompt token ids, comma separated")->delimiter(',')->required();
@@ -42,13 +47,20 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "Compute threads (0 = all)")->check(CLI::NonNegativeNumber);
   app.add_option("--ctx", ctx, "Context length")->check(CLI::PositiveNumber);
   app.add_option("--cache-records", cache_records, "Expert cache capacity in records");
+  app.add_option("--chunk", chunk, "Prompt tokens per eval call (prefill chunks)")->check(CLI::Range(1, 64));
+  app.add_option("--first-chunk", first_chunk, "Tokens of the first call (0 = --chunk)")->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
+  if (chunk > 1 && decode != 0) {
+    std::fprintf(stderr, "waste-dump-logits: --chunk %d needs --decode 0\n", chunk);
+    return 1;
+  }
 
   waste::EngineOptions options;
   options.model = model;
   options.threads = threads;
   options.ctx_tokens = ctx;
   options.cache_records = cache_records;
+  options.prefill_chunk = 64;
   auto engine = waste::Engine::open(options);
   if (!engine) {
     std::fprintf(stderr, "waste-dump-logits: %s\n", engine.error().message.c_str());
@@ -60,19 +72,40 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "waste-dump-logits: cannot write %s\n", out_path.c_str());
     return 1;
   }
-  put(out, std::int32_t(prompt.size() + std::size_t(decode)));
-  put(out, std::int32_t(vocab));
-  int token = 0;
-  for (int step = 0; step < int(prompt.size()) + decode; ++step) {
-    token = step < int(prompt.size()) ? prompt[std::size_t(step)] : argmax((*engine)->logits());
-    const int one[1] = {token};
-    auto logits = (*engine)->eval(one);
-    if (!logits) {
-      std::fprintf(stderr, "waste-dump-logits: step %d: %s\n", step, logits.error().message.c_str());
-      return 1;
+  if (chunk > 1) {
+    std::vector<std::size_t> ends;
+    for (std::size_t end = std::size_t(first_chunk > 0 ? first_chunk : chunk);; end += std::size_t(chunk)) {
+      ends.push_back(std::min(end, prompt.size()));
+      if (end >= prompt.size()) break;
     }
-    put(out, std::int32_t(token));
-    out.write(reinterpret_cast<const char*>(logits->data()), std::streamsize(logits->size() * sizeof(float)));
+    put(out, std::int32_t(ends.size()));
+    put(out, std::int32_t(vocab));
+    std::size_t begin = 0;
+    for (const std::size_t end : ends) {
+      auto logits = (*engine)->eval(std::span<const int>(prompt.data() + begin, end - begin));
+      if (!logits) {
+        std::fprintf(stderr, "waste-dump-logits: tokens %zu..%zu: %s\n", begin, end, logits.error().message.c_str());
+        return 1;
+      }
+      put(out, std::int32_t(prompt[end - 1]));
+      out.write(reinterpret_cast<const char*>(logits->data()), std::streamsize(logits->size() * sizeof(float)));
+      begin = end;
+    }
+  } else {
+    put(out, std::int32_t(prompt.size() + std::size_t(decode)));
+    put(out, std::int32_t(vocab));
+    int token = 0;
+    for (int step = 0; step < int(prompt.size()) + decode; ++step) {
+      token = step < int(prompt.size()) ? prompt[std::size_t(step)] : argmax((*engine)->logits());
+      const int one[1] = {token};
+      auto logits = (*engine)->eval(one);
+      if (!logits) {
+        std::fprintf(stderr, "waste-dump-logits: step %d: %s\n", step, logits.error().message.c_str());
+        return 1;
+      }
+      put(out, std::int32_t(token));
+      out.write(reinterpret_cast<const char*>(logits->data()), std::streamsize(logits->size() * sizeof(float)));
+    }
   }
   if (!out.flush()) {
     std::fprintf(stderr, "waste-dump-logits: write failed: %s\n", out_path.c_str());

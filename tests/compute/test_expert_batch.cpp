@@ -1,0 +1,146 @@
+// Prefill by matrix products (compute/forward/expert_batch): with it on, chunked prefill's logits
+// stay within the bound the chunked-prefill test holds token-by-token feeding to (1e-4 absolute,
+// same argmax) for VQ3R, VQ2R and VQ4P experts, and they do differ in their bits from the LUT
+// path (so the path ran); VQ4P keeps
+// the LUT path and its bits. The WASTE_PREFILL_MATMUL parser names what it refuses.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compute/api/engine.hpp"
+#include "compute/forward/expert_batch.hpp"
+#include "shared/synth/synth.hpp"
+#include "test_forward_fixtures.hpp"
+
+namespace waste {
+namespace {
+
+// Restores the process-wide setting when a test ends, whatever it set.
+struct MinTokensGuard {
+  int saved = forward::expert_batch::min_tokens();
+  ~MinTokensGuard() { forward::expert_batch::set_min_tokens(saved); }
+};
+
+// kl-shaped with other expert formats ("vq3r" is test::container_for("kl-shaped")).
+std::filesystem::path kl_shaped(const std::string& experts) {
+  if (experts == "vq3r") return test::container_for("kl-shaped");
+  const std::filesystem::path root = test::synth_container("tiny").parent_path();
+  const std::filesystem::path dir = root / ("kl-shaped-" + experts);
+  if (std::filesystem::exists(dir / "manifest.json")) return dir;
+  std::string json = test::kKimiLinearShaped;
+  json.replace(json.find("\"vq3r\""), 6, "\"" + experts + "\"");
+  const std::filesystem::path config = root / ("kl-shaped-" + experts + ".json");
+  std::ofstream(config) << json;
+  synth::SynthRequest request;
+  request.config_file = config;
+  auto spec = synth::make_spec(request);
+  INFO((spec ? std::string() : spec.error().message));
+  REQUIRE(spec);
+  auto written = synth::write_container(*spec, dir);
+  INFO((written ? std::string() : written.error().message));
+  REQUIRE(written);
+  return dir;
+}
+
+std::unique_ptr<Engine> open(const std::filesystem::path& dir, int chunk) {
+  EngineOptions o;
+  o.model = dir;
+  o.threads = 2;
+  o.ctx_tokens = 96;
+  o.prefill_chunk = chunk;
+  o.lookahead = 0;
+  auto engine = Engine::open(o);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine);
+  return std::move(*engine);
+}
+
+float max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  REQUIRE(a.size() == b.size());
+  float d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+int argmax(std::span<const float> v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+}  // namespace
+
+TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits, for VQ3R, VQ2R and VQ4P",
+          "[compute][prefill]") {
+  MinTokensGuard guard;
+  std::vector<std::pair<std::string, std::filesystem::path>> containers{{"tiny", test::container_for("tiny")},
+                                                                        {"tiny-k3", test::container_for("tiny-k3")}};
+  for (const char* experts : {"vq3r", "vq2r", "vq4p"}) containers.emplace_back(experts, kl_shaped(experts));
+  float worst = 0;
+  for (const auto& [name, dir] : containers) {
+    std::vector<int> prompt;
+    auto seq = open(dir, 1);
+    for (int i = 0; i < 41; ++i) prompt.push_back((i * 53 + 11) % seq->config().vocab);
+    forward::expert_batch::set_min_tokens(0);
+    auto a = seq->eval(prompt);
+    REQUIRE(a);
+    for (int chunk : {64, 16}) {
+      forward::expert_batch::set_min_tokens(0);
+      auto lut = open(dir, chunk);
+      auto b = lut->eval(prompt);
+      REQUIRE(b);
+      for (int min_tokens : {1, 2}) {
+        INFO(name << ", chunk " << chunk << ", min tokens " << min_tokens);
+        forward::expert_batch::set_min_tokens(min_tokens);
+        auto batched = open(dir, chunk);
+        auto c = batched->eval(prompt);
+        REQUIRE(c);
+        const float diff = max_abs_diff(*a, *c);
+        worst = std::max(worst, diff);
+        CHECK(diff <= 1e-4f);
+        CHECK(argmax(*a) == argmax(*c));
+        if (name == "vq4p") {
+          // VQ4P stays on the LUT path (int8 LUT numerics): token-by-token's bits.
+          CHECK(std::memcmp(a->data(), c->data(), a->size() * sizeof(float)) == 0);
+        } else {
+          // Another summation order: the bits move (the LUT path gives token-by-token's bits).
+          CHECK(std::memcmp(b->data(), c->data(), b->size() * sizeof(float)) != 0);
+        }
+        // The state left behind decodes alike.
+        for (int step = 0; step < 4; ++step) {
+          const int next[1] = {argmax(seq->logits())};
+          REQUIRE(argmax(batched->logits()) == next[0]);
+          auto sa = seq->eval(next);
+          auto sc = batched->eval(next);
+          REQUIRE(sa);
+          REQUIRE(sc);
+          CHECK(max_abs_diff(*sa, *sc) <= 1e-4f);
+        }
+        // Rewind seq for the next case: a fresh engine fed the prompt again.
+        forward::expert_batch::set_min_tokens(0);
+        seq = open(dir, 1);
+        a = seq->eval(prompt);
+        REQUIRE(a);
+      }
+    }
+  }
+  WARN("worst |logit difference| to token by token: " << worst);
+}
+
+TEST_CASE("WASTE_PREFILL_MATMUL takes off, on or a token count and names what it refuses", "[compute][prefill]") {
+  using forward::expert_batch::parse_min_tokens;
+  CHECK(*parse_min_tokens("off", "WASTE_PREFILL_MATMUL") == 0);
+  CHECK(*parse_min_tokens("on", "WASTE_PREFILL_MATMUL") == forward::expert_batch::kOnMinTokens);
+  CHECK(*parse_min_tokens("3", "WASTE_PREFILL_MATMUL") == 3);
+  CHECK(*parse_min_tokens("64", "WASTE_PREFILL_MATMUL") == 64);
+  for (const char* bad : {"0", "65", "2x", "", "ON", "-1"}) {
+    const auto parsed = parse_min_tokens(bad, "WASTE_PREFILL_MATMUL");
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().message ==
+          std::string("WASTE_PREFILL_MATMUL: '") + bad + "' is not off, on or a token count in 1..64");
+  }
+}
+
+}  // namespace waste
