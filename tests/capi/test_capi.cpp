@@ -496,7 +496,7 @@ TEST_CASE("waste_generate_constrained: a grammar or schema that cannot be used i
         "waste_generate_constrained: constraint is NULL or not initialized (waste_constraint_init)");
 }
 
-TEST_CASE("waste_chat_apply_tools declares the tools as `waste serve` does; bad tools are refused by field",
+TEST_CASE("waste_chat_apply_tools declares the tools as `waste serve` does, bad tools are refused by field",
           "[capi][tools]") {
   Handle h;
   open_in_process(h);
@@ -614,7 +614,7 @@ TEST_CASE("A grammar-forced tool call generated through the C API comes back par
   waste_free(calls);
 }
 
-TEST_CASE("waste_generate_tool_call forces serve's call markup; the call parses back with schema-valid arguments",
+TEST_CASE("waste_generate_tool_call forces serve's call markup, the call parses back with schema-valid arguments",
           "[capi][tools]") {
   Handle h;
   open_in_process(h, 512);

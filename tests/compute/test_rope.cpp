@@ -106,7 +106,7 @@ TEST_CASE("Rotary pairs consecutive dims as complex numbers (DeepSeek-V3's conve
   CHECK(y[1] == -0.7f);
 }
 
-TEST_CASE("mla_use_nope is read by value; absent, rotary follows the architecture", "[compute][rope]") {
+TEST_CASE("mla_use_nope is read by value, absent, rotary follows the architecture", "[compute][rope]") {
   // Kimi-Linear / K3 style (and every v0 container): no key or true -> NoPE, the v0 scale.
   auto kimi = parse({{"architectures", {"KimiLinearForCausalLM"}}, {"rope_theta", 10000.0}});
   REQUIRE(kimi);

@@ -32,7 +32,7 @@ TEST_CASE("a nested text_config is flattened with the outer keys under _outer an
   CHECK(container_name(*s, "vision_tower.x.weight") == "vision_tower.x.weight");
 }
 
-TEST_CASE("DeepSeek-V3 keys and MoE tensor names map to the Kimi ones; MTP layers are dropped", "[convert][config]") {
+TEST_CASE("DeepSeek-V3 keys and MoE tensor names map to the Kimi ones, MTP layers are dropped", "[convert][config]") {
   json raw = kimi_text();
   raw.erase("num_experts");
   raw.erase("num_experts_per_token");
@@ -63,7 +63,7 @@ TEST_CASE("DeepSeek-V3 keys and MoE tensor names map to the Kimi ones; MTP layer
   CHECK(container_name(*s, "model.layers.1.self_attn.q_a_proj.weight_scale_inv") == std::nullopt);
 }
 
-TEST_CASE("DeepSeek-V3 rotary and routing keys survive normalisation; norm_topk_prob false adds nothing",
+TEST_CASE("DeepSeek-V3 rotary and routing keys survive normalisation, norm_topk_prob false adds nothing",
           "[convert][config]") {
   json raw = kimi_text();
   raw.erase("num_experts");

@@ -49,7 +49,7 @@ std::size_t attached(const ipc::DaemonInfo& d) {
 
 }  // namespace
 
-TEST_CASE("commands share one auto-started daemon; it exits a linger after the last one leaves", "[ioserver][control]") {
+TEST_CASE("commands share one auto-started daemon, it exits a linger after the last one leaves", "[ioserver][control]") {
   DaemonEnv env;
   test::TempDir t("spawn");
   const auto model = test::make_tiny_container(t.path);

@@ -23,7 +23,7 @@ namespace {
 
 }  // namespace
 
-TEST_CASE("An injected read fault fails the waiting demands naming the record; nothing of it is cached",
+TEST_CASE("An injected read fault fails the waiting demands naming the record, nothing of it is cached",
           "[ioserver][ipc][faults]") {
   const auto [fault, text] = GENERATE(table<test::Fault, std::string>({
       {test::Fault::eio, "expert 3 of layer 1: pread: Input/output error (EIO)"},

@@ -144,7 +144,7 @@ TEST_CASE("A failed read reaches the client as an error naming the record", "[io
   REQUIRE(eventually([&] { return (*server)->stats().slots_pinned == 0; }, 2000ms));
 }
 
-TEST_CASE("A second daemon for a live instance is refused; attach and detach manage client blocks", "[ioserver][ipc]") {
+TEST_CASE("A second daemon for a live instance is refused, attach and detach manage client blocks", "[ioserver][ipc]") {
   auto config = test::pattern_config("twice", 2);
   config.max_clients = 1;
   auto first = IoServer::create(config, std::make_unique<test::PatternReader>(1, 4, 4096));

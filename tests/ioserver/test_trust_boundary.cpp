@@ -107,7 +107,7 @@ bool read_full(int fd, void* p, std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("A garbage request-ring tail detaches that client with one logged reason; the others go on",
+TEST_CASE("A garbage request-ring tail detaches that client with one logged reason, the others go on",
           "[ioserver][ipc][trust]") {
   auto server = IoServer::create(test::pattern_config("tail", 8), std::make_unique<test::PatternReader>(2, 8, 4096));
   REQUIRE(server);

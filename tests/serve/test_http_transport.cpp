@@ -135,7 +135,7 @@ TEST_CASE("API key: constant-time check of the Authorization field", "[serve][ht
   CHECK_FALSE(authorization_matches("Bearer ", ""));
 }
 
-TEST_CASE("API key: from a file or WASTE_API_KEY; the command line warns", "[serve][http]") {
+TEST_CASE("API key: from a file or WASTE_API_KEY, the command line warns", "[serve][http]") {
   const auto dir = std::filesystem::temp_directory_path() / ("waste-key-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto file = (dir / "key").string();
@@ -187,7 +187,7 @@ std::string exchange(int port, const std::string& bytes) {
   return s.read_all(std::chrono::seconds(10));
 }
 
-TEST_CASE("HttpServer: transport refusals are OpenAI errors; HTTP/1.0 and keep-alive", "[serve][http]") {
+TEST_CASE("HttpServer: transport refusals are OpenAI errors, HTTP/1.0 and keep-alive", "[serve][http]") {
   HttpLimits limits;
   limits.body_bytes = 1024;
   Loading l(limits);

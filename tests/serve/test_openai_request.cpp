@@ -165,7 +165,7 @@ TEST_CASE("Invalid chat bodies get a 400 naming the parameter", "[serve][request
   CHECK(e.param == "response_format.type");
 }
 
-TEST_CASE("logit_bias: token ids to biases in id order; bad keys and values named", "[serve][request]") {
+TEST_CASE("logit_bias: token ids to biases in id order, bad keys and values named", "[serve][request]") {
   auto r = parse_request(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
                                              "logit_bias": {"17": -100, "5": 2.5}})");
   REQUIRE(r);

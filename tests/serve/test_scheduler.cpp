@@ -260,7 +260,7 @@ TEST_CASE("Admission: reserved places count toward the bound and are given back"
   CHECK(late.error().status == 503);
 }
 
-TEST_CASE("logit_bias moves the sampled tokens; an id outside the vocabulary is refused", "[serve][scheduler]") {
+TEST_CASE("logit_bias moves the sampled tokens, an id outside the vocabulary is refused", "[serve][scheduler]") {
   auto engine = open_tiny();
   const Tokenizer tokenizer = tiny_tokenizer();
   Scheduler scheduler(*engine, tokenizer, {2, 4, 64});

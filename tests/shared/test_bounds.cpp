@@ -35,7 +35,7 @@ std::filesystem::path write_tiny(const test::TempDir& dir, int entries) {
 
 }  // namespace
 
-TEST_CASE("hazard: more than 65536 experts would truncate 16-bit expert ids; refused with the limit",
+TEST_CASE("hazard: more than 65536 experts would truncate 16-bit expert ids, refused with the limit",
           "[shared][container]") {
   test::TempDir dir("bounds-experts");
   const auto path = write_tiny(dir, 256);
@@ -75,7 +75,7 @@ TEST_CASE("hazard: more than 65536 experts would truncate 16-bit expert ids; ref
   CHECK(bank.error().message == "layers.1.experts: 65537 is out of range 1..65536");
 }
 
-TEST_CASE("hazard: index bytes >= entries read past a 200-entry book; books are padded to 256 with zeros",
+TEST_CASE("hazard: index bytes >= entries read past a 200-entry book, books are padded to 256 with zeros",
           "[shared][container]") {
   test::TempDir dir("bounds-books");
   const auto path = write_tiny(dir, 200);

@@ -74,7 +74,7 @@ TEST_CASE("Tokenizer encodes with whole-piece tokens and merges", "[tokenizer]")
   CHECK(tok.eos() == 267);
 }
 
-TEST_CASE("Plain mode never yields a special id; markup mode does", "[tokenizer]") {
+TEST_CASE("Plain mode never yields a special id, markup mode does", "[tokenizer]") {
   const Tokenizer tok = small();
   const std::string text = "hello<|im_end|> world";
   const auto plain = tok.encode(text);

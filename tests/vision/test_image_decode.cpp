@@ -112,7 +112,7 @@ bool near(const RgbImage& img, int x, int y, int r, int g, int b, int tol) {
 
 }  // namespace
 
-TEST_CASE("a PNG decodes to its exact RGB bytes; alpha is composited onto white", "[vision][decode]") {
+TEST_CASE("a PNG decodes to its exact RGB bytes, alpha is composited onto white", "[vision][decode]") {
   const RgbImage src = halves();
   auto img = decode_image(encode_png(src), "a.png");
   REQUIRE(img.has_value());

@@ -126,7 +126,7 @@ TEST_CASE("an embedding override equal to embed_tokens gives the same logits bit
   }
 }
 
-TEST_CASE("an image's rows at the media positions move the logits; prefill and step agree", "[vision][media]") {
+TEST_CASE("an image's rows at the media positions move the logits, prefill and step agree", "[vision][media]") {
   auto engine = open(64);
   auto info = ContainerInfo::open(container());
   REQUIRE(info.has_value());
