@@ -40,11 +40,6 @@ float* grow(std::vector<float>& v, std::size_t n) {
   return v.data();
 }
 
-kernels::RvqMatrix matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind) {
-  const int k = int(kind);
-  return kernels::RvqMatrix{view.index[k], view.scales[k], g.rows[k], g.cols[k] / g.vec_dim, g.stages, g.packed6};
-}
-
 struct Books {
   const float* p[8];
 };
@@ -85,9 +80,9 @@ void run(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const 
     std::memcpy(x + std::int64_t(i) * lat, xin + std::int64_t(users[std::size_t(i)] / top_k) * xin_stride,
                 std::size_t(lat) * sizeof(float));
   }
-  const kernels::RvqMatrix gate = matrix(g, view, MatrixKind::gate);
-  const kernels::RvqMatrix up = matrix(g, view, MatrixKind::up);
-  const kernels::RvqMatrix down = matrix(g, view, MatrixKind::down);
+  const kernels::RvqMatrix gate = rvq_matrix(g, view, MatrixKind::gate);
+  const kernels::RvqMatrix up = rvq_matrix(g, view, MatrixKind::up);
+  const kernels::RvqMatrix down = rvq_matrix(g, view, MatrixKind::down);
   const Books gate_books = books_of(ex, view, 0), up_books = books_of(ex, view, 1), down_books = books_of(ex, view, 2);
   const auto* kt = &exec.kernels;
   exec.pool.parallel_for(inter, kMinRowsPerJob, [&](std::int64_t r0, std::int64_t r1) {

@@ -12,11 +12,6 @@ constexpr int kLutMinVectors = 16;   // LUT build chunk (vector positions)
 constexpr int kVq3MinBlocks = 2;     // 128 rows per chunk
 constexpr int kVq4pMinBlocks = 16;   // 1024 rows per chunk
 
-kernels::RvqMatrix rvq_matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind) {
-  const int k = int(kind);
-  return kernels::RvqMatrix{view.index[k], view.scales[k], g.rows[k], g.cols[k] / g.vec_dim, g.stages, g.packed6};
-}
-
 // Rows [r0, r1) of y = W x (r0 a multiple of 64).
 void apply_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, int entries, const Lut& lut, float* y,
                 int r0, int r1) {
@@ -36,6 +31,11 @@ Status check_codebook(const ExpertView& view, int layer, int base) {
 }
 
 }  // namespace
+
+kernels::RvqMatrix rvq_matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind) {
+  const int k = int(kind);
+  return kernels::RvqMatrix{view.index[k], view.scales[k], g.rows[k], g.cols[k] / g.vec_dim, g.stages, g.packed6};
+}
 
 // Build the f32 LUT of x against the `stages` books starting at `first_book`; for VQ4P also
 // its int8 shadow.

@@ -38,6 +38,9 @@ struct Lut {
 void build_lut(const Exec& exec, const Codebooks& books, const ExpertGeometry& g, int first_book, const float* x,
                int n_vectors, const Lut& lut);
 
+// One matrix kind of an expert record as the kernels take it.
+kernels::RvqMatrix rvq_matrix(const ExpertGeometry& g, const ExpertView& view, MatrixKind kind);
+
 // y = W x for one expert matrix kind, rows split by 64-row index blocks.
 void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view, MatrixKind kind, const Lut& lut,
                float* y);
