@@ -59,10 +59,13 @@ def read_dump(path: str):
 
 def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
             float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True,
-            shifted_min: float = 0.0) -> bool:
+            shifted_min: float = 0.0, ablate=(), ablate_min: float = 1e-2) -> bool:
     """shifted_min > 0: also run the oracle with token t at position 2t (every distance doubled)
     and require the engine to differ from it by more than shifted_min: positions matter. (A
-    constant shift would not do: rotary scores depend only on position differences.)"""
+    constant shift would not do: rotary scores depend only on position differences.)
+    ablate: (config attribute, value) pairs; for each, an oracle with that one setting changed
+    (e.g. swiglu_limit 0: no clamp) must differ from the engine by more than ablate_min, so the
+    mechanism is really exercised by this container and these tokens."""
     import numpy as np
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -128,6 +131,22 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
         print(f"positions 2t instead of t: max|engine - moved oracle| {moved:.3e} "
               f"(must exceed {shifted_min:g}): {'PASS' if shift_ok else 'FAIL'}", file=out)
         ok = ok and shift_ok
+    for key, value in ablate:
+        changed = Oracle(Container(container_dir), torch.float64 if float64 else torch.float32,
+                         vq4p_int8_lut)
+        if not hasattr(changed.cfg, key):
+            raise ValueError(f"--ablate {key}: the oracle's config has no such setting")
+        setattr(changed.cfg, key, type(getattr(changed.cfg, key))(value))
+        for t in prefix:
+            changed.step(t)
+        moved = 0.0
+        for tok, eng in steps:
+            ref = changed.step(tok).double().numpy()
+            moved = max(moved, float(np.abs(eng.astype(np.float64) - ref).max()))
+        ab_ok = moved > ablate_min
+        print(f"oracle with {key}={value}: max|engine - that oracle| {moved:.3e} "
+              f"(must exceed {ablate_min:g}): {'PASS' if ab_ok else 'FAIL'}", file=out)
+        ok = ok and ab_ok
     return ok
 
 

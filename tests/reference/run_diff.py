@@ -53,6 +53,13 @@ def main() -> int:
     ap.add_argument("--decode", type=int, default=16)
     ap.add_argument("--float64", action="store_true")
     ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--dump-arg", action="append", default=[],
+                    help="extra argument for the dump tool (e.g. --dump-arg=--chunk --dump-arg=5: "
+                         "the prompt through chunked prefill; needs --decode 0)")
+    ap.add_argument("--ablate", action="append", default=[], metavar="KEY=VALUE",
+                    help="the oracle with this config setting changed must differ from the engine "
+                         "by more than --ablate-min (the mechanism is exercised)")
+    ap.add_argument("--ablate-min", type=float, default=1e-2)
     ap.add_argument("--shifted-min", type=float, default=0.0,
                     help="also require the engine to differ by more than this from the oracle "
                          "run with token t at position 2t (rotary containers)")
@@ -79,11 +86,13 @@ def main() -> int:
     vocab = int(cfg.get("text_config", cfg)["vocab_size"])
     prompt = [i % vocab for i in compare_logits.parse_ids(args.prompt)]
     run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)),
-         "--decode", str(args.decode)])
+         "--decode", str(args.decode), *args.dump_arg])
 
     try:
         ok = compare_logits.compare(cdir, dump, prompt, tol=args.tol, float64=args.float64,
-                                    shifted_min=args.shifted_min)
+                                    shifted_min=args.shifted_min,
+                                    ablate=[tuple(a.split("=", 1)) for a in args.ablate],
+                                    ablate_min=args.ablate_min)
     except Exception as e:  # bad dump / container: name it
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
