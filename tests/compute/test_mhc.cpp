@@ -33,6 +33,22 @@ TEST_CASE("mHC Sinkhorn mixer: hand-computed 2x2 values after one and two rounds
 }
 
 TEST_CASE("mHC Sinkhorn mixer: 20 rounds make every row and column sum to 1", "[compute][mhc]") {
+  // Mild logits: rows and columns within 1e-5 of 1.
+  {
+    constexpr int n = 4;
+    float m[n * n];
+    for (int k = 0; k < n * n; ++k) m[k] = 0.1f * float((k * 7) % 5) - 0.2f;
+    forward::mhc_sinkhorn(m, n, 20, 1e-6f);
+    for (int i = 0; i < n; ++i) {
+      float row = 0.0f, col = 0.0f;
+      for (int j = 0; j < n; ++j) {
+        row += m[i * n + j];
+        col += m[j * n + i];
+      }
+      CHECK(std::fabs(row - 1.0f) < 1e-5f);
+      CHECK(std::fabs(col - 1.0f) < 1e-5f);
+    }
+  }
   // Lopsided logits (a softmax of up to e^6 ratios) still end doubly stochastic.
   constexpr int n = 4;
   float m[n * n] = {3.0f, -1.0f, 0.5f, 2.0f,  -2.0f, 1.5f, 0.0f, 0.25f,
@@ -46,8 +62,10 @@ TEST_CASE("mHC Sinkhorn mixer: 20 rounds make every row and column sum to 1", "[
       col += m[j * n + i];
     }
     INFO("index " << i);
-    CHECK(std::fabs(row - 1.0f) < 1e-4f);
-    CHECK(std::fabs(col - 1.0f) < 1e-5f);  // the last step normalised the columns
+    // Sinkhorn converges geometrically; on these lopsided logits 20 rounds leave the rows within
+    // 1.3e-3 of 1 (float64 gives the same), the columns exact from the last step.
+    CHECK(std::fabs(row - 1.0f) < 2e-3f);
+    CHECK(std::fabs(col - 1.0f) < 1e-5f);
   }
   // One round alone leaves the rows far from 1 here: the iterations do the work.
   float once[n * n] = {3.0f, -1.0f, 0.5f, 2.0f,  -2.0f, 1.5f, 0.0f, 0.25f,
@@ -75,11 +93,11 @@ TEST_CASE("mHC collapse, expansion and head on two streams", "[compute][mhc]") {
   CHECK(x[0] == 21.5f);   // 2*10 + 0.75*1 + 0.25*3
   CHECK(x[1] == -6.75f);  // 2*(-4) + 0.75*2 + 0.25*(-1)
   CHECK(x[2] == 7.5f);    // 0.5*10 + 0.25*1 + 0.75*3
-  CHECK(x[3] == -2.75f);  // 0.5*(-4) + 0.25*2 + 0.75*(-1)
+  CHECK(x[3] == -2.25f);  // 0.5*(-4) + 0.25*2 + 0.75*(-1)
   float head[2];
   forward::mhc_head(x, 2, 2, head);
   CHECK(head[0] == 14.5f);
-  CHECK(head[1] == -4.75f);
+  CHECK(head[1] == -4.5f);
 }
 
 TEST_CASE("Clamped SwiGLU: gate clamped above, up both sides, before SiLU times up", "[compute][mhc]") {
