@@ -4,6 +4,10 @@
 // refused) and mlp_layer_types; everything written back by to_json.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "shared/container/model_config.hpp"
@@ -167,6 +171,60 @@ TEST_CASE("GLM mlp_layer_types gives the dense prefix", "[shared][container][glm
   CHECK(error_of(j) == "config.mlp_layer_types: dense layer 5 after a sparse one (dense layers must come first)");
   j["mlp_layer_types"][5] = "moe";
   CHECK(error_of(j) == "config.mlp_layer_types: entry 5 \"moe\" is not dense or sparse");
+}
+
+TEST_CASE("waste synth writes the mHC projections Q8G and the glm-5.3-flash preset's real shapes", "[shared][container][glm]") {
+  synth::SynthRequest request;
+  request.preset = "tiny-glm";
+  auto spec = synth::make_spec(request);
+  REQUIRE(spec);
+  int fn = 0, base = 0, scale = 0;
+  for (const synth::TensorPlan& t : synth::plan_trunk(*spec)) {
+    if (t.name.ends_with("_hc.fn")) {
+      ++fn;
+      CHECK(t.fmt == TensorFormat::q8g);  // 8 bits although the trunk is q4g
+      CHECK(t.shape == std::vector<std::int64_t>{24, 4 * 128});
+    }
+    if (t.name.ends_with("_hc.base")) {
+      ++base;
+      CHECK(t.fmt == TensorFormat::f32);
+    }
+    if (t.name.ends_with("_hc.scale")) {
+      ++scale;
+      CHECK(t.shape == std::vector<std::int64_t>{3});
+    }
+  }
+  CHECK(fn == 2 * 8);  // attention and FFN site of every layer
+  CHECK(base == 2 * 8);
+  CHECK(scale == 2 * 8);
+
+  request.preset = "glm-5.3-flash";
+  request.layers = 5;
+  auto real = synth::make_spec(request);
+  INFO((real ? std::string() : real.error().message));
+  REQUIRE(real);
+  const ModelConfig& c = real->skeleton.config;
+  CHECK(c.n_layers == 5);
+  CHECK(c.hidden == 4096);
+  CHECK(c.n_experts == 288);
+  CHECK(c.top_k == 8);
+  CHECK(c.moe_inter == 2048);
+  CHECK(c.dense_inter == 12288);
+  CHECK(c.q_lora == 1536);
+  CHECK(c.kv_lora == 512);
+  CHECK(c.qk_nope == 256);
+  CHECK(c.qk_rope == 0);
+  CHECK(c.v_head == 256);
+  CHECK(c.kda_heads == 64);
+  CHECK(c.kda_dim == 128);
+  CHECK(c.hc_mult == 4);
+  CHECK(c.swiglu_limit == 10.0f);
+  CHECK(c.first_dense == 3);
+  std::string layout;
+  for (int l = 0; l < c.n_layers; ++l) layout += c.is_kda(l) ? 'K' : 'M';
+  CHECK(layout == "KKKMK");  // --layers cut layer_types and kda_layers alike
+  CHECK(real->skeleton.config_json["layer_types"].size() == 5);
+  CHECK(real->skeleton.config_json["mlp_layer_types"].size() == 5);
 }
 
 }  // namespace waste
