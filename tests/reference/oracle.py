@@ -51,7 +51,7 @@ def causal_conv_step(ring: torch.Tensor, p: torch.Tensor, w: torch.Tensor):
     return F.silu(y), window[:, 1:].clone()
 
 
-def kda_recurrent_step(S, q, k, v, g, beta):
+def kda_recurrent_step(S, q, k, v, g, beta, l2_eps=1e-12):
     """One KDA delta-rule step for all heads (section 3.4 step 4).
 
     S [H, K, V] state (key dim = rows), q/k [H, K] raw (post conv), v [H, V], g [H, K] log-decay
@@ -59,8 +59,8 @@ def kda_recurrent_step(S, q, k, v, g, beta):
     decayed state, output read from the post-update state.
     """
     dk = q.shape[-1]
-    qn = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-12) * dk ** -0.5
-    kn = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-12)
+    qn = q / torch.sqrt((q * q).sum(-1, keepdim=True) + l2_eps) * dk ** -0.5
+    kn = k / torch.sqrt((k * k).sum(-1, keepdim=True) + l2_eps)
     S = S * torch.exp(g)[:, :, None]
     u = torch.einsum("hkv,hk->hv", S, kn)
     d = beta[:, None] * (v - u)
@@ -290,7 +290,10 @@ class Oracle:
         else:
             g = -a * F.softplus(z)  # softplus: threshold 20, as the engine
         beta = torch.sigmoid(self.mv(pre + "b_proj.weight", x))
-        o, self.kda_state[layer] = kda_recurrent_step(self.kda_state[layer], q, k, v, g, beta)
+        # GLM's l2norm (transformers glm5_next) adds 1e-6 under the root; the engine's 1e-12 is
+        # within the diff tolerance of it.
+        l2_eps = 1e-6 if cfg.hc_mult > 0 else 1e-12
+        o, self.kda_state[layer] = kda_recurrent_step(self.kda_state[layer], q, k, v, g, beta, l2_eps)
         if self.c.has(pre + "g_proj.weight"):
             gate = self.mv(pre + "g_proj.weight", x)
         else:
