@@ -147,6 +147,15 @@ int run_info(const InfoArgs& args) {
     for (const auto& [name, v] : formats) f[name] = {{"tensors", v.first}, {"bytes", v.second}};
     j["trunk_formats"] = f;
     j["trunk_bytes"] = info->trunk_file_bytes;
+    if (c.uses_mhc()) j["mhc"] = {{"streams", c.hc_mult}, {"sinkhorn_iters", c.hc_sinkhorn_iters}, {"eps", c.hc_eps}};
+    if (c.swiglu_limit > 0.0f) j["swiglu_limit"] = c.swiglu_limit;
+    if (c.has_indexer()) {
+      j["indexer"] = {{"topk", c.index_topk},
+                      {"kpool", c.index_kpool},
+                      {"n_heads", c.index_n_heads},
+                      {"head_dim", c.index_head_dim},
+                      {"always_select_tail", c.index_kpool_always_select_tail}};
+    }
     j["codebooks"] = info->n_codebooks;
     j["tokenizer"] = info->has_tokenizer;
     j["specials"] = info->has_specials;
@@ -170,6 +179,15 @@ int run_info(const InfoArgs& args) {
                 (unsigned long long)record, (unsigned long long)per_token, c.top_k, n_moe);
   }
   if (c.n_mla_layers() > 0) std::printf("rotary:       %s\n", rotary_summary(c).c_str());
+  if (c.uses_mhc()) {
+    std::printf("residual:     mHC, %d streams, %d Sinkhorn iterations (eps %g)\n", c.hc_mult, c.hc_sinkhorn_iters,
+                double(c.hc_eps));
+  }
+  if (c.swiglu_limit > 0.0f) std::printf("swiglu clamp: %g (gate <= limit, |up| <= limit)\n", double(c.swiglu_limit));
+  if (c.has_indexer()) {
+    std::printf("indexer:      DSA k-pool, %d heads x %d, top %d positions, pools of %d%s\n", c.index_n_heads,
+                c.index_head_dim, c.index_topk, c.index_kpool, c.index_kpool_always_select_tail ? " + tail" : "");
+  }
   if (c.n_mtp > 0) {
     std::printf("mtp:          %d multi-token-prediction layer%s in the source, ignored (not converted, never run)\n",
                 c.n_mtp, c.n_mtp == 1 ? "" : "s");

@@ -77,13 +77,12 @@ Status Forward::run_batch(std::span<const Segment> segments) {
     end += seg.tokens.size();
     const std::size_t last = end - 1;
     model::RunState& state = *seg.state;
-    float* x = pre_x_.data() + last * H;
+    float* x = pre_x_.data() + last * std::size_t(c_.stream_width());
     float* blocks = state.blocks().data();
     if (n_blocks > 0) {
       std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
     }
-    residual_.before_head(w_, blocks, n_blocks, x);
-    std::memcpy(state.hidden().data(), x, H * sizeof(float));
+    residual_.before_head(w_, blocks, n_blocks, x, state.hidden().data());
     state.set_n_blocks(n_blocks);
     rms_norm(x, w_.final_norm.data(), c_.hidden, c_.rms_eps, pre_h_.data() + k * H);
     state.set_position(state.position() + int(seg.tokens.size()));

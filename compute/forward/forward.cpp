@@ -24,7 +24,7 @@ Forward::Forward(const Inputs& in)
       ctx_tokens_(in.ctx_tokens),
       lookahead_(in.lookahead),
       plan_(plan_model(in.config)),
-      residual_(in.config, plan_.residual),
+      residual_(in.config, plan_.residual, exec_),
       codebook_base_(in.codebook_base.begin(), in.codebook_base.end()) {
   experts_.codebook_base = codebook_base_;
   // Prefill windows of distinct experts (§3.10 hints in windows of 64): smaller with a small
@@ -35,7 +35,7 @@ Forward::Forward(const Inputs& in)
   if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
   moe_.resize(c_, in.geometry);
   const sizing::ForwardSizes z = sizing::forward_sizes(c_, 1);
-  x_.assign(z.hidden, 0.0f);
+  x_.assign(z.stream, 0.0f);
   ps_.assign(z.hidden, 0.0f);
   h_.assign(z.hidden, 0.0f);
   a_.assign(z.hidden, 0.0f);
@@ -62,6 +62,9 @@ void Forward::attention(const model::LayerWeights& lw, int layer, const float* h
       watch.lap(profile::Stage::attn_kda);
       return;
     case AttentionKind::mla:
+      // indexer selection: GLM's k-pool DSA indexer (index_n_heads > 0) would pick the cached
+      // positions this layer attends; below index_topk + the tail it picks all of them, which is
+      // this dense MLA (families/glm5_next.cpp).
       mla_forward(exec_, c_, lw.mla_w, h, n_tokens, pos0, state.latent_cache(layer).data(), mla_, a);
       watch.lap(profile::Stage::attn_mla);
       return;
@@ -71,8 +74,7 @@ void Forward::attention(const model::LayerWeights& lw, int layer, const float* h
 void Forward::finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
                      profile::Stopwatch& watch) {
   const int hid = c_.hidden;
-  residual_.before_head(w_, blocks, n_blocks, x);
-  std::memcpy(state.hidden().data(), x, std::size_t(hid) * sizeof(float));
+  residual_.before_head(w_, blocks, n_blocks, x, state.hidden().data());
   state.set_n_blocks(n_blocks);
   watch.add(profile::Stage::other);
   // logits = lm_head(norm(x))
@@ -101,8 +103,9 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
   if (embedding != nullptr) {
     std::memcpy(x, embedding, std::size_t(c_.hidden) * sizeof(float));
   } else {
-    WASTE_TRY(trunk_.read_row(*w_.embed, token, x_));
+    WASTE_TRY(trunk_.read_row(*w_.embed, token, std::span<float>(x_.data(), std::size_t(c_.hidden))));
   }
+  residual_.begin(x);
   watch.lap(profile::Stage::embed);
 
   for (int L = 0; L < c_.n_layers; ++L) {
@@ -141,7 +144,7 @@ void Forward::ensure_batch_scratch() {
   pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
   if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
-  pre_x_.assign(z.pre_hidden, 0.0f);
+  pre_x_.assign(z.pre_stream, 0.0f);
   pre_ps_.assign(z.pre_hidden, 0.0f);
   pre_h_.assign(z.pre_hidden, 0.0f);
   pre_a_.assign(z.pre_hidden, 0.0f);
@@ -173,15 +176,16 @@ void Forward::attention(const model::LayerWeights& lw, int layer, const float* h
 Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
                            profile::Stopwatch& watch, std::span<const float* const> embeddings) {
   const int T = int(tokens.size());
-  const std::size_t H = std::size_t(c_.hidden);
+  const std::size_t H = std::size_t(c_.hidden), S = std::size_t(c_.stream_width());
   const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;
   for (int t = 0; t < T; ++t) {
     const float* media = embeddings.empty() ? nullptr : embeddings[std::size_t(t)];
     if (media != nullptr) {
-      std::memcpy(pre_x_.data() + t * H, media, H * sizeof(float));
+      std::memcpy(pre_x_.data() + t * S, media, H * sizeof(float));
     } else {
-      WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * H, H)));
+      WASTE_TRY(trunk_.read_row(*w_.embed, tokens[std::size_t(t)], std::span<float>(pre_x_.data() + t * S, H)));
     }
+    residual_.begin(pre_x_.data() + t * S);
     watch.lap(profile::Stage::embed);
   }
 
@@ -192,7 +196,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
     int nb = n_blocks;
     for (int t = 0; t < T; ++t) {
       nb = n_blocks;
-      pre_live_[std::size_t(t)] = residual_.before_attention(lw, L, pre_x_.data() + t * H, pre_ps_.data() + t * H,
+      pre_live_[std::size_t(t)] = residual_.before_attention(lw, L, pre_x_.data() + t * S, pre_ps_.data() + t * H,
                                                    pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
     }
     if (seqs.size() == 1) {
@@ -201,7 +205,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
       attention(lw, L, pre_h_.data(), seqs, pre_a_.data(), watch);
     }
     for (int t = 0; t < T; ++t) {
-      residual_.after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * H,
+      residual_.after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * S,
                       pre_ps_.data() + t * H, pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
     }
     n_blocks = nb;
@@ -218,7 +222,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
         break;
     }
     for (int t = 0; t < T; ++t) {
-      residual_.after_mixer(pre_f_.data() + t * H, pre_x_.data() + t * H, pre_ps_.data() + t * H);
+      residual_.after_mixer(pre_f_.data() + t * H, pre_x_.data() + t * S, pre_ps_.data() + t * H);
     }
   }
   return ok();
@@ -253,7 +257,7 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   if (n_blocks > 0) {
     std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
   }
-  finish(pre_x_.data() + last * H, blocks, n_blocks, state, logits, watch);
+  finish(pre_x_.data() + last * std::size_t(c_.stream_width()), blocks, n_blocks, state, logits, watch);
   state.set_position(pos0 + T);
   return ok();
 }

@@ -33,6 +33,16 @@ void rms_norm(const float* x, const float* w, int n, float eps, float* out) {
 }
 
 void ffn_activation(const ModelConfig& c, const float* a, const float* b, int n, float* out) {
+  if (c.swiglu_limit > 0.0f) {
+    // GLM's clamped SwiGLU: gate <= limit, up in [-limit, limit], then SiLU(gate) * up
+    const float lim = c.swiglu_limit;
+    for (int i = 0; i < n; ++i) {
+      const float gate = std::min(a[i], lim);
+      const float up = std::clamp(b[i], -lim, lim);
+      out[i] = gate / (1.0f + std::exp(-gate)) * up;
+    }
+    return;
+  }
   if (!c.act_situ) {
     for (int i = 0; i < n; ++i) out[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
     return;

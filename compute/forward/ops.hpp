@@ -38,7 +38,8 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 // softplus(z) = z for z > 20 (exp would only add rounding), else log1p(exp z).
 inline float softplus(float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); }
 
-// The gated FFN activation, SiLU(a)*b or SiTU(a, b) (§3.8); out may alias a or b.
+// The gated FFN activation, SiLU(a)*b or SiTU(a, b) (§3.8); out may alias a or b. With
+// swiglu_limit > 0 (GLM) a is clamped above at the limit and b to [-limit, limit] first.
 void ffn_activation(const ModelConfig& config, const float* a, const float* b, int n, float* out);
 
 // Row `row` of a trunk matrix dequantised to f32 (cols floats), the same values matvec uses.

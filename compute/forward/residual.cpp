@@ -4,20 +4,44 @@
 #include <cstring>
 
 #include "compute/forward/attn_res.hpp"
+#include "compute/forward/mhc.hpp"
 #include "compute/forward/ops.hpp"
 #include "compute/forward/scratch.hpp"
 #include "shared/memory/client_sizing.hpp"
 
 namespace waste::forward {
 
-Residual::Residual(const ModelConfig& c, ResidualKind kind) : c_(c), kind_(kind) {
-  scores_.assign(sizing::forward_sizes(c, 1).res_scores, 0.0f);
+Residual::Residual(const ModelConfig& c, ResidualKind kind, const Exec& exec) : c_(c), kind_(kind), exec_(exec) {
+  const sizing::ForwardSizes z = sizing::forward_sizes(c, 1);
+  scores_.assign(z.res_scores, 0.0f);
+  if (kind_ == ResidualKind::mhc) mhc_.assign(z.res_mhc, 0.0f);
+}
+
+void Residual::begin(float* x) const {
+  if (kind_ != ResidualKind::mhc) return;
+  const std::size_t hid = std::size_t(c_.hidden);
+  for (int k = 1; k < c_.hc_mult; ++k) std::memcpy(x + k * hid, x, hid * sizeof(float));
+}
+
+void Residual::mhc_site(const model::MhcWeights& w, const float* x, float* ps, float* h) {
+  const int hc = c_.hc_mult;
+  float* flat = mhc_.data();
+  float* mix = flat + c_.stream_width();
+  float* pre = mix + c_.hc_mix();
+  mhc_coefficients(exec_, c_, w, x, flat, mix, pre, ps, ps + hc);
+  mhc_collapse(pre, x, hc, c_.hidden, h);
 }
 
 bool Residual::before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks,
                                 int& n_blocks, float* h) {
   const int hid = c_.hidden;
   bool live = true;
+  if (kind_ == ResidualKind::mhc) {
+    // h = input_layernorm(sum_k pre[k] x[k]); post and comb wait in ps for the output
+    mhc_site(lw.attn_hc, x, ps, h);
+    rms_norm(h, lw.input_norm.data(), hid, c_.rms_eps, h);
+    return live;
+  }
   if (kind_ == ResidualKind::attn_res) {
     // ps = x; x = attn_res(blocks, ps); a block boundary files ps away and restarts the sum
     std::memcpy(ps, x, std::size_t(hid) * sizeof(float));
@@ -39,6 +63,13 @@ bool Residual::before_attention(const model::LayerWeights& lw, int layer, float*
 void Residual::after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,
                                const float* blocks, int n_blocks, float* h) {
   const int hid = c_.hidden;
+  if (kind_ == ResidualKind::mhc) {
+    // x[i] = post[i] a + sum_k comb[k][i] x[k]; then the FFN site: h = post_attention_layernorm(...)
+    mhc_expand(ps, ps + c_.hc_mult, a, x, c_.hc_mult, hid);
+    mhc_site(lw.ffn_hc, x, ps, h);
+    rms_norm(h, lw.post_norm.data(), hid, c_.rms_eps, h);
+    return;
+  }
   if (kind_ == ResidualKind::attn_res) {
     // ps = ps + a (or a after a boundary); x = attn_res(blocks, ps)
     for (int i = 0; i < hid; ++i) ps[i] = live ? ps[i] + a[i] : a[i];
@@ -53,6 +84,10 @@ void Residual::after_attention(const model::LayerWeights& lw, bool live, const f
 
 void Residual::after_mixer(const float* f, float* x, float* ps) {
   const int hid = c_.hidden;
+  if (kind_ == ResidualKind::mhc) {
+    mhc_expand(ps, ps + c_.hc_mult, f, x, c_.hc_mult, hid);  // x[i] = post[i] f + sum_k comb[k][i] x[k]
+    return;
+  }
   if (kind_ == ResidualKind::attn_res) {
     for (int i = 0; i < hid; ++i) ps[i] += f[i];  // x = ps = ps + f
     std::memcpy(x, ps, std::size_t(hid) * sizeof(float));
@@ -61,13 +96,19 @@ void Residual::after_mixer(const float* f, float* x, float* ps) {
   }
 }
 
-void Residual::before_head(const model::ModelWeights& w, const float* blocks, int n_blocks, float* x) {
+void Residual::before_head(const model::ModelWeights& w, const float* blocks, int n_blocks, float* x, float* kept) {
+  if (kind_ == ResidualKind::mhc) {
+    std::memcpy(kept, x, std::size_t(c_.stream_width()) * sizeof(float));
+    mhc_head(x, c_.hc_mult, c_.hidden, x);  // the mean of the streams
+    return;
+  }
   if (kind_ == ResidualKind::attn_res && n_blocks > 0) {
     attn_res(blocks, n_blocks, x, w.out_res_norm.data(), w.out_res_proj.data(), c_.hidden, c_.rms_eps,
              scores_.data(), x);
   }
+  std::memcpy(kept, x, std::size_t(c_.hidden) * sizeof(float));
 }
 
-std::uint64_t Residual::bytes() const { return capacity_bytes(scores_); }
+std::uint64_t Residual::bytes() const { return capacity_bytes(scores_, mhc_); }
 
 }  // namespace waste::forward

@@ -3,14 +3,18 @@
 // the attention and mixer outputs join the stream, and the stream's state before the head.
 //   add       x = x + a; x = x + f                       (Kimi-Linear, DeepSeek-V3)
 //   attn_res  Attention Residuals over block summaries   (K3; attn_res.hpp)
-// Per token: x is the stream, ps the AttnRes partial sum, blocks the filed block summaries
-// (n_blocks of them, the same count for every token of a layer).
+//   mhc       hc_mult streams, Sinkhorn-mixed            (GLM; mhc.hpp)
+// Per token: x is the stream (ModelConfig::stream_width floats: hc_mult x hidden under mHC),
+// ps the AttnRes partial sum (under mHC: the current site's post and comb coefficients, carried
+// from a sublayer's input to its output), blocks the filed block summaries (n_blocks of them,
+// the same count for every token of a layer).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "compute/forward/families/family.hpp"
+#include "compute/forward/ops.hpp"
 #include "compute/model/weights.hpp"
 #include "shared/container/model_config.hpp"
 
@@ -18,7 +22,10 @@ namespace waste::forward {
 
 class Residual {
  public:
-  Residual(const ModelConfig& c, ResidualKind kind);
+  Residual(const ModelConfig& c, ResidualKind kind, const Exec& exec);
+
+  // x[0..hidden) holds the token's embedding: mHC copies it into every stream.
+  void begin(float* x) const;
 
   // Before attention: AttnRes mixes the filed blocks into x (a block boundary files ps away);
   // then h = input_layernorm(x). Returns whether ps carries on (false after a boundary).
@@ -29,15 +36,22 @@ class Residual {
                        const float* blocks, int n_blocks, float* h);
   // The mixer output f joins the stream.
   void after_mixer(const float* f, float* x, float* ps);
-  // The stream before the final norm: AttnRes's output mix over the filed blocks.
-  void before_head(const model::ModelWeights& w, const float* blocks, int n_blocks, float* x);
+  // The stream before the final norm, into x[0..hidden): AttnRes's output mix over the filed
+  // blocks, or mHC's mean of the streams. `kept` (stream_width floats) receives what the
+  // sequence state keeps of it: the streams before the mean under mHC, else the head input.
+  void before_head(const model::ModelWeights& w, const float* blocks, int n_blocks, float* x, float* kept);
 
   [[nodiscard]] std::uint64_t bytes() const;
 
  private:
+  // mHC: one site's coefficients into ps (post, then comb), the collapsed streams into h.
+  void mhc_site(const model::MhcWeights& w, const float* x, float* ps, float* h);
+
   const ModelConfig& c_;
   ResidualKind kind_;
+  Exec exec_;
   std::vector<float> scores_;  // AttnRes candidate scores
+  std::vector<float> mhc_;     // mHC: normed streams, mix, pre
 };
 
 }  // namespace waste::forward

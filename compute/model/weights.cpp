@@ -158,6 +158,13 @@ Status bind_moe(const Binder& b, const ModelConfig& c, const std::string& p, Moe
   return ok();
 }
 
+Status bind_mhc(const Binder& b, const ModelConfig& c, const std::string& p, MhcWeights& w) {
+  BIND(w.fn, b.matrix(p + "fn", c.hc_mix(), c.stream_width()));
+  BIND(w.base, b.vector(p + "base", c.hc_mix()));
+  BIND(w.scale, b.vector(p + "scale", 3));
+  return ok();
+}
+
 }  // namespace
 
 QuantMatrix row_slice(const QuantMatrix& m, std::int64_t row_begin, std::int64_t n_rows) {
@@ -203,6 +210,10 @@ Result<ModelWeights> ModelWeights::bind(const ModelConfig& c, const Trunk& trunk
       BIND(lw.attn_res_proj, b.vector(p + "self_attention_res_proj.weight", hid));
       BIND(lw.mlp_res_norm, b.vector(p + "mlp_res_norm.weight", hid));
       BIND(lw.mlp_res_proj, b.vector(p + "mlp_res_proj.weight", hid));
+    }
+    if (c.uses_mhc()) {
+      WASTE_TRY(bind_mhc(b, c, p + "attn_hc.", lw.attn_hc));
+      WASTE_TRY(bind_mhc(b, c, p + "ffn_hc.", lw.ffn_hc));
     }
     if (lw.kda) {
       WASTE_TRY(bind_kda(b, c, p + "self_attn.", lw.kda_w));

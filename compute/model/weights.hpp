@@ -65,6 +65,14 @@ struct MoeWeights {
   std::vector<float> latent_norm;        // [lat]       (latent_moe_use_norm)
 };
 
+// One mHC site (GLM; attention or FFN): mix = fn . rms(streams flattened), then pre, post and
+// comb from mix * scale + base (compute/forward/mhc.hpp). hc = hc_mult, mix = (2 + hc) * hc.
+struct MhcWeights {
+  QuantMatrix fn;                        // [mix, hc*hid] (Q8G in containers)
+  std::vector<float> base;               // [mix]
+  std::vector<float> scale;              // [3]: pre, post, comb
+};
+
 struct LayerWeights {
   int index = 0;
   bool kda = false;                      // else MLA
@@ -73,6 +81,8 @@ struct LayerWeights {
   std::vector<float> post_norm;          // [hid]
   // Attention Residuals (K3), each [hid]; empty without AttnRes.
   std::vector<float> attn_res_norm, attn_res_proj, mlp_res_norm, mlp_res_proj;
+  // mHC (GLM) around the attention and the FFN; unbound without hc_mult.
+  MhcWeights attn_hc, ffn_hc;
   KdaWeights kda_w;
   MlaWeights mla_w;
   FfnWeights dense;

@@ -88,6 +88,7 @@ SessionHeader make_header(const ModelConfig& c, const model::RunState& state) {
   h.attn_res_block = u32(c.attn_res_block);
   h.pos = u32(state.position());
   h.n_blockres = c.attn_res_block > 0 ? u32(state.n_blocks()) : 0;
+  h.hc_mult = u32(c.hc_mult);
   return h;
 }
 
@@ -101,7 +102,7 @@ std::uint64_t session_bytes(const ModelConfig& c, const SessionHeader& h) {
     }
   }
   if (c.attn_res_block > 0) n += std::uint64_t(h.n_blockres) * std::uint64_t(c.hidden) * sizeof(float);
-  n += std::uint64_t(c.hidden) * sizeof(float);
+  n += std::uint64_t(c.stream_width()) * sizeof(float);  // x: hc_mult streams under mHC
   return n;
 }
 
@@ -156,7 +157,8 @@ Status check_header(std::span<const std::byte> bytes, const ModelConfig& c, cons
                 {"kda_heads", h.kda_heads, want.kda_heads}, {"kda_dim", h.kda_dim, want.kda_dim},
                 {"conv_k", h.conv_k, want.conv_k},         {"n_heads", h.n_heads, want.n_heads},
                 {"qk_nope", h.qk_nope, want.qk_nope},       {"qk_rope", h.qk_rope, want.qk_rope},
-                {"v_head", h.v_head, want.v_head},          {"attn_res_block", h.attn_res_block, want.attn_res_block}};
+                {"v_head", h.v_head, want.v_head},          {"attn_res_block", h.attn_res_block, want.attn_res_block},
+                {"hc_mult", h.hc_mult, want.hc_mult}};
   for (const auto& f : fields) {
     if (f.file != f.model) {
       return refuse(std::string(f.name) + " " + std::to_string(f.file) + " != model " + std::to_string(f.model));

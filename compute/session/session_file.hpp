@@ -3,7 +3,9 @@
 //   header: 16 x u32 LE (magic "WDAS", version 1, the model's shape fields, pos, n_blockres);
 //   body, per layer in order: KDA -> S [H][K][V] f32 then the q, k, v conv rings [C][K-1];
 //         MLA -> i32 n_kv then n_kv x (kv_lora + qk_rope) f32 latents;
-//   then n_blockres x hidden f32 block history (AttnRes models), then hidden f32 of x.
+//   then n_blockres x hidden f32 block history (AttnRes models), then hidden f32 of x
+//   (mHC models, GLM: hc_mult x hidden, the streams after the last layer; the header's word
+//   after n_blockres holds hc_mult, 0 for every other model as in the v0 layout).
 // Loading validates the whole file against the model before any live state changes, so a
 // refused session leaves the running sequence exactly as it was.
 #pragma once
@@ -37,7 +39,8 @@ struct SessionHeader {
   std::uint32_t n_heads = 0, qk_nope = 0, qk_rope = 0, v_head = 0, attn_res_block = 0;
   std::uint32_t pos = 0;
   std::uint32_t n_blockres = 0;
-  std::uint32_t reserved[2] = {0, 0};
+  std::uint32_t hc_mult = 0;       // mHC streams (GLM); 0 = none (v0's first reserved word)
+  std::uint32_t reserved = 0;
 };
 
 // The header a state of `config` at `state`'s position has.

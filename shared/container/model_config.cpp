@@ -91,6 +91,7 @@ std::string arch_from(const json& outer_or_config) {
   if (raw.empty()) raw = first_of(outer_or_config);
   if (raw.find("KimiK3") != std::string::npos) return "kimi-k3";
   if (raw.find("KimiLinear") != std::string::npos) return "kimi-linear";
+  if (raw.find("Glm5Next") != std::string::npos) return "glm5-next";
   return raw;
 }
 
@@ -176,6 +177,114 @@ Status parse_routing(const json& text, const std::string& where, ModelConfig& c)
   return ok();
 }
 
+// GLM-5.3-Flash's keys (mHC, clamped SwiGLU, the DSA indexer's shape), under their HF names.
+Status parse_glm_keys(const json& text, const ConfigReader& r, ModelConfig& c) {
+  const std::string& where = r.where();
+  WASTE_ASSIGN(c.hc_mult, r.get_int("hc_mult", 0, 0, 16));
+  WASTE_ASSIGN(c.hc_sinkhorn_iters, r.get_int("hc_sinkhorn_iters", 20, 1, 1000));
+  WASTE_ASSIGN(c.hc_eps, r.get_float("hc_eps", 1e-6f));
+  if (!(c.hc_eps >= 0.0f && c.hc_eps < 1.0f)) {
+    return make_error(Errc::format, where + ".hc_eps: " + std::to_string(c.hc_eps) + " is not in [0, 1)");
+  }
+  WASTE_ASSIGN(c.swiglu_limit, r.get_float("swiglu_limit", 0.0f));
+  if (!(c.swiglu_limit >= 0.0f && c.swiglu_limit <= 1e6f)) {
+    return make_error(Errc::format, where + ".swiglu_limit: " + std::to_string(c.swiglu_limit) +
+                                        " is not in [0, 1e6] (0 = no clamp)");
+  }
+  WASTE_ASSIGN(c.index_topk, r.get_int("index_topk", 0, 0, k2p24));
+  WASTE_ASSIGN(c.index_kpool, r.get_int("index_kpool", 0, 0, 4096));
+  WASTE_ASSIGN(c.index_n_heads, r.get_int("index_n_heads", 0, 0, 4096));
+  WASTE_ASSIGN(c.index_head_dim, r.get_int("index_head_dim", 0, 0, k2p16));
+  if (auto it = text.find("index_kpool_always_select_tail"); it != text.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return make_error(Errc::format, where + ".index_kpool_always_select_tail: expected a boolean, found " +
+                                          std::string(it->type_name()));
+    }
+    c.index_kpool_always_select_tail = it->get<bool>();
+  }
+  return ok();
+}
+
+// A per-layer list of strings (layer_types, mlp_layer_types): an array of n_layers strings.
+Result<const json*> layer_list(const json& text, const std::string& where, const char* key, int n_layers) {
+  auto it = text.find(key);
+  if (it == text.end() || it->is_null()) return nullptr;
+  if (!it->is_array() || int(it->size()) != n_layers) {
+    return make_error(Errc::format, where + "." + key + ": expected an array of num_hidden_layers (" +
+                                        std::to_string(n_layers) + ") strings");
+  }
+  for (const auto& v : *it) {
+    if (!v.is_string()) return make_error(Errc::format, where + "." + key + ": entry " + v.dump() + " is not a string");
+  }
+  return &*it;
+}
+
+// layer_types decides KDA / MLA per layer (GLM). A kda_layers list beside it must name the
+// same layers, read 1-based (the v0 rule, what a rebuilt container stores) or 0-based (GLM's
+// own config.json); anything else contradicts it.
+Status parse_layer_types(const json& text, const std::string& where, const std::vector<int>& kda_layers,
+                         ModelConfig& c) {
+  auto list = layer_list(text, where, "layer_types", c.n_layers);
+  if (!list) return std::unexpected(list.error());
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string t = (**list)[std::size_t(l)].get<std::string>();
+    if (t == "linear_attention") {
+      c.attention[std::size_t(l)] = LayerAttention::kda;
+    } else if (t != "full_attention" && t != "deepseek_sparse_attention") {
+      return make_error(Errc::format, where + ".layer_types: entry " + std::to_string(l) + " \"" + t +
+                                          "\" is not linear_attention, full_attention or deepseek_sparse_attention");
+    }
+  }
+  if (kda_layers.empty()) return ok();
+  auto matches = [&](int base) {
+    std::vector<bool> kda(std::size_t(c.n_layers), false);
+    for (int v : kda_layers) {
+      const int l = v - base;
+      if (l < 0 || l >= c.n_layers) return false;
+      kda[std::size_t(l)] = true;
+    }
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (kda[std::size_t(l)] != c.is_kda(l)) return false;
+    }
+    return true;
+  };
+  if (!matches(1) && !matches(0)) {
+    return make_error(Errc::format, where + ".linear_attn_config.kda_layers: contradicts layer_types (neither "
+                                            "1-based nor 0-based it names the linear_attention layers)");
+  }
+  return ok();
+}
+
+// mlp_layer_types ("dense" / "sparse" per layer, GLM): the dense layers must come first; their
+// count is first_k_dense_replace (which, when also given, must agree).
+Status parse_mlp_layer_types(const json& text, const std::string& where, ModelConfig& c) {
+  auto list = layer_list(text, where, "mlp_layer_types", c.n_layers);
+  if (!list) return std::unexpected(list.error());
+  if (*list == nullptr) return ok();
+  int dense = 0;
+  bool sparse_seen = false;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string t = (**list)[std::size_t(l)].get<std::string>();
+    if (t != "dense" && t != "sparse") {
+      return make_error(Errc::format, where + ".mlp_layer_types: entry " + std::to_string(l) + " \"" + t +
+                                          "\" is not dense or sparse");
+    }
+    if (t == "dense" && sparse_seen) {
+      return make_error(Errc::format, where + ".mlp_layer_types: dense layer " + std::to_string(l) +
+                                          " after a sparse one (dense layers must come first)");
+    }
+    sparse_seen = sparse_seen || t == "sparse";
+    dense += t == "dense" ? 1 : 0;
+  }
+  if (text.contains("first_k_dense_replace") && !text["first_k_dense_replace"].is_null() && c.first_dense != dense) {
+    return make_error(Errc::format, where + ": first_k_dense_replace " + std::to_string(c.first_dense) +
+                                        " and mlp_layer_types (" + std::to_string(dense) +
+                                        " dense layers first) contradict each other");
+  }
+  c.first_dense = dense;
+  return ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
@@ -194,6 +303,7 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   if (c.arch.empty()) {
     auto mt = text->find("model_type");
     if (mt != text->end() && mt->is_string()) c.arch = mt->get<std::string>();
+    if (c.arch == "glm5_next" || c.arch == "glm5_next_text") c.arch = "glm5-next";
   }
 
   WASTE_ASSIGN(c.n_layers, r.get_int("num_hidden_layers", 0, 1, 128));
@@ -226,6 +336,7 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   WASTE_ASSIGN(c.situ_linear_beta, r.get_float("activation_situ_linear_beta", 0.0f));
   WASTE_TRY(parse_routing(*text, where, c));
   WASTE_ASSIGN(c.n_mtp, r.get_int("num_nextn_predict_layers", 0, 0, 16));
+  WASTE_TRY(parse_glm_keys(*text, r, c));
   c.renormalize = r.get_flag("moe_renormalize");
   c.latent_norm = r.get_flag("latent_moe_use_norm");
   c.mla_output_gate = r.get_flag("mla_use_output_gate");
@@ -242,6 +353,7 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   }
 
   std::vector<int> kda_layers;
+  const bool has_layer_types = text->contains("layer_types") && !(*text)["layer_types"].is_null();
   auto lac = text->find("linear_attn_config");
   if (lac != text->end() && !lac->is_null()) {
     if (!lac->is_object()) return make_error(Errc::format, where + ".linear_attn_config: expected an object");
@@ -251,13 +363,22 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
     WASTE_ASSIGN(c.conv_k, lr.get_int("short_conv_kernel_size", 4, 0, 64));
     WASTE_ASSIGN(c.gate_lower_bound, lr.get_float("gate_lower_bound", 0.0f));
     c.full_rank_gate = lr.get_flag("use_full_rank_gate");
+    // GLM's linear_attn_config names the bounded gate lower_bound (safe_gate: -5 when unset).
+    if (c.gate_lower_bound == 0.0f) WASTE_ASSIGN(c.gate_lower_bound, lr.get_float("lower_bound", 0.0f));
+    if (c.gate_lower_bound == 0.0f && lr.get_flag("safe_gate")) c.gate_lower_bound = -5.0f;
+    if (c.gate_lower_bound > 0.0f) {
+      return make_error(Errc::format, lr.where() + ".gate_lower_bound: " + std::to_string(c.gate_lower_bound) +
+                                          " is positive (a lower bound on the log-decay is <= 0)");
+    }
     auto kl = lac->find("kda_layers");
     if (kl != lac->end() && !kl->is_null()) {
       if (!kl->is_array()) return make_error(Errc::format, lr.where() + ".kda_layers: expected an array");
+      // With layer_types the list may be GLM's 0-based one (checked against layer_types below).
+      const int lowest = has_layer_types ? 0 : 1;
       for (const auto& v : *kl) {
-        if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > c.n_layers) {
-          return make_error(Errc::format, lr.where() + ".kda_layers: entry " + v.dump() +
-                                              " is not a layer number 1.." + std::to_string(c.n_layers));
+        if (!v.is_number_integer() || v.get<std::int64_t>() < lowest || v.get<std::int64_t>() > c.n_layers) {
+          return make_error(Errc::format, lr.where() + ".kda_layers: entry " + v.dump() + " is not a layer number " +
+                                              std::to_string(lowest) + ".." + std::to_string(c.n_layers));
         }
         kda_layers.push_back(v.get<int>());
       }
@@ -265,7 +386,12 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   }
   WASTE_ASSIGN(c.rope, parse_rope_config(*text, where, is_deepseek_family(config_in, *text), c.qk_rope));
   c.attention.assign(c.n_layers, LayerAttention::mla);
-  for (int l1 : kda_layers) c.attention[l1 - 1] = LayerAttention::kda;
+  if (has_layer_types) {
+    WASTE_TRY(parse_layer_types(*text, where, kda_layers, c));
+  } else {
+    for (int l1 : kda_layers) c.attention[l1 - 1] = LayerAttention::kda;
+  }
+  WASTE_TRY(parse_mlp_layer_types(*text, where, c));
 
   // Bounds that depend on which layer kinds exist (cfg_sane).
   auto need = [&](bool ok, const std::string& what) -> Status {
@@ -280,6 +406,24 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
     WASTE_TRY(need(c.kv_lora >= 1, "MLA layers need kv_lora_rank >= 1"));
     WASTE_TRY(need(c.qk_nope + c.qk_rope >= 1, "MLA layers need qk_nope_head_dim + qk_rope_head_dim >= 1"));
     WASTE_TRY(need(c.v_head >= 1, "MLA layers need v_head_dim >= 1"));
+  }
+  if (c.uses_mhc()) {
+    WASTE_TRY(need(c.attn_res_block == 0, "hc_mult (mHC) and attn_res_block_size (Attention Residuals) exclude "
+                                          "each other"));
+    // One token's post and comb coefficients ride in a hidden-sized per-token buffer.
+    WASTE_TRY(need(c.hc_mult + c.hc_mult * c.hc_mult <= c.hidden,
+                   "hc_mult " + std::to_string(c.hc_mult) + " needs hidden_size >= hc_mult * (hc_mult + 1)"));
+  }
+  if (c.swiglu_limit > 0.0f) {
+    WASTE_TRY(need(!c.act_situ, "swiglu_limit clamps SiLU gates; hidden_act situ has none"));
+  }
+  if (c.has_indexer()) {
+    WASTE_TRY(need(c.index_head_dim >= 1 && c.index_kpool >= 1 && c.index_topk >= 1,
+                   "index_n_heads > 0 needs index_head_dim, index_kpool and index_topk >= 1"));
+    WASTE_TRY(need(c.index_topk % c.index_kpool == 0, "index_topk " + std::to_string(c.index_topk) +
+                                                          " is not a multiple of index_kpool " +
+                                                          std::to_string(c.index_kpool)));
+    WASTE_TRY(need(c.q_lora >= 1, "the DSA indexer (index_n_heads > 0) reads the q_lora residual: q_lora_rank >= 1"));
   }
   if (c.n_experts > 0) WASTE_TRY(need(c.moe_inter >= 1, "num_experts > 0 needs moe_intermediate_size >= 1"));
   if (c.n_experts > 0) WASTE_TRY(need(c.top_k >= 1, "num_experts > 0 needs num_experts_per_token >= 1"));
@@ -302,6 +446,8 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
       {std::int64_t(c.n_heads) * c.v_head * c.hidden, "o_proj size"},
       {std::int64_t(c.kv_lora + c.qk_rope) * c.hidden, "kv_a_proj size"},
       {std::int64_t(c.q_lora) * c.hidden, "q_a_proj size"},
+      {std::int64_t(c.hc_mix()) * c.stream_width(), "mHC projection size"},
+      {std::int64_t(c.index_n_heads) * c.index_head_dim * std::max(c.q_lora, c.hidden), "indexer query size"},
   };
   for (const auto& [value, what] : products) {
     if (value > kMax) return make_error(Errc::format, where + ": " + what + " = " + std::to_string(value) + " overflows int32");
@@ -327,6 +473,10 @@ json ModelConfig::to_json() const {
   json j;
   if (arch == "kimi-k3") j["architectures"] = {"KimiK3ForConditionalGeneration"};
   else if (arch == "kimi-linear") j["architectures"] = {"KimiLinearForCausalLM"};
+  else if (arch == "glm5-next") {
+    j["architectures"] = {"Glm5NextForConditionalGeneration"};
+    j["model_type"] = "glm5_next";
+  }
   else if (!arch.empty()) j["architectures"] = {arch};
   j["num_hidden_layers"] = n_layers;
   j["hidden_size"] = hidden;
@@ -367,6 +517,28 @@ json ModelConfig::to_json() const {
   if (mla_output_gate) j["mla_use_output_gate"] = true;
   rope_config_to_json(rope, j);
   if (attn_res_block > 0) j["attn_res_block_size"] = attn_res_block;
+  if (hc_mult > 0) {
+    j["hc_mult"] = hc_mult;
+    j["hc_sinkhorn_iters"] = hc_sinkhorn_iters;
+    j["hc_eps"] = hc_eps;
+  }
+  if (swiglu_limit > 0.0f) j["swiglu_limit"] = swiglu_limit;
+  if (index_n_heads > 0) {
+    j["index_topk"] = index_topk;
+    j["index_kpool"] = index_kpool;
+    j["index_n_heads"] = index_n_heads;
+    j["index_head_dim"] = index_head_dim;
+    j["index_kpool_always_select_tail"] = index_kpool_always_select_tail;
+  }
+  if (arch == "glm5-next") {
+    json types = json::array(), mlp = json::array();
+    for (int l = 0; l < n_layers; ++l) {
+      types.push_back(is_kda(l) ? "linear_attention" : "full_attention");
+      mlp.push_back(is_moe(l) ? "sparse" : "dense");
+    }
+    j["layer_types"] = types;
+    j["mlp_layer_types"] = mlp;
+  }
   json lac;
   lac["num_heads"] = kda_heads;
   lac["head_dim"] = kda_dim;

@@ -26,7 +26,7 @@ enum class RouterScoring : std::uint8_t { sigmoid, softmax };
 
 
 struct ModelConfig {
-  std::string arch;            // "kimi-linear", "kimi-k3", or the raw architectures[0]
+  std::string arch;            // "kimi-linear", "kimi-k3", "glm5-next", or the raw architectures[0]
   int n_layers = 0;            // num_hidden_layers, 1..128
   int hidden = 0;              // hidden_size
   int vocab = 0;               // vocab_size
@@ -72,7 +72,22 @@ struct ModelConfig {
 
   int attn_res_block = 0;      // attn_res_block_size (K3 Attention Residuals); 0 = none
 
-  std::vector<LayerAttention> attention;  // per layer, from kda_layers (1-based in JSON)
+  // GLM-5.3-Flash (glm5_next): manifold-constrained hyper-connections (mHC), the clamped
+  // SwiGLU and the k-pool DSA indexer's shape. All absent = off.
+  int hc_mult = 0;             // hc_mult: residual streams, 1..16; 0 = one plain stream (no mHC)
+  int hc_sinkhorn_iters = 20;  // hc_sinkhorn_iters, 1..1000
+  float hc_eps = 1e-6f;        // hc_eps, in [0, 1)
+  float swiglu_limit = 0.0f;   // swiglu_limit: gate <= limit, |up| <= limit before SiLU*up; 0 = none
+  int index_topk = 0;          // index_topk: positions the DSA indexer keeps
+  int index_kpool = 0;         // index_kpool: tokens per pooled key
+  int index_n_heads = 0;       // index_n_heads (0 = no indexer)
+  int index_head_dim = 0;      // index_head_dim
+  bool index_kpool_always_select_tail = false;  // index_kpool_always_select_tail
+
+  // Per layer: from layer_types when the config gives it ("linear_attention" = KDA,
+  // "full_attention" / "deepseek_sparse_attention" = MLA; GLM), else from
+  // linear_attn_config.kda_layers (1-based in JSON, the v0 rule).
+  std::vector<LayerAttention> attention;
 
   [[nodiscard]] bool is_kda(int layer) const { return attention[layer] == LayerAttention::kda; }
   [[nodiscard]] bool is_moe(int layer) const { return n_experts > 0 && layer >= first_dense; }
@@ -83,6 +98,12 @@ struct ModelConfig {
   [[nodiscard]] int n_mla_layers() const;
   [[nodiscard]] int n_moe_layers() const;
   [[nodiscard]] bool grouped_routing() const { return n_group > 1 && topk_group < n_group; }
+  [[nodiscard]] bool uses_mhc() const { return hc_mult > 0; }
+  // Floats of one token's residual stream: hc_mult streams of hidden under mHC, else hidden.
+  [[nodiscard]] int stream_width() const { return hidden * (hc_mult > 0 ? hc_mult : 1); }
+  // Rows of an mHC projection: pre (hc), post (hc), comb (hc x hc).
+  [[nodiscard]] int hc_mix() const { return (2 + hc_mult) * hc_mult; }
+  [[nodiscard]] bool has_indexer() const { return index_n_heads > 0; }
 
   // Parse from the manifest's "config" (or its nested "text_config"). Errors name the key:
   // "config.hidden_size: 0 is out of range 1..1048576".

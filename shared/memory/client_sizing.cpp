@@ -35,7 +35,8 @@ std::uint64_t PrefillMoeSizes::bytes() const {
 }
 
 std::uint64_t ForwardSizes::bytes() const {
-  return (5 * hidden + 2 * ffn + res_scores + 5 * pre_hidden + pre_blocks) * kF + pre_live;
+  return (4 * hidden + stream + 2 * ffn + res_scores + res_mhc + 4 * pre_hidden + pre_stream + pre_blocks) * kF +
+         pre_live;
 }
 
 std::uint64_t ClientSizes::scratch_bytes() const {
@@ -51,7 +52,7 @@ StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens) {
   s.latent = ctx_tokens * (u(c.kv_lora) + u(c.qk_rope));
   if (c.attn_res_block > 0) s.max_blocks = c.n_layers / c.attn_res_block + 2;
   s.blocks = u(s.max_blocks) * u(c.hidden);
-  s.hidden = u(c.hidden);
+  s.hidden = u(c.stream_width());
   return s;
 }
 
@@ -134,9 +135,12 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
   ForwardSizes s;
   const U T = u(tokens), H = u(c.hidden);
   s.hidden = H;
+  s.stream = u(c.stream_width());
   s.ffn = u(std::max(c.dense_inter, 1));
   s.res_scores = c.attn_res_block > 0 ? u(c.n_layers / c.attn_res_block + 3) : 1;
+  s.res_mhc = c.uses_mhc() ? u(c.stream_width()) + u(c.hc_mix()) + u(c.hc_mult) : 0;
   s.pre_hidden = T * H;
+  s.pre_stream = T * s.stream;
   s.pre_blocks = T * u(state_sizes(c, 1).max_blocks) * H;
   s.pre_live = T;
   return s;

@@ -29,7 +29,7 @@ struct StateSizes {
   std::uint64_t latent = 0;      // per MLA layer: ctx x (kv_lora + rope)
   int max_blocks = 0;            // AttnRes history depth (0 = no AttnRes)
   std::uint64_t blocks = 0;      // max_blocks x hidden
-  std::uint64_t hidden = 0;
+  std::uint64_t hidden = 0;      // the last token's residual stream: hc_mult x hidden under mHC
   [[nodiscard]] std::uint64_t bytes() const;
 };
 
@@ -82,10 +82,13 @@ struct PrefillMoeSizes {
 
 // forward::Forward's own vectors.
 struct ForwardSizes {
-  std::uint64_t hidden = 0;      // x, ps, h, a, f (float)
+  std::uint64_t hidden = 0;      // ps, h, a, f (float)
+  std::uint64_t stream = 0;      // x: the residual stream, hc_mult x hidden under mHC (float)
   std::uint64_t ffn = 0;         // ffn_a, ffn_b (float)
   std::uint64_t res_scores = 0;  // float
-  std::uint64_t pre_hidden = 0;  // pre_x, pre_ps, pre_h, pre_a, pre_f: T x hidden (float)
+  std::uint64_t res_mhc = 0;     // mHC: the normed streams, the mix and pre (float); 0 without
+  std::uint64_t pre_hidden = 0;  // pre_ps, pre_h, pre_a, pre_f: T x hidden (float)
+  std::uint64_t pre_stream = 0;  // pre_x: T x stream (float)
   std::uint64_t pre_blocks = 0;  // T x max_blocks x hidden (float)
   std::uint64_t pre_live = 0;    // T (byte)
   [[nodiscard]] std::uint64_t bytes() const;

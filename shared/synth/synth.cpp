@@ -82,7 +82,9 @@ void plan_add(std::vector<TensorPlan>& out, const SynthSpec& spec, std::string n
   std::int64_t elements = 1;
   for (auto d : t.shape) elements *= d;
   const bool small_matrix = t.shape.size() == 2 && spec.quantize_small_matrices;
-  if (t.shape.size() == 1 || (elements < 65536 && !small_matrix)) {
+  if (t.shape.size() == 2 && contains(t.name, "_hc.fn")) {
+    t.fmt = TensorFormat::q8g;  // mHC projections: 8 bits whatever their size (as the public engine stores them)
+  } else if (t.shape.size() == 1 || (elements < 65536 && !small_matrix)) {
     t.fmt = TensorFormat::f32;
   } else if (contains(t.name, "embed_tokens") || contains(t.name, "lm_head")) {
     t.fmt = TensorFormat::q8g;
@@ -115,6 +117,13 @@ Result<ExpertQuant> parse_experts(const std::string& s) {
     return make_error(Errc::argument, "expert format \"" + s + "\" is not one of vq3r, vq2r, vq4p");
   }
   return q;
+}
+
+// A per-layer array (layer_types, mlp_layer_types) cut to the first n_layers entries.
+void cut_per_layer(json& text, const char* key, int n_layers) {
+  auto it = text.find(key);
+  if (it == text.end() || !it->is_array() || int(it->size()) <= n_layers) return;
+  it->erase(it->begin() + n_layers, it->end());
 }
 
 void cut_layer_list(json& lac, const char* key, int n_layers) {
@@ -211,6 +220,8 @@ Result<SynthSpec> make_spec(const json& preset_in, const SynthRequest& request) 
     text["num_hidden_layers"] = n;
     if (text.value("first_k_dense_replace", 0) > n) text["first_k_dense_replace"] = n;
     if (text.value("attn_res_block_size", 0) > n) text["attn_res_block_size"] = n;
+    cut_per_layer(text, "layer_types", n);
+    cut_per_layer(text, "mlp_layer_types", n);
     if (auto lac = text.find("linear_attn_config"); lac != text.end() && lac->is_object()) {
       cut_layer_list(*lac, "kda_layers", n);
       cut_layer_list(*lac, "full_attn_layers", n);
@@ -268,6 +279,13 @@ std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     plan_add(out, spec, p + "input_layernorm.weight", {hid});
     plan_add(out, spec, p + "post_attention_layernorm.weight", {hid});
+    if (c.uses_mhc()) {
+      for (const char* site : {"attn_hc.", "ffn_hc."}) {
+        plan_add(out, spec, p + site + "fn", {c.hc_mix(), c.stream_width()});
+        plan_add(out, spec, p + site + "base", {c.hc_mix()});
+        plan_add(out, spec, p + site + "scale", {3});
+      }
+    }
     const std::string a = p + "self_attn.";
     if (c.is_kda(l)) {
       const std::int64_t H = c.kda_heads, D = c.kda_dim, C = H * D;
@@ -302,6 +320,18 @@ std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
       plan_add(out, spec, a + "kv_b_proj.weight", {nh * (c.qk_nope + c.v_head), c.kv_lora});
       if (c.mla_output_gate) plan_add(out, spec, a + "g_proj.weight", {nh * c.v_head, hid});
       plan_add(out, spec, a + "o_proj.weight", {hid, nh * c.v_head});
+      if (c.has_indexer()) {
+        // GLM's k-pool DSA indexer (HF names under self_attn.indexer.); not read by the dense path.
+        const std::string ix = a + "indexer.";
+        const std::int64_t ih = c.index_n_heads, id = c.index_head_dim;
+        plan_add(out, spec, ix + "wq_b.weight", {ih * id, c.q_lora});
+        plan_add(out, spec, ix + "wk.weight", {id, hid});
+        plan_add(out, spec, ix + "k_norm.weight", {id});
+        plan_add(out, spec, ix + "k_norm.bias", {id});
+        plan_add(out, spec, ix + "weights_proj.weight", {ih, hid});
+        plan_add(out, spec, ix + "index_kpool_compress_gate", {id, hid});
+        plan_add(out, spec, ix + "index_kpool_compress_ape", {c.index_kpool, id});
+      }
     }
     if (c.attn_res_block > 0) {
       for (const char* x : {"self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm", "mlp_res_proj"}) {
@@ -413,6 +443,8 @@ void generate_row_f32(const SynthSpec& spec, const TensorPlan& t, std::int64_t r
   const std::string_view name = t.name;
   if (ends_with(name, "norm.weight") || ends_with(name, "norm0.weight") || ends_with(name, "norm1.weight")) {
     lo = 0.9f, hi = 1.1f;  // RMSNorm gains near 1
+  } else if (ends_with(name, "_hc.scale")) {
+    lo = 0.5f, hi = 1.5f;  // mHC logit scales near 1 (the reference initialises them to 1)
   } else if (ends_with(name, "_res_proj.weight")) {
     lo = -0.1f, hi = 0.1f;  // AttnRes pseudo-queries: mild preferences between blocks
   } else if (ends_with(name, "A_log")) {

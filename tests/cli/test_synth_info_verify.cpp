@@ -203,3 +203,35 @@ TEST_CASE("waste info shows the DeepSeek-V3 family's rotary, routing groups and 
   REQUIRE(kimi.out.find(", no group limit, renormalized, x2\n") != std::string::npos);
   REQUIRE(kimi.out.find("mtp:") == std::string::npos);
 }
+
+TEST_CASE("waste info shows GLM's mHC streams, SwiGLU clamp and indexer keys", "[cli][container]") {
+  Scratch s;
+  const auto glm = (s.dir / "glm").string();
+  auto synth = run("synth --preset tiny-glm --out " + glm);
+  INFO(synth.out);
+  REQUIRE(synth.rc == 0);
+  auto text = run("info " + glm);
+  INFO(text.out);
+  REQUIRE(text.rc == 0);
+  CHECK(text.out.find("architecture: glm5-next") != std::string::npos);
+  CHECK(text.out.find("residual:     mHC, 4 streams, 20 Sinkhorn iterations (eps 1e-06)\n") != std::string::npos);
+  CHECK(text.out.find("swiglu clamp: 0.75 (gate <= limit, |up| <= limit)\n") != std::string::npos);
+  CHECK(text.out.find("indexer:      DSA k-pool, 2 heads x 32, top 64 positions, pools of 4 + tail\n") !=
+        std::string::npos);
+  auto j = nlohmann::json::parse(run("info --json " + glm).out);
+  CHECK(j["mhc"]["streams"] == 4);
+  CHECK(j["mhc"]["sinkhorn_iters"] == 20);
+  CHECK(j["swiglu_limit"] == 0.75);
+  CHECK(j["indexer"]["topk"] == 64);
+  CHECK(j["indexer"]["kpool"] == 4);
+  CHECK(j["indexer"]["n_heads"] == 2);
+  CHECK(j["indexer"]["head_dim"] == 32);
+
+  // Other families print none of these lines.
+  const auto tiny = (s.dir / "tiny").string();
+  REQUIRE(run("synth --preset tiny --out " + tiny).rc == 0);
+  auto kimi = run("info " + tiny);
+  CHECK(kimi.out.find("residual:") == std::string::npos);
+  CHECK(kimi.out.find("swiglu clamp:") == std::string::npos);
+  CHECK(kimi.out.find("indexer:") == std::string::npos);
+}

@@ -71,7 +71,7 @@ std::unique_ptr<EngineSequence> sequence(Engine& engine) {
 
 TEST_CASE("Sequences fed as one batch get the bits each gets alone", "[compute][batch]") {
   constexpr int kSteps = 10;
-  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped"}) {
+  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped", "tiny-glm"}) {
     INFO(preset);
     const auto dir = test::container_for(preset);
     auto engine = open(options_for(dir));

@@ -16,6 +16,7 @@
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/container/codebooks.hpp"
 #include "shared/container/container.hpp"
+#include "shared/memory/client_sizing.hpp"
 #include "shared/memory/memory_plan.hpp"
 #include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"
@@ -124,3 +125,19 @@ TEST_CASE("memory plan covers the state and scratch an engine allocates (kimi-li
 }
 
 }  // namespace waste
+
+TEST_CASE("memory plan covers the state and scratch of tiny-glm, its 4 residual streams included", "[compute][memory]") {
+  const auto dir = test::synth_container("tiny-glm");
+  for (int ctx : {16, 60}) {
+    INFO("ctx " << ctx);
+    check_plan_covers(dir, ctx);
+  }
+  auto info = ContainerInfo::open(dir);
+  REQUIRE(info);
+  const ModelConfig& c = info->manifest.config;
+  // The sequence state keeps hc_mult x hidden floats of stream; the forward pass's x buffers
+  // hold every stream of every token of a chunk.
+  CHECK(sizing::state_sizes(c, 16).hidden == std::uint64_t(4 * c.hidden));
+  CHECK(sizing::forward_sizes(c, 64).pre_stream == std::uint64_t(64 * 4 * c.hidden));
+  CHECK(sizing::forward_sizes(c, 1).res_mhc == std::uint64_t(4 * c.hidden + 24 + 4));
+}

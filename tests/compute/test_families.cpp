@@ -77,4 +77,41 @@ TEST_CASE("A config no family claims runs by the v0 container's rules", "[comput
   CHECK(forward::plan_model(c).residual == forward::ResidualKind::attn_res);
 }
 
+TEST_CASE("GLM-5.3-Flash is claimed by glm5_next with mHC and its 45-layer layout", "[compute][families]") {
+  const forward::ModelPlan tiny = forward::plan_model(preset_config("tiny-glm"));
+  CHECK(tiny.family == "glm5-next");
+  CHECK(tiny.residual == forward::ResidualKind::mhc);
+  CHECK(layers_of(tiny) == "Kd Kd Kd Mm Km Km Km Mm");  // layer_types, 3 dense layers first
+
+  const ModelConfig real = preset_config("glm-5.3-flash");
+  const forward::ModelPlan plan = forward::plan_model(real);
+  CHECK(plan.family == "glm5-next");
+  CHECK(plan.residual == forward::ResidualKind::mhc);
+  REQUIRE(plan.layers.size() == 45);
+  int kda = 0, mla = 0, dense = 0;
+  for (int layer = 0; layer < 45; ++layer) {
+    const forward::LayerPlan& l = plan.layers[std::size_t(layer)];
+    INFO("layer " << layer);
+    CHECK((l.attention == forward::AttentionKind::mla) == (layer % 4 == 3));  // MLA at 3, 7, ..., 43
+    CHECK((l.mixer == forward::MixerKind::dense_ffn) == (layer < 3));
+    kda += l.attention == forward::AttentionKind::kda;
+    mla += l.attention == forward::AttentionKind::mla;
+    dense += l.mixer == forward::MixerKind::dense_ffn;
+  }
+  CHECK(kda == 34);
+  CHECK(mla == 11);
+  CHECK(dense == 3);
+  CHECK(real.qk_rope == 0);
+  CHECK(real.gate_lower_bound == -5.0f);
+  CHECK(real.swiglu_limit == 10.0f);
+  CHECK(real.n_experts == 288);
+  CHECK(real.top_k == 8);
+
+  // Any config with hc_mult is GLM's (no other family has hyper-connections).
+  ModelConfig other = preset_config("tiny");
+  other.hc_mult = 4;
+  CHECK(forward::plan_model(other).family == "glm5-next");
+  CHECK(forward::plan_model(other).residual == forward::ResidualKind::mhc);
+}
+
 }  // namespace waste

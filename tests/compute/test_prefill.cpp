@@ -93,7 +93,7 @@ TEST_CASE("Chunked prefill matches token-by-token feeding, then decodes the same
     int saved;
     ~Restore() { forward::expert_batch::set_min_tokens(saved); }
   } restore{saved};
-  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped"}) {
+  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped", "tiny-glm"}) {
     for (int chunk : {64, 16, 5}) {
       INFO(preset << ", chunk " << chunk);
       const auto dir = test::container_for(preset);

@@ -145,7 +145,7 @@ TEST_CASE("Session file has the reference layout, byte for byte", "[compute][ses
 TEST_CASE("A saved and loaded sequence continues exactly like an uninterrupted one", "[compute][session]") {
   TempDir dir;
   const fs::path file = dir.path / "chat.session";
-  for (const char* preset : {"tiny", "tiny-k3"}) {
+  for (const char* preset : {"tiny", "tiny-k3", "tiny-glm"}) {
     INFO(preset);
     auto a = open_preset(preset);
     auto first = a->generate(kTurn1, sampled(6));
@@ -154,6 +154,18 @@ TEST_CASE("A saved and loaded sequence continues exactly like an uninterrupted o
     if (std::string(preset) == "tiny-k3") {
       CHECK(a->run_state().n_blocks() > 0);  // the AttnRes block history is part of the file
       CHECK(u32_at(read_file(file), 52) == std::uint32_t(a->run_state().n_blocks()));
+    }
+    if (std::string(preset) == "tiny-glm") {
+      // mHC: the header names 4 streams and the file ends with all of them (4 x hidden f32).
+      const auto bytes = read_file(file);
+      CHECK(u32_at(bytes, 56) == 4u);
+      const int hid = a->config().hidden;
+      REQUIRE(a->run_state().hidden().size() == std::size_t(4 * hid));
+      CHECK(std::memcmp(bytes.data() + bytes.size() - std::size_t(4 * hid) * 4, a->run_state().hidden().data(),
+                        std::size_t(4 * hid) * 4) == 0);
+      // The streams differ from each other (a copy of one would not be the 4 streams).
+      const auto x = a->run_state().hidden();
+      CHECK(std::memcmp(x.data(), x.data() + hid, std::size_t(hid) * 4) != 0);
     }
     auto uninterrupted = a->generate(kTurn2, sampled(8));
     REQUIRE_OK(uninterrupted);

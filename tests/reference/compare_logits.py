@@ -59,10 +59,16 @@ def read_dump(path: str):
 
 def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
             float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True,
-            shifted_min: float = 0.0) -> bool:
+            shifted_min: float = 0.0, ablate=(), ablate_min: float = 1e-2, chunk: int = 0) -> bool:
     """shifted_min > 0: also run the oracle with token t at position 2t (every distance doubled)
     and require the engine to differ from it by more than shifted_min: positions matter. (A
-    constant shift would not do: rotary scores depend only on position differences.)"""
+    constant shift would not do: rotary scores depend only on position differences.)
+    ablate: (config attribute, value) pairs; for each, an oracle with that one setting changed
+    (e.g. swiglu_limit 0: no clamp) must differ from the engine by more than ablate_min, so the
+    mechanism is really exercised by this container and these tokens.
+    chunk > 0: the dump holds one step per prefill call of `chunk` prompt tokens (waste-dump-logits
+    --chunk), the logits after each call's last token; the oracle feeds every prompt token and
+    compares at those ends."""
     import numpy as np
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -76,7 +82,16 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
                          f"{container.config.vocab}")
     fed = [t for t, _ in steps]
     prefix = []
-    if prompt:
+    if chunk > 0:
+        if not prompt:
+            raise ValueError("a chunked dump needs the prompt")
+        ends = list(range(chunk, len(prompt), chunk)) + [len(prompt)]
+        if fed != [prompt[e - 1] for e in ends]:
+            raise ValueError(f"{dump_path}: fed tokens {fed} are not the prompt's chunk ends {ends}")
+        # Every prompt token becomes a step; only the chunk ends carry engine logits.
+        by_end = dict(zip(ends, steps))
+        steps = [by_end.get(i + 1, (tok, None)) for i, tok in enumerate(prompt)]
+    elif prompt:
         if fed[:len(prompt)] == list(prompt):
             prefix = []
         elif fed[0] == prompt[-1]:
@@ -90,6 +105,8 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
     worst, ok = 0.0, True
     for i, (tok, eng) in enumerate(steps):
         ref = oracle.step(tok).double().numpy()
+        if eng is None:
+            continue  # inside a prefill chunk: the engine reported no logits here
         diff = np.abs(eng.astype(np.float64) - ref)
         j = int(diff.argmax())
         worst = max(worst, float(diff[j]))
@@ -113,7 +130,8 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
                 line += "\n      oracle routing this step: " + "; ".join(
                     f"L{layer} {ids}" for layer, ids, _ in routes)
         print(line, file=out)
-    print(f"overall max|diff| {worst:.3e} over {len(steps)} steps (tol {tol:g}): "
+    n_compared = sum(1 for _, eng in steps if eng is not None)
+    print(f"overall max|diff| {worst:.3e} over {n_compared} steps (tol {tol:g}): "
           f"{'PASS' if ok else 'FAIL'}", file=out)
     if shifted_min > 0:
         shifted = Oracle(container, torch.float64 if float64 else torch.float32, vq4p_int8_lut,
@@ -123,11 +141,31 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
         moved = 0.0
         for tok, eng in steps:
             ref = shifted.step(tok).double().numpy()
+            if eng is None:
+                continue
             moved = max(moved, float(np.abs(eng.astype(np.float64) - ref).max()))
         shift_ok = moved > shifted_min
         print(f"positions 2t instead of t: max|engine - moved oracle| {moved:.3e} "
               f"(must exceed {shifted_min:g}): {'PASS' if shift_ok else 'FAIL'}", file=out)
         ok = ok and shift_ok
+    for key, value in ablate:
+        changed = Oracle(Container(container_dir), torch.float64 if float64 else torch.float32,
+                         vq4p_int8_lut)
+        if not hasattr(changed.cfg, key):
+            raise ValueError(f"--ablate {key}: the oracle's config has no such setting")
+        setattr(changed.cfg, key, type(getattr(changed.cfg, key))(value))
+        for t in prefix:
+            changed.step(t)
+        moved = 0.0
+        for tok, eng in steps:
+            ref = changed.step(tok).double().numpy()
+            if eng is None:
+                continue
+            moved = max(moved, float(np.abs(eng.astype(np.float64) - ref).max()))
+        ab_ok = moved > ablate_min
+        print(f"oracle with {key}={value}: max|engine - that oracle| {moved:.3e} "
+              f"(must exceed {ablate_min:g}): {'PASS' if ab_ok else 'FAIL'}", file=out)
+        ok = ok and ab_ok
     return ok
 
 

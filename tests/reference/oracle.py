@@ -1,7 +1,10 @@
 """PyTorch oracle of the Kimi-Linear / Kimi K3 forward pass (waste-v0-reference.md 3.3-3.9),
 and of the DeepSeek-V3 family's (V3, R1, Kimi-K2): MLA with decoupled RoPE + YaRN and the
 group-limited noaux_tc router, written from DeepSeek-V3's published model maths
-(docs/design/deepseek.md).
+(docs/design/deepseek.md); and of GLM-5.3-Flash's text model (transformers glm5_next, the
+modeling file at 1f4d57a7): mHC residual streams with the Sinkhorn mixer, the clamped SwiGLU,
+NoPE MLA and K3-style KDA. Its k-pool DSA indexer is not modelled: below index_topk positions
+it selects every position, which is dense attention, and the oracle refuses to go further.
 
 Written from the equations with plain dense ops: every quantized tensor (trunk and routed
 experts) is dequantized to a dense matrix first, the routed experts included (no lookup tables),
@@ -48,7 +51,7 @@ def causal_conv_step(ring: torch.Tensor, p: torch.Tensor, w: torch.Tensor):
     return F.silu(y), window[:, 1:].clone()
 
 
-def kda_recurrent_step(S, q, k, v, g, beta):
+def kda_recurrent_step(S, q, k, v, g, beta, l2_eps=1e-12):
     """One KDA delta-rule step for all heads (section 3.4 step 4).
 
     S [H, K, V] state (key dim = rows), q/k [H, K] raw (post conv), v [H, V], g [H, K] log-decay
@@ -56,14 +59,51 @@ def kda_recurrent_step(S, q, k, v, g, beta):
     decayed state, output read from the post-update state.
     """
     dk = q.shape[-1]
-    qn = q / torch.sqrt((q * q).sum(-1, keepdim=True) + 1e-12) * dk ** -0.5
-    kn = k / torch.sqrt((k * k).sum(-1, keepdim=True) + 1e-12)
+    qn = q / torch.sqrt((q * q).sum(-1, keepdim=True) + l2_eps) * dk ** -0.5
+    kn = k / torch.sqrt((k * k).sum(-1, keepdim=True) + l2_eps)
     S = S * torch.exp(g)[:, :, None]
     u = torch.einsum("hkv,hk->hv", S, kn)
     d = beta[:, None] * (v - u)
     S = S + kn[:, :, None] * d[:, None, :]
     o = torch.einsum("hkv,hk->hv", S, qn)
     return o, S
+
+
+def clamped_silu_glu(a: torch.Tensor, b: torch.Tensor, limit: float) -> torch.Tensor:
+    """GLM's SwiGLU: gate clamped above at limit, up to [-limit, limit], then SiLU(gate) * up."""
+    a = a.clamp(max=limit)
+    b = b.clamp(min=-limit, max=limit)
+    return a * torch.sigmoid(a) * b
+
+
+def hc_sinkhorn(logits: torch.Tensor, iters: int, eps: float) -> torch.Tensor:
+    """The mHC stream mixer from its [hc, hc] logits: softmax over the last axis plus eps,
+    normalised over the first axis, then (iters - 1) rounds of last-axis then first-axis
+    normalisation, each dividing by the sum plus eps."""
+    comb = torch.softmax(logits, dim=-1) + eps
+    comb = comb / (comb.sum(dim=-2, keepdim=True) + eps)
+    for _ in range(iters - 1):
+        comb = comb / (comb.sum(dim=-1, keepdim=True) + eps)
+        comb = comb / (comb.sum(dim=-2, keepdim=True) + eps)
+    return comb
+
+
+def hc_site(streams, fn, base, scale, hc, iters, hc_eps, rms_eps):
+    """One mHC site (attention or FFN) on streams [hc, D]: returns (post [hc], comb [hc, hc],
+    the collapsed input sum_k pre[k] streams[k] [D])."""
+    flat = streams.reshape(-1)
+    flat = flat * torch.rsqrt(flat.pow(2).mean() + rms_eps)
+    mix = fn @ flat
+    pre_w, post_w, comb_w = mix[:hc], mix[hc:2 * hc], mix[2 * hc:]
+    pre = torch.sigmoid(pre_w * scale[0] + base[:hc]) + hc_eps
+    post = 2 * torch.sigmoid(post_w * scale[1] + base[hc:2 * hc])
+    comb = hc_sinkhorn(comb_w.view(hc, hc) * scale[2] + base[2 * hc:].view(hc, hc), iters, hc_eps)
+    return post, comb, (pre[:, None] * streams).sum(0)
+
+
+def hc_apply(streams, post, comb, y):
+    """streams[i] <- post[i] y + sum_k comb[k, i] streams[k]."""
+    return post[:, None] * y[None, :] + comb.transpose(0, 1) @ streams
 
 
 def yarn_inv_freq(dim: int, base: float, factor: float, orig: int, beta_fast: float,
@@ -250,7 +290,10 @@ class Oracle:
         else:
             g = -a * F.softplus(z)  # softplus: threshold 20, as the engine
         beta = torch.sigmoid(self.mv(pre + "b_proj.weight", x))
-        o, self.kda_state[layer] = kda_recurrent_step(self.kda_state[layer], q, k, v, g, beta)
+        # GLM's l2norm (transformers glm5_next) adds 1e-6 under the root; the engine's 1e-12 is
+        # within the diff tolerance of it.
+        l2_eps = 1e-6 if cfg.hc_mult > 0 else 1e-12
+        o, self.kda_state[layer] = kda_recurrent_step(self.kda_state[layer], q, k, v, g, beta, l2_eps)
         if self.c.has(pre + "g_proj.weight"):
             gate = self.mv(pre + "g_proj.weight", x)
         else:
@@ -295,6 +338,8 @@ class Oracle:
 
     def glu(self, a, b):
         cfg = self.cfg
+        if cfg.swiglu_limit > 0:
+            return clamped_silu_glu(a, b, cfg.swiglu_limit)
         if cfg.act_situ:
             return situ_glu(a, b, cfg.situ_beta, cfg.situ_linear_beta)
         return silu_glu(a, b)
@@ -339,6 +384,41 @@ class Oracle:
         h = self.glu(mv(0, xin), mv(1, xin))
         return mv(2, h).to(self.dtype)
 
+    def mixer(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        pre = f"model.layers.{layer}."
+        if self.c.has(pre + "block_sparse_moe.gate.weight"):
+            return self.moe(layer, h)
+        return self.ffn(pre + "mlp.", h)
+
+    def hc(self, pre: str, streams: torch.Tensor):
+        cfg = self.cfg
+        return hc_site(streams, self.w(pre + "fn"), self.w(pre + "base").reshape(-1),
+                       self.w(pre + "scale").reshape(-1), cfg.hc_mult, cfg.hc_iters, cfg.hc_eps, cfg.eps)
+
+    def step_mhc(self, x: torch.Tensor) -> torch.Tensor:
+        """GLM-5.3-Flash's decoder (Glm5NextTextDecoderLayer / TextModel): hc_mult copies of the
+        embedding; per layer, per sublayer: collapse by pre, norm, sublayer, place by post and
+        mix by comb; the head normalises the mean of the streams."""
+        cfg = self.cfg
+        # Dense is exact while every complete pool fits the budget and the tail is selected.
+        if cfg.index_n_heads > 0 and (self.pos >= cfg.index_topk or not cfg.index_tail):
+            raise ValueError(f"position {self.pos}: past index_topk {cfg.index_topk} (or without the "
+                             "tail) the DSA indexer selects a subset, and this oracle runs dense attention")
+        streams = x[None, :].expand(cfg.hc_mult, -1).clone()
+        for layer in range(cfg.n_layers):
+            pre = f"model.layers.{layer}."
+            post, comb, col = self.hc(pre + "attn_hc.", streams)
+            h = rms_norm(col, self.w(pre + "input_layernorm.weight"), cfg.eps)
+            a = self.kda(layer, h) if cfg.is_kda[layer] else self.mla(layer, h)
+            streams = hc_apply(streams, post, comb, a)
+            post, comb, col = self.hc(pre + "ffn_hc.", streams)
+            h = rms_norm(col, self.w(pre + "post_attention_layernorm.weight"), cfg.eps)
+            streams = hc_apply(streams, post, comb, self.mixer(layer, h))
+        self.pos += self.pos_step
+        self.last_hidden = streams.reshape(-1)
+        x = streams.mean(0)
+        return self.mv("lm_head.weight", rms_norm(x, self.w("model.norm.weight"), cfg.eps))
+
     # one decode step ------------------------------------------------------
     def step(self, token: int) -> torch.Tensor:
         cfg = self.cfg
@@ -346,6 +426,8 @@ class Oracle:
             raise ValueError(f"token {token} outside 0..{cfg.vocab - 1}")
         self.routes.append([])
         x = torch.from_numpy(self.c.tensor_row("model.embed_tokens.weight", token)).to(self.dtype)
+        if cfg.hc_mult > 0:
+            return self.step_mhc(x)
         use_ar = cfg.attn_res_block > 0
         blocks, ps, live = [], x, False
         for layer in range(cfg.n_layers):

@@ -7,6 +7,8 @@ Q4G otherwise, optionally Q3G), experts get random RVQ indices and codebooks. Tw
   tiny-k3  K3 features (latent MoE + norm, AttnRes, SiTU, q_lora, MLA output gate, full-rank
            KDA gate, bounded gate, padded A_log, VQ4P experts, a Q3G matrix)
   tiny-k3-vq3r  the same K3 features with VQ3R experts (no int8 LUT step)
+  tiny-glm GLM-5.3-Flash features (4 mHC streams with Q8G projections, SwiGLU clamp, NoPE MLA,
+           safe-gate KDA, layer_types / mlp_layer_types with 3 dense layers first, shared expert)
 Usage: py_synth.py --preset tiny --out DIR [--seed N]
 """
 from __future__ import annotations
@@ -57,6 +59,23 @@ def preset_config(name: str) -> tuple[dict, dict]:
             quant = {"fmt": "VQ4P", "stages": 4, "vec_dim": 8, "entries": 64, "index_block": 64,
                      "index_bits": 6, "bits_per_weight": 3}
         return k3, quant
+    if name == "tiny-glm":
+        glm = dict(base)
+        n = 6
+        types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(n)]
+        glm.update({
+            "architectures": ["Glm5NextForConditionalGeneration"], "model_type": "glm5_next",
+            "num_hidden_layers": n, "first_k_dense_replace": 3, "routed_scaling_factor": 2.5,
+            "scoring_func": "sigmoid", "q_lora_rank": 48, "qk_nope_head_dim": 32,
+            "qk_rope_head_dim": 0, "v_head_dim": 32, "swiglu_limit": 0.5, "hc_mult": 4,
+            "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "layer_types": types,
+            "mlp_layer_types": ["dense"] * 3 + ["sparse"] * (n - 3),
+            "linear_attn_config": {"head_dim": 32, "num_heads": 4, "short_conv_kernel_size": 4,
+                                   "gate_lower_bound": -5.0,
+                                   "kda_layers": [i + 1 for i in range(n) if types[i] != "full_attention"],
+                                   "full_attn_layers": [i + 1 for i in range(n) if types[i] == "full_attention"]},
+        })
+        return glm, quant
     raise SystemExit(f"unknown preset {name!r}")
 
 
@@ -78,16 +97,23 @@ def trunk_shapes(cfg: dict) -> dict:
     if ar:
         s["model.output_attn_res_norm.weight"] = [hid]
         s["model.output_attn_res_proj.weight"] = [hid]
+    hc = cfg.get("hc_mult") or 0
+    types = cfg.get("layer_types")
     for layer in range(L):
         p = f"model.layers.{layer}."
         s[p + "input_layernorm.weight"] = [hid]
         s[p + "post_attention_layernorm.weight"] = [hid]
+        for site in ("attn_hc.", "ffn_hc.") if hc else ():
+            s[p + site + "fn"] = [(2 + hc) * hc, hc * hid]
+            s[p + site + "base"] = [(2 + hc) * hc]
+            s[p + site + "scale"] = [3]
         if ar:
             for n in ("self_attention_res_norm", "self_attention_res_proj", "mlp_res_norm",
                       "mlp_res_proj"):
                 s[p + n + ".weight"] = [hid]
         a = p + "self_attn."
-        if (layer + 1) in lac["kda_layers"]:
+        is_kda = types[layer] == "linear_attention" if types else (layer + 1) in lac["kda_layers"]
+        if is_kda:
             for n in "qkv":
                 s[a + f"{n}_proj.weight"] = [C, hid]
                 s[a + f"{n}_conv1d.weight"] = [C, 1, K]
@@ -173,12 +199,14 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
         # Every matrix quantized even when small, as the v0 test container does.
         if len(shape) == 1 or "conv1d" in name or name.endswith("A_log"):
             fmt = FMT_F32
-        elif "embed_tokens" in name or "lm_head" in name:
+        elif "embed_tokens" in name or "lm_head" in name or name.endswith("_hc.fn"):
             fmt = FMT_Q8G
         else:
             fmt = FMT_Q3G if name in q3g_names else FMT_Q4G
         if fmt == FMT_F32:
             if name.endswith("norm.weight"):
+                w = rng.uniform(0.5, 1.5, numel)
+            elif name.endswith("_hc.scale"):
                 w = rng.uniform(0.5, 1.5, numel)
             elif name.endswith("A_log"):
                 w = rng.uniform(-1.0, 1.0, numel)

@@ -53,6 +53,13 @@ def main() -> int:
     ap.add_argument("--decode", type=int, default=16)
     ap.add_argument("--float64", action="store_true")
     ap.add_argument("--tol", type=float, default=1e-3)
+    ap.add_argument("--chunk", type=int, default=0,
+                    help="feed the prompt by prefill calls of this many tokens (the chunked path) "
+                         "and compare after each call; no decode steps then")
+    ap.add_argument("--ablate", action="append", default=[], metavar="KEY=VALUE",
+                    help="the oracle with this config setting changed must differ from the engine "
+                         "by more than --ablate-min (the mechanism is exercised)")
+    ap.add_argument("--ablate-min", type=float, default=1e-2)
     ap.add_argument("--shifted-min", type=float, default=0.0,
                     help="also require the engine to differ by more than this from the oracle "
                          "run with token t at position 2t (rotary containers)")
@@ -78,12 +85,15 @@ def main() -> int:
         cfg = json.load(f)["config"]
     vocab = int(cfg.get("text_config", cfg)["vocab_size"])
     prompt = [i % vocab for i in compare_logits.parse_ids(args.prompt)]
+    chunk_args = ["--chunk", str(args.chunk)] if args.chunk > 0 else []
     run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)),
-         "--decode", str(args.decode)])
+         "--decode", str(0 if args.chunk > 0 else args.decode), *chunk_args])
 
     try:
         ok = compare_logits.compare(cdir, dump, prompt, tol=args.tol, float64=args.float64,
-                                    shifted_min=args.shifted_min)
+                                    shifted_min=args.shifted_min,
+                                    ablate=[tuple(a.split("=", 1)) for a in args.ablate],
+                                    ablate_min=args.ablate_min, chunk=args.chunk)
     except Exception as e:  # bad dump / container: name it
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -110,6 +110,22 @@ class ModelConfig:
             self.n_group = self.topk_group = 1
         kda_1based = set(int(i) for i in lac.get("kda_layers", []) or [])
         self.is_kda = [(layer + 1) in kda_1based for layer in range(self.n_layers)]
+        # GLM-5.3-Flash (transformers glm5_next): the attention kind per layer from layer_types
+        # ("linear_attention" = KDA, anything else MLA), the dense layers from mlp_layer_types.
+        layer_types = cfg.get("layer_types")
+        if layer_types is not None:
+            self.is_kda = [t == "linear_attention" for t in layer_types[:self.n_layers]]
+        mlp_types = cfg.get("mlp_layer_types")
+        if mlp_types is not None:
+            self.first_dense = sum(1 for t in mlp_types[:self.n_layers] if t == "dense")
+        # mHC, the clamped SwiGLU and the DSA indexer's budget (absent: off).
+        self.hc_mult = num("hc_mult", 0)
+        self.hc_iters = num("hc_sinkhorn_iters", 20)
+        self.hc_eps = num("hc_eps", 1e-6, float)
+        self.swiglu_limit = num("swiglu_limit", 0.0, float)
+        self.index_topk = num("index_topk", 0)
+        self.index_n_heads = num("index_n_heads", 0)
+        self.index_tail = bool(cfg.get("index_kpool_always_select_tail", True))
         if self.hidden < 1 or self.vocab < 1 or self.n_layers < 1:
             raise ContainerError(
                 f"config: hidden_size={self.hidden}, vocab_size={self.vocab}, "

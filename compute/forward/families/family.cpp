@@ -16,6 +16,7 @@ constexpr Family kFamilies[] = {
     {claims_kimi_k3, plan_kimi_k3},
     {claims_kimi_linear, plan_kimi_linear},
     {claims_deepseek_v3, plan_deepseek_v3},
+    {claims_glm5_next, plan_glm5_next},
 };
 
 }  // namespace
@@ -23,7 +24,9 @@ constexpr Family kFamilies[] = {
 ModelPlan v0_plan(const ModelConfig& c, std::string family) {
   ModelPlan plan;
   plan.family = std::move(family);
-  plan.residual = c.attn_res_block > 0 ? ResidualKind::attn_res : ResidualKind::add;
+  plan.residual = c.uses_mhc()             ? ResidualKind::mhc
+                  : c.attn_res_block > 0   ? ResidualKind::attn_res
+                                           : ResidualKind::add;
   plan.layers.reserve(std::size_t(c.n_layers));
   for (int layer = 0; layer < c.n_layers; ++layer) {
     plan.layers.push_back(LayerPlan{c.is_kda(layer) ? AttentionKind::kda : AttentionKind::mla,

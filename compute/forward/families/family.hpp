@@ -20,7 +20,9 @@ namespace waste::forward {
 enum class AttentionKind : std::uint8_t { kda, mla };
 enum class MixerKind : std::uint8_t { dense_ffn, moe };
 // add: x += block output. attn_res: K3's Attention Residuals (attn_res.hpp, residual.hpp).
-enum class ResidualKind : std::uint8_t { add, attn_res };
+// mhc: GLM's manifold-constrained hyper-connections, hc_mult streams mixed by a Sinkhorn-
+// normalised matrix around every sublayer (mhc.hpp, residual.hpp).
+enum class ResidualKind : std::uint8_t { add, attn_res, mhc };
 
 // One layer's blocks, in order: attention, then the mixer.
 struct LayerPlan {
@@ -30,7 +32,7 @@ struct LayerPlan {
 };
 
 struct ModelPlan {
-  std::string family;              // "kimi-linear", "kimi-k3", "deepseek-v3", or "v0"
+  std::string family;              // "kimi-linear", "kimi-k3", "deepseek-v3", "glm5-next", or "v0"
   ResidualKind residual = ResidualKind::add;
   std::vector<LayerPlan> layers;   // one per layer, config.n_layers
 };
@@ -51,5 +53,7 @@ bool claims_kimi_k3(const ModelConfig& c);
 ModelPlan plan_kimi_k3(const ModelConfig& c);
 bool claims_deepseek_v3(const ModelConfig& c);
 ModelPlan plan_deepseek_v3(const ModelConfig& c);
+bool claims_glm5_next(const ModelConfig& c);
+ModelPlan plan_glm5_next(const ModelConfig& c);
 
 }  // namespace waste::forward
