@@ -105,7 +105,7 @@ Result<Tokenizer> load_tokenizer(const ContainerInfo& info) {
   }
   auto tok = Tokenizer::load(info.files.dir);
   if (!tok) return std::unexpected(tok.error());
-  if (info.manifest.config.eos_token_id > 0) tok->set_eos(info.manifest.config.eos_token_id);
+  if (info.manifest.config.eos_token_id > 0) tok->set_eos_ids(info.manifest.config.eos_token_ids);
   return tok;
 }
 

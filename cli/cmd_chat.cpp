@@ -45,7 +45,7 @@ class ChatLoop {
       stop_ = chat_stop(tokenizer_, *format_);
       suffix_ids_ = tokenizer_.encode_markup(format_->assistant.suffix);
     } else {
-      stop_.ids.push_back(tokenizer_.eos());
+      stop_.ids = tokenizer_.eos_ids();
     }
   }
 

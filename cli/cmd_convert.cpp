@@ -73,7 +73,13 @@ int run_convert(ConvertArgs& args) {
       return 1;
     }
   }
-  if (!summary->note.empty() && !args.quiet) std::fprintf(stderr, "waste convert: %s\n", summary->note.c_str());
+  if (!args.quiet) {
+    for (std::size_t b = 0, e; b < summary->note.size(); b = e + 1) {  // one line per note
+      e = summary->note.find('\n', b);
+      if (e == std::string::npos) e = summary->note.size();
+      std::fprintf(stderr, "waste convert: %s\n", summary->note.substr(b, e - b).c_str());
+    }
+  }
   if (!summary->complete) {
     std::string rest;
     for (int l : summary->remaining) rest += (rest.empty() ? "" : ",") + std::to_string(l);

@@ -266,6 +266,9 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
     return make_error(Errc::argument, "generate: empty prompt and no previous token to continue from");
   }
   const int eos = params.eos_token == -1 ? (c.eos_token_id > 0 ? c.eos_token_id : -1) : params.eos_token;
+  // The config's eos may be a list (GLM: end of text and two turn markers): each of them ends it.
+  const std::vector<int> no_more_eos;
+  const std::vector<int>& more_eos = params.eos_token == -1 ? c.eos_token_ids : no_more_eos;
 
   GenerateResult result;
   result.prompt_tokens = int(prompt.size());
@@ -316,7 +319,7 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
       result.stop = StopReason::stop_token;
       break;
     }
-    if (next == eos) {
+    if (next == eos || std::find(more_eos.begin(), more_eos.end(), next) != more_eos.end()) {
       result.stop = StopReason::eos;
       break;
     }

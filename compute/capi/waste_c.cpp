@@ -135,7 +135,7 @@ waste::Status load_text_side(waste_model& m) {
   if (info.has_tokenizer) {
     auto tok = waste::Tokenizer::load(m.path);
     if (!tok) return std::unexpected(tok.error());
-    if (info.manifest.config.eos_token_id > 0) tok->set_eos(info.manifest.config.eos_token_id);
+    if (info.manifest.config.eos_token_id > 0) tok->set_eos_ids(info.manifest.config.eos_token_ids);
     m.tokenizer.emplace(std::move(*tok));
   }
   auto chat = waste::ChatFormat::load_from_container(m.path);

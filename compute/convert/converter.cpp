@@ -129,6 +129,30 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   skeleton.tensor_prefix = src->prefix;
   skeleton.config_json = src->config;
   skeleton.config = c;
+  // A tokenizer.json (no tiktoken file) is converted and checked now, before anything is written.
+  auto hf_tokenizer = load_hf_tokenizer(o.src);
+  if (!hf_tokenizer) return std::unexpected(hf_tokenizer.error());
+  std::vector<std::string> notes;
+  if (*hf_tokenizer) {
+    // The public engine's key; absent means Kimi's pattern (with the Han branch).
+    if (!(*hf_tokenizer)->han_split) skeleton.config_json["tokenizer_han_split"] = false;
+    if (c.eos_token_ids.empty()) {
+      // The eos comes from the model's config or the tokenizer's, never from the vocabulary's end.
+      auto eos = hf_eos_token_id(o.src, **hf_tokenizer);
+      if (!eos) return std::unexpected(eos.error());
+      if (!*eos) {
+        return make_error(Errc::format, (o.src / "config.json").string() +
+                                            ": no eos_token_id, and tokenizer_config.json names no eos_token "
+                                            "(a tokenizer.json's eos is not assumed from its vocabulary)");
+      }
+      skeleton.config_json["eos_token_id"] = **eos;
+      skeleton.config.eos_token_id = **eos;
+      skeleton.config.eos_token_ids = {**eos};
+    }
+    notes.push_back("tokenizer.json re-encoded as tokenizer.model (" + std::to_string((*hf_tokenizer)->n_tokens) +
+                    " tokens, " + std::to_string((*hf_tokenizer)->added.size()) + " added tokens as specials, " +
+                    ((*hf_tokenizer)->han_split ? "Kimi's pattern" : "no Han branch in its pattern") + ")");
+  }
   skeleton.quant.stages = o.stages;
   skeleton.quant.entries = o.entries;
   skeleton.quant.index_bits = o.index_bits;
@@ -142,7 +166,11 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   if (o.stages < 1 || o.stages > 8) return make_error(Errc::argument, "--stages must be in 1..8");
 
   std::vector<TrunkItem> trunk;
+  std::int64_t dropped_mtp = 0, dropped_vision = 0;
   for (const std::string& hf : ck->names()) {
+    const DropReason why = drop_reason(*src, hf);
+    dropped_mtp += why == DropReason::mtp ? 1 : 0;
+    dropped_vision += why == DropReason::vision ? 1 : 0;
     if (hf.find(".experts.") != std::string::npos) continue;
     auto name = container_name(*src, hf);
     if (!name) continue;
@@ -154,6 +182,15 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
     }
     const TensorFormat fmt = trunk_format(*name, w->shape, o.trunk_bits);
     trunk.push_back({*name, std::move(*w), fmt});
+  }
+  if (dropped_mtp > 0) {
+    notes.push_back("left out " + std::to_string(dropped_mtp) + " tensors of the MTP layer" +
+                    (c.n_mtp > 0 ? "s (num_nextn_predict_layers " + std::to_string(c.n_mtp) + ")" : "s") +
+                    " at index " + std::to_string(c.n_layers) + "+: the container has no reader for them");
+  }
+  if (dropped_vision > 0) {
+    notes.push_back("left out " + std::to_string(dropped_vision) +
+                    " tensors of the vision tower (model.visual.*): the text container does not carry it");
   }
   // MXFP4 pairs carry no plain name: add the logical tensor once (non-expert MXFP4 is rare).
   std::sort(trunk.begin(), trunk.end(), [](const TrunkItem& a, const TrunkItem& b) { return a.name < b.name; });
@@ -393,9 +430,10 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
     if (!fs::exists(from, ec)) from = o.out / ("experts-L" + std::to_string(l) + ".bin");  // renamed by an interrupted run
     WASTE_TRY(writer->adopt_bank(l, 3 * o.stages * int(i), from));
   }
-  auto tok = write_tokenizer_files(o.src, o.out, c.arch);
+  auto tok = write_tokenizer_files(o.src, o.out, c.arch, *hf_tokenizer ? &**hf_tokenizer : nullptr);
   if (!tok) return std::unexpected(tok.error());
-  summary.note = tok->chat_refused;
+  if (!tok->chat_refused.empty()) notes.push_back(tok->chat_refused);
+  for (const auto& n : notes) summary.note += (summary.note.empty() ? "" : "\n") + n;
   summary.seconds_trunk = since(t_trunk);
   auto manifest = writer->finish();
   if (!manifest) return std::unexpected(manifest.error());

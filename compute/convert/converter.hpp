@@ -47,7 +47,7 @@ struct ConvertSummary {
   std::vector<LayerReport> layers;
   double seconds_read = 0, seconds_kmeans = 0, seconds_encode = 0, seconds_write = 0, seconds_trunk = 0;
   std::uint64_t bytes_in = 0, bytes_out = 0;
-  std::string note;                          // e.g. why chat.json was not written
+  std::string note;                          // lines: tensors left out (MTP, vision), tokenizer.json re-encoded, why chat.json was not written
 };
 
 Result<ConvertSummary> convert_checkpoint(const ConvertOptions& options);

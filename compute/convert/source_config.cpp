@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/convert/glm_config.hpp"
 #include "shared/container/file_io.hpp"
 #include "shared/json_depth.hpp"
 
@@ -15,13 +16,12 @@ using json = nlohmann::json;
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
-// "model.layers.<L>." -> L, or -1.
-int layer_of(std::string_view name, std::string_view prefix) {
-  std::string_view head = "model.layers.";
-  if (!name.starts_with(prefix)) return -1;
-  name.remove_prefix(prefix.size());
+// "<head>layers.<L>." -> L, or -1.
+int layer_of(std::string_view name, std::string_view head) {
   if (!name.starts_with(head)) return -1;
   name.remove_prefix(head.size());
+  if (!name.starts_with("layers.")) return -1;
+  name.remove_prefix(7);
   int layer = -1;
   auto [p, ec] = std::from_chars(name.data(), name.data() + name.size(), layer);
   if (ec != std::errc() || p == name.data() + name.size() || *p != '.') return -1;
@@ -43,11 +43,19 @@ Result<SourceConfig> normalize_config(const json& raw) {
   SourceConfig s;
   const bool nested = raw.contains("text_config") && raw["text_config"].is_object();
   json config = nested ? raw["text_config"] : raw;
+  const bool glm = is_glm_config(raw, config);
   if (nested) {
     json outer = raw;
     outer.erase("text_config");
     config["_outer"] = outer;
-    s.prefix = "language_model.";
+    s.prefix = glm ? "" : "language_model.";
+  }
+  if (glm) {
+    s.family = SourceFamily::glm;
+    s.source_head = "model.language_model.";
+    WASTE_TRY(normalize_glm_text_config(config, raw));
+  } else {
+    s.source_head = s.prefix + "model.";
   }
   // The keys read here, before ModelConfig checks the rest: a wrong type is refused by name
   // (nlohmann's value() throws on one).
@@ -64,8 +72,8 @@ Result<SourceConfig> normalize_config(const json& raw) {
       config["architectures"][0].is_string()) {
     arch0 = config["architectures"][0].get<std::string>();
   }
-  if (contains(arch0, "Deepseek") || model_type == "deepseek_v3" || model_type == "kimi_k2") {
-    s.family = SourceFamily::deepseek;
+  if (glm || contains(arch0, "Deepseek") || model_type == "deepseek_v3" || model_type == "kimi_k2") {
+    if (!glm) s.family = SourceFamily::deepseek;
     rename_key(config, "n_routed_experts", "num_experts");
     rename_key(config, "num_experts_per_tok", "num_experts_per_token");
     rename_key(config, "n_shared_experts", "num_shared_experts");
@@ -105,20 +113,36 @@ Result<SourceConfig> load_source_config(const std::filesystem::path& config_json
   return s;
 }
 
+DropReason drop_reason(const SourceConfig& source, const std::string& hf_name) {
+  // Companions: fp8 block scales and MXFP4 pairs. Only `.weight_scale` is one: GLM's learned
+  // `hc_attn_scale` / `hc_ffn_scale` also end in "_scale" and are weights.
+  if (hf_name.ends_with("_scale_inv") || hf_name.ends_with("_packed") || hf_name.ends_with(".weight_scale")) {
+    return DropReason::companion;
+  }
+  if (source.family == SourceFamily::glm && !hf_name.starts_with(source.source_head) && hf_name != "lm_head.weight") {
+    return DropReason::vision;  // model.visual.*: the text container carries no vision tower
+  }
+  if (layer_of(hf_name, source.source_head) >= source.model.n_layers) return DropReason::mtp;  // DeepSeek-V3 61, GLM 45
+  return DropReason::kept;
+}
+
 std::optional<std::string> container_name(const SourceConfig& source, const std::string& hf_name) {
-  if (hf_name.ends_with("_scale_inv") || hf_name.ends_with("_packed") || hf_name.ends_with("_scale")) return std::nullopt;
-  const int layer = layer_of(hf_name, source.prefix);
-  if (layer >= source.model.n_layers) return std::nullopt;  // MTP layers (DeepSeek-V3 layer 61)
-  if (source.family != SourceFamily::deepseek || layer < 0 || !source.model.is_moe(layer)) return hf_name;
+  if (drop_reason(source, hf_name) != DropReason::kept) return std::nullopt;
+  const int layer = layer_of(hf_name, source.source_head);
+  std::string name = hf_name;
+  if (source.family == SourceFamily::glm && name.starts_with(source.source_head)) {
+    name = source.prefix + "model." + name.substr(source.source_head.size());
+  }
+  if (source.family == SourceFamily::kimi || layer < 0 || !source.model.is_moe(layer)) return name;
   const std::string layer_head = source.prefix + "model.layers." + std::to_string(layer) + ".";
-  std::string rest = hf_name.substr(layer_head.size());
+  std::string rest = name.substr(layer_head.size());
   if (rest.starts_with("mlp.")) rest = "block_sparse_moe." + rest.substr(4);
   return layer_head + rest;
 }
 
 std::string expert_weight_name(const SourceConfig& source, int layer, int expert, int kind) {
-  const std::string head = source.prefix + "model.layers." + std::to_string(layer) + ".";
-  if (source.family == SourceFamily::deepseek) {
+  const std::string head = source.source_head + "layers." + std::to_string(layer) + ".";
+  if (source.family != SourceFamily::kimi) {
     static constexpr const char* kDs[3] = {"gate_proj", "up_proj", "down_proj"};
     return head + "mlp.experts." + std::to_string(expert) + "." + kDs[kind] + ".weight";
   }

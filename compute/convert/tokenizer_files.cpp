@@ -73,11 +73,49 @@ std::vector<std::string> missing_markers(const std::string& chat, const std::vec
   return missing;
 }
 
-Result<TokenizerOutcome> write_tokenizer_files(const std::filesystem::path& src, const std::filesystem::path& out,
-                                               const std::string& arch) {
-  TokenizerOutcome r;
+Result<std::optional<HfTokenizer>> load_hf_tokenizer(const std::filesystem::path& src) {
   std::error_code ec;
   for (const char* name : {"tiktoken.model", "tokenizer.model"}) {
+    if (std::filesystem::exists(src / name, ec)) return std::optional<HfTokenizer>();
+  }
+  const auto path = src / "tokenizer.json";
+  if (!std::filesystem::exists(path, ec)) return std::optional<HfTokenizer>();
+  auto text = read_text_file(path, 256ull << 20);
+  if (!text) return std::unexpected(text.error());
+  auto hf = convert_hf_tokenizer(*text, path.string());
+  if (!hf) return std::unexpected(hf.error());
+  return std::optional<HfTokenizer>(std::move(*hf));
+}
+
+Result<std::optional<int>> hf_eos_token_id(const std::filesystem::path& src, const HfTokenizer& hf) {
+  std::error_code ec;
+  const auto path = src / "tokenizer_config.json";
+  if (!std::filesystem::exists(path, ec)) return std::optional<int>();
+  auto text = read_text_file(path, 64ull << 20);
+  if (!text) return std::unexpected(text.error());
+  json doc = json::parse(*text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return make_error(Errc::format, path.string() + ": not a JSON object");
+  auto it = doc.find("eos_token");
+  if (it == doc.end() || it->is_null()) return std::optional<int>();
+  std::string eos;
+  if (it->is_string()) eos = it->get<std::string>();
+  else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) eos = (*it)["content"].get<std::string>();
+  else return make_error(Errc::format, path.string() + ": eos_token is neither a string nor {\"content\": ...}");
+  for (const auto& a : hf.added) if (a.text == eos) return std::optional<int>(a.id);
+  return make_error(Errc::format, path.string() + ": eos_token " + json(eos).dump() +
+                                      " is not an added token of tokenizer.json");
+}
+
+Result<TokenizerOutcome> write_tokenizer_files(const std::filesystem::path& src, const std::filesystem::path& out,
+                                               const std::string& arch, const HfTokenizer* hf) {
+  TokenizerOutcome r;
+  std::error_code ec;
+  if (hf) {
+    WASTE_TRY(write_file_atomic(out / "tokenizer.model", hf->rank_file));
+    r.tokenizer = true;
+  }
+  for (const char* name : {"tiktoken.model", "tokenizer.model"}) {
+    if (hf) break;
     if (std::filesystem::exists(src / name, ec)) {
       auto text = read_text_file(src / name, 256ull << 20);
       if (!text) return std::unexpected(text.error());
@@ -87,7 +125,11 @@ Result<TokenizerOutcome> write_tokenizer_files(const std::filesystem::path& src,
     }
   }
   std::vector<std::string> specials;
-  if (std::filesystem::exists(src / "tokenizer_config.json", ec)) {
+  if (hf) {
+    for (const auto& a : hf->added) specials.push_back(a.text);
+    r.n_specials = int(specials.size());
+    WASTE_TRY(write_file_atomic(out / "specials.json", specials_json(hf->added)));
+  } else if (std::filesystem::exists(src / "tokenizer_config.json", ec)) {
     auto text = read_text_file(src / "tokenizer_config.json", 64ull << 20);
     if (!text) return std::unexpected(text.error());
     auto js = specials_from_tokenizer_config(*text, (src / "tokenizer_config.json").string());

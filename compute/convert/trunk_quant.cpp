@@ -15,6 +15,9 @@ TensorFormat trunk_format(std::string_view name, const std::vector<std::int64_t>
   if (name.find("embed_tokens") != std::string_view::npos || name.find("lm_head") != std::string_view::npos) {
     return TensorFormat::q8g;
   }
+  // GLM's mHC projections (model.layers.N.hc_attn_fn / hc_ffn_fn): their 24 outputs decide how the
+  // residual streams mix for a whole layer, so they stay at 8 bits as the public engine keeps them.
+  if (name.find(".hc_") != std::string_view::npos && name.ends_with("_fn")) return TensorFormat::q8g;
   return trunk_bits == 8 ? TensorFormat::q8g : TensorFormat::q4g;
 }
 

@@ -1,5 +1,5 @@
 // Trunk placement and quantisation (reference §1.5, §8): F32 for 1-D tensors and tensors under
-// 65 536 elements, Q8G for embed_tokens and lm_head, Q4G (or Q8G with --trunk-bits 8) for every
+// 65 536 elements, Q8G for embed_tokens, lm_head and GLM's mHC projections (`.hc_*_fn`), Q4G (or Q8G with --trunk-bits 8) for every
 // other matrix. Per group of 128 inputs: s = max(amax, 1e-8) / qmax in f32, q = clamp(rint(w/s)),
 // fp16(s) stored; the row is zero-padded to whole groups.
 #pragma once

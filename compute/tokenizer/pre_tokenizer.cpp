@@ -3,9 +3,21 @@
 #include <unicode/regex.h>
 #include <unicode/unistr.h>
 
+#include <nlohmann/json.hpp>
+
 #include "compute/tokenizer/utf8.hpp"
 
 namespace waste::tokenizer {
+
+Result<std::string_view> pattern_for_config(const nlohmann::json& config) {
+  if (!config.is_object()) return kKimiPattern;
+  auto it = config.find("tokenizer_han_split");
+  if (it == config.end() || it->is_null()) return kKimiPattern;
+  if (!it->is_boolean()) {
+    return make_error(Errc::format, "config.tokenizer_han_split: expected a boolean, found " + it->dump());
+  }
+  return it->get<bool>() ? kKimiPattern : kGlmPattern;
+}
 
 struct PreTokenizer::Compiled {
   std::unique_ptr<icu::RegexPattern> regex;

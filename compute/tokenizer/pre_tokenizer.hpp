@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "shared/result.hpp"
 
 namespace waste::tokenizer {
@@ -21,6 +23,16 @@ inline constexpr std::string_view kCl100kPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 inline constexpr std::string_view kO200kPattern =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// GLM-5.3-Flash's pattern (its tokenizer.json): Kimi's without the `[\p{Han}]+` branch, so a Han
+// run and the Latin run it touches are one piece (`A股` is one token there); letters \p{L}, digits
+// in runs of 1..3. It is exactly OpenAI's cl100k_base pattern.
+inline constexpr std::string_view kGlmPattern = kCl100kPattern;
+
+// The pattern a container's manifest config selects: `tokenizer_han_split` (the public engine's
+// key) false -> kGlmPattern; absent or true -> kKimiPattern. A non-boolean value is an error
+// naming the key.
+Result<std::string_view> pattern_for_config(const nlohmann::json& config);
 
 // Splits text into pieces with the same matches as tiktoken's regex (Rust regex / fancy-regex
 // semantics: leftmost-first alternation, \s = Unicode White_Space), implemented on ICU regex.

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "compute/tokenizer/rank_file.hpp"
 
 namespace waste {
@@ -20,6 +22,21 @@ Result<std::string> read_file(const std::filesystem::path& path) {
 }
 
 }  // namespace
+
+Result<Tokenizer> Tokenizer::load(const std::filesystem::path& container_dir) {
+  // The pattern the container states (manifest.json config.tokenizer_han_split); a directory
+  // without a manifest (a tokenizer alone) gets Kimi's.
+  const auto manifest = container_dir / "manifest.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(manifest, ec)) return load(container_dir, tokenizer::kKimiPattern);
+  auto text = read_file(manifest);
+  if (!text) return std::unexpected(text.error());
+  const auto doc = nlohmann::json::parse(*text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return make_error(Errc::format, manifest.string() + ": not a JSON object");
+  auto pattern = tokenizer::pattern_for_config(doc.value("config", nlohmann::json()));
+  if (!pattern) return std::unexpected(pattern.error().with_context(manifest.string()));
+  return load(container_dir, *pattern);
+}
 
 Result<Tokenizer> Tokenizer::load(const std::filesystem::path& container_dir, std::string_view pattern) {
   std::filesystem::path rank_file = container_dir / "tokenizer.model";

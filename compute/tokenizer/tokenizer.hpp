@@ -24,9 +24,10 @@ using tokenizer::Special;
 class Tokenizer {
  public:
   // Reads `tokenizer.model` (or `tiktoken.model`) and, if present, `specials.json` from a container
-  // directory. The pattern defaults to Kimi's, the tokenizer every WASTE container ships.
-  static Result<Tokenizer> load(const std::filesystem::path& container_dir,
-                                std::string_view pattern = tokenizer::kKimiPattern);
+  // directory. The pattern is the container's: Kimi's, unless its manifest.json says
+  // `"tokenizer_han_split": false` in its config (GLM: pattern_for_config).
+  static Result<Tokenizer> load(const std::filesystem::path& container_dir);
+  static Result<Tokenizer> load(const std::filesystem::path& container_dir, std::string_view pattern);
   // Explicit files; an empty specials path means no specials.
   static Result<Tokenizer> load_files(const std::filesystem::path& rank_file,
                                       const std::filesystem::path& specials_file,
@@ -52,7 +53,18 @@ class Tokenizer {
   int bos() const noexcept { return bos_; }
   int eos() const noexcept { return eos_; }
   // config.eos_token_id overrides the default when > 0 (reference §5.2).
-  void set_eos(int id) noexcept { eos_ = id; }
+  void set_eos(int id) noexcept {
+    eos_ = id;
+    eos_ids_ = {id};
+  }
+  // A list (GLM: end of text and two turn markers): the first is eos(), all are eos_ids().
+  void set_eos_ids(std::span<const int> ids) {
+    if (ids.empty()) return;
+    eos_ = ids.front();
+    eos_ids_.assign(ids.begin(), ids.end());
+  }
+  // Every id that ends generation as an eos: {eos()} unless a list was set.
+  std::vector<int> eos_ids() const { return eos_ids_.empty() ? std::vector<int>{eos_} : eos_ids_; }
   int vocab() const noexcept { return static_cast<int>(tokens_.size()); }
   int n_base() const noexcept { return n_base_; }
   std::optional<int> special_id(std::string_view text) const;
@@ -71,6 +83,7 @@ class Tokenizer {
   int n_base_ = 0;
   int bos_ = 0;
   int eos_ = 0;
+  std::vector<int> eos_ids_;  // empty: {eos_}
 };
 
 }  // namespace waste

@@ -345,9 +345,26 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
     c.act_situ = act != text->end() && act->is_string() && act->get<std::string>() == "situ";
   }
   {
-    // eos may be an array in some configs; the engine then keeps the tokenizer default.
+    // eos_token_id is an int or a list of ids (GLM: end of text and two turn markers): the first is
+    // the primary eos, all of them stop generation.
     auto eos = text->find("eos_token_id");
-    if (eos != text->end() && eos->is_number_integer()) WASTE_ASSIGN(c.eos_token_id, r.get_int("eos_token_id", 0, 0, k2p24));
+    if (eos != text->end() && eos->is_number_integer()) {
+      WASTE_ASSIGN(c.eos_token_id, r.get_int("eos_token_id", 0, 0, k2p24));
+      if (c.eos_token_id > 0) c.eos_token_ids.push_back(c.eos_token_id);
+    } else if (eos != text->end() && eos->is_array()) {
+      if (eos->empty() || eos->size() > 64) {
+        return make_error(Errc::format, where + ".eos_token_id: a list must hold 1..64 token ids, found " +
+                                            std::to_string(eos->size()));
+      }
+      for (const auto& v : *eos) {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > k2p24) {
+          return make_error(Errc::format, where + ".eos_token_id: entry " + v.dump() + " is not a token id 0.." +
+                                              std::to_string(k2p24));
+        }
+        c.eos_token_ids.push_back(v.get<int>());
+      }
+      c.eos_token_id = c.eos_token_ids.front();
+    }
     auto bos = text->find("bos_token_id");
     if (bos != text->end() && bos->is_number_integer()) WASTE_ASSIGN(c.bos_token_id, r.get_int("bos_token_id", -1, 0, k2p24));
   }
@@ -481,7 +498,8 @@ json ModelConfig::to_json() const {
   j["num_hidden_layers"] = n_layers;
   j["hidden_size"] = hidden;
   j["vocab_size"] = vocab;
-  if (eos_token_id > 0) j["eos_token_id"] = eos_token_id;
+  if (eos_token_ids.size() > 1) j["eos_token_id"] = eos_token_ids;
+  else if (eos_token_id > 0) j["eos_token_id"] = eos_token_id;
   if (bos_token_id >= 0) j["bos_token_id"] = bos_token_id;
   j["rms_norm_eps"] = rms_eps;
   j["num_experts"] = n_experts;

@@ -30,7 +30,8 @@ struct ModelConfig {
   int n_layers = 0;            // num_hidden_layers, 1..128
   int hidden = 0;              // hidden_size
   int vocab = 0;               // vocab_size
-  int eos_token_id = 0;        // 0 = keep the tokenizer's default
+  int eos_token_id = 0;        // 0 = keep the tokenizer's default; a list's first id (the primary eos)
+  std::vector<int> eos_token_ids;  // every id of eos_token_id (an int or a list, GLM: 3); empty when absent
   int bos_token_id = -1;       // informational; -1 when absent
   float rms_eps = 1e-5f;       // rms_norm_eps, in (0, 1)
 

@@ -136,3 +136,106 @@ TEST_CASE("a model_type or norm_topk_prob of the wrong type is refused by name, 
   REQUIRE_FALSE(text);
   CHECK(text.error().message == "config.json: \"norm_topk_prob\" is not a boolean");
 }
+
+namespace {
+// GLM-5.3-Flash's config shape, cut to 4 layers (model-families.md §1.1).
+json glm_raw() {
+  return json::parse(R"({"architectures":["Glm5NextForConditionalGeneration"],"model_type":"glm5_next",
+    "vision_config":{"hidden_size":8},"eos_token_id":[7,8,9],
+    "quantization_config":{"quant_method":"fp8","weight_block_size":[128,128]},
+    "text_config":{"model_type":"glm5_next_text","num_hidden_layers":4,"hidden_size":64,"vocab_size":100,
+    "intermediate_size":128,"moe_intermediate_size":32,"n_routed_experts":4,"num_experts_per_tok":2,
+    "n_shared_experts":1,"norm_topk_prob":true,"num_attention_heads":2,"q_lora_rank":16,"kv_lora_rank":16,
+    "qk_nope_head_dim":8,"qk_rope_head_dim":0,"v_head_dim":8,"num_nextn_predict_layers":1,
+    "hc_mult":4,"hc_sinkhorn_iters":20,"hc_eps":1e-6,"swiglu_limit":10.0,"index_topk":8,"index_kpool":4,
+    "index_n_heads":2,"index_head_dim":16,
+    "layer_types":["linear_attention","linear_attention","linear_attention","deepseek_sparse_attention"],
+    "mlp_layer_types":["dense","sparse","sparse","sparse"],
+    "linear_attn_config":{"head_dim":16,"num_heads":2,"short_conv_kernel_size":4,"kda_layers":[0,1,2],
+      "full_attn_layers":[3],"safe_gate":true,"lower_bound":-5.0}}})");
+}
+}  // namespace
+
+TEST_CASE("a GLM config: prefix-less, kda_layers rebuilt 1-based from layer_types, eos list kept",
+          "[convert][config][glm]") {
+  auto s = normalize_config(glm_raw());
+  INFO((s ? std::string() : s.error().message));
+  REQUIRE(s.has_value());
+  CHECK(s->family == SourceFamily::glm);
+  CHECK(s->prefix.empty());
+  CHECK(s->config["linear_attn_config"]["kda_layers"] == json({1, 2, 3}));
+  CHECK(s->config["linear_attn_config"]["full_attn_layers"] == json({4}));
+  CHECK(s->config["linear_attn_config"]["gate_lower_bound"] == -5.0);
+  CHECK(s->config["first_k_dense_replace"] == 1);
+  CHECK(s->config["num_experts"] == 4);
+  CHECK(s->config["moe_renormalize"] == true);
+  CHECK(s->config["eos_token_id"] == json({7, 8, 9}));  // from the outer config
+  CHECK(s->config["hc_mult"] == 4);                     // GLM keys copied verbatim
+  CHECK(s->config["index_kpool"] == 4);
+  CHECK(s->config["swiglu_limit"] == 10.0);
+  CHECK(s->config["_outer"]["vision_config"]["hidden_size"] == 8);
+  CHECK(s->model.is_kda(0));
+  CHECK(s->model.is_kda(2));
+  CHECK_FALSE(s->model.is_kda(3));
+  CHECK(s->model.first_dense == 1);
+  CHECK(s->model.eos_token_id == 7);
+  CHECK(s->model.eos_token_ids == std::vector<int>{7, 8, 9});
+  CHECK(s->model.gate_lower_bound == -5.0f);
+  CHECK(s->fp8_block.rows == 128);
+
+  // Names: unnested, MoE mapped as for DeepSeek, mHC scales kept, MTP and vision left out.
+  CHECK(expert_weight_name(*s, 2, 3, 1) == "model.language_model.layers.2.mlp.experts.3.up_proj.weight");
+  CHECK(container_name(*s, "model.language_model.embed_tokens.weight") == "model.embed_tokens.weight");
+  CHECK(container_name(*s, "model.language_model.norm.weight") == "model.norm.weight");
+  CHECK(container_name(*s, "lm_head.weight") == "lm_head.weight");
+  CHECK(container_name(*s, "model.language_model.layers.0.mlp.gate_proj.weight") == "model.layers.0.mlp.gate_proj.weight");
+  CHECK(container_name(*s, "model.language_model.layers.1.mlp.gate.e_score_correction_bias") ==
+        "model.layers.1.block_sparse_moe.gate.e_score_correction_bias");
+  CHECK(container_name(*s, "model.language_model.layers.1.mlp.shared_experts.down_proj.weight") ==
+        "model.layers.1.block_sparse_moe.shared_experts.down_proj.weight");
+  CHECK(container_name(*s, "model.language_model.layers.1.hc_attn_scale") == "model.layers.1.hc_attn_scale");
+  CHECK(container_name(*s, "model.language_model.layers.1.hc_ffn_scale") == "model.layers.1.hc_ffn_scale");
+  CHECK(container_name(*s, "model.language_model.layers.1.hc_ffn_fn") == "model.layers.1.hc_ffn_fn");
+  CHECK(container_name(*s, "model.language_model.layers.3.self_attn.indexer.wk.weight") ==
+        "model.layers.3.self_attn.indexer.wk.weight");
+  CHECK(container_name(*s, "model.language_model.layers.3.self_attn.q_b_proj.weight_scale_inv") == std::nullopt);
+  CHECK(drop_reason(*s, "model.language_model.layers.4.eh_proj.weight") == DropReason::mtp);
+  CHECK(container_name(*s, "model.language_model.layers.4.eh_proj.weight") == std::nullopt);
+  CHECK(drop_reason(*s, "model.visual.blocks.0.attn.qkv.weight") == DropReason::vision);
+  CHECK(container_name(*s, "model.visual.blocks.0.attn.qkv.weight") == std::nullopt);
+  // An MXFP4 companion still is one.
+  CHECK(drop_reason(*s, "model.language_model.layers.1.mlp.experts.0.up_proj.weight_scale") == DropReason::companion);
+}
+
+TEST_CASE("hazard: a GLM config whose 0-based kda_layers contradicts layer_types, or without layer_types, is refused",
+          "[convert][config][glm]") {
+  json raw = glm_raw();
+  raw["text_config"]["linear_attn_config"]["kda_layers"] = {1, 2, 3};  // read as 1-based: wrong layers
+  auto s = normalize_config(raw);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "config.json: linear_attn_config.kda_layers [1,2,3] (0-based) contradicts layer_types, "
+                             "whose linear_attention layers are [0,1,2]");
+  raw = glm_raw();
+  raw["text_config"].erase("layer_types");
+  s = normalize_config(raw);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "config.json: layer_types is missing (a GLM config's linear_attn_config.kda_layers is "
+                             "0-based; the converter rebuilds the manifest's 1-based list from layer_types)");
+  raw = glm_raw();
+  raw["text_config"]["layer_types"][1] = "sliding_attention";
+  s = normalize_config(raw);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "config.json: layer_types[1] \"sliding_attention\" is not linear_attention, "
+                             "deepseek_sparse_attention or full_attention");
+  raw = glm_raw();
+  raw["text_config"]["mlp_layer_types"] = {"dense", "sparse", "dense", "sparse"};
+  s = normalize_config(raw);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "config.json: mlp_layer_types[2] \"dense\" after the dense prefix: only a run of dense "
+                             "layers followed by sparse ones is supported");
+  raw = glm_raw();
+  raw["text_config"]["first_k_dense_replace"] = 3;
+  s = normalize_config(raw);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().message == "config.json: first_k_dense_replace 3 contradicts mlp_layer_types (1 dense layers first)");
+}
