@@ -291,6 +291,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
       slot.prompt_fed += prefill_counts[i];
       if (slot.prompt_fed == slot.snapshot_at) remember(slot, std::size_t(slot.snapshot_at));
       if (slot.prompt_fed < int(slot.job.prompt.size())) continue;  // more chunks to come
+      // The whole prompt: what the next turn of a chat starts with whatever the answer becomes.
+      if (!slot.key.empty()) remember(slot, slot.job.prompt.size());
     }
     sample(slot);
   }

@@ -18,7 +18,8 @@
 // images never match; an image wholly inside the restored prefix is not encoded again). A prompt
 // is snapshot at its last absolute multiple of prefill_chunk before its last token (its prefill
 // pieces stop there, so a resumed prompt is then fed in the same chunks as one prefilled whole),
-// and a request that ends with stop or length at its end (prompt plus the generated tokens fed).
+// at its end (the next turn of a chat starts with it, however its answer is tokenized again), and
+// a request that ends with stop or length at its end (prompt plus the generated tokens fed).
 // Chunked prefill is bit-identical to token-by-token feeding (docs/design/forward.md), so the
 // tokens are those of the same request without the cache.
 #pragma once
