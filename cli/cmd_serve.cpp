@@ -21,6 +21,7 @@
 #include "cli/serve/request_limits.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "compute/vision/media_prompt.hpp"
+#include "shared/memory/budget.hpp"
 
 namespace waste::cli {
 namespace {
@@ -41,7 +42,25 @@ struct ServeArgs {
   // Request content limits (serve::RequestLimits; pixels in units of 2^20).
   int max_json_depth = 64;
   int max_image_mpx = 16, max_request_mpx = 32, max_decode_mpx = 64;
+  std::string prefix_cache = "auto";  // the prefix cache's bound: "auto", or a size (0 = off)
 };
+
+// The automatic prefix cache: an eighth of the RAM budget the open resolved (the expert cache's
+// or the daemon's); 256 MiB when the arena was given in records (no budget).
+constexpr std::uint64_t kPrefixCacheBudgetShare = 8;
+constexpr std::uint64_t kPrefixCacheWithoutBudget = std::uint64_t(256) << 20;
+
+// --prefix-cache: "auto" or a byte size, 0 included (off).
+CLI::Validator prefix_cache_size() {
+  return CLI::Validator(
+      [](std::string& text) {
+        if (text != "auto" && !parse_bytes(text)) {
+          throw OptionError("--prefix-cache: '" + text + "' is not a size (use e.g. 512M, 2G, or 0 to turn it off)");
+        }
+        return std::string();
+      },
+      /*validator_desc=*/"");
+}
 
 int serve_main(ServeArgs a) {
   // Before the HTTP server's threads exist: they only read these.
@@ -92,6 +111,12 @@ int serve_main(ServeArgs a) {
   auto format = load_chat_format(a.engine.model, a.chat_format);
   if (!format) return report_error("serve", format.error());
   a.scheduler.prefill_chunk = std::min(a.scheduler.prefill_chunk, (*engine)->info().prefill_chunk);
+  if (a.prefix_cache == "auto") {
+    a.scheduler.prefix_cache_bytes =
+        engine->budget_bytes > 0 ? engine->budget_bytes / kPrefixCacheBudgetShare : kPrefixCacheWithoutBudget;
+  } else {
+    a.scheduler.prefix_cache_bytes = *parse_bytes(a.prefix_cache);  // checked by prefix_cache_size()
+  }
   // The grammar engine's token index, built once (response_format and forced tool calls use it).
   // The chat stop ids end a constrained answer too, where its grammar accepts.
   std::shared_ptr<const grammar::TokenIndex> token_index;
@@ -117,9 +142,12 @@ int serve_main(ServeArgs a) {
   {
     serve::Scheduler scheduler(**engine, *tokenizer, a.scheduler, vision.tower);
     server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr, token_index, vision});
-    std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s%s)\n", a.scheduler.parallel,
+    const std::string prefix = a.scheduler.prefix_cache_bytes > 0
+                                   ? "prefix cache " + format_bytes(a.scheduler.prefix_cache_bytes)
+                                   : std::string("no prefix cache");
+    std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s%s, %s)\n", a.scheduler.parallel,
                  scheduler.ctx_tokens(), *format ? ", chat template" : ", no chat template",
-                 tower ? ", images" : "");
+                 tower ? ", images" : "", prefix.c_str());
     while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
     std::fprintf(stderr, "waste serve: draining (%d in flight)\n", scheduler.in_flight());
@@ -216,6 +244,12 @@ const CommandRegistration kRegistration{Command{
                      "Pixels of images being decoded at once, server-wide, in 2^20; 429 beyond")
           ->type_name("MPX")
           ->check(int_range("--max-decode-mpx", 1, 65536));
+      sub.add_option("--prefix-cache", args->prefix_cache,
+                     "RAM for snapshots of finished prompts and answers, reused by requests that start with "
+                     "them (least recently used dropped first; 0 = off)")
+          ->type_name("SIZE")
+          ->default_str("auto: an eighth of --budget")
+          ->transform(prefix_cache_size());
       return [args] { return serve_main(*args); };
     }}};
 

@@ -1,5 +1,7 @@
 #include "cli/serve/chat_media.hpp"
 
+#include "cli/serve/prefix_cache.hpp"
+
 #include "compute/prompt/media_placement.hpp"
 #include "compute/vision/image_decode.hpp"
 #include "compute/vision/image_header.hpp"
@@ -64,7 +66,7 @@ std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, c
     auto patches = vision::preprocess(*pixels, vision.tower->config());
     if (!patches) return std::unexpected(bad_param(part.param, "'" + part.param + "': " + patches.error().message));
     sizes.emplace_back(pixels->width, pixels->height);
-    images.push_back({0, std::move(*patches), part.param});
+    images.push_back({0, std::move(*patches), part.param, image_digest(part.bytes)});
   }
   std::vector<MediaSlot> slots;
   for (std::size_t i = 0; i < request.images.size(); ++i) {

@@ -103,7 +103,9 @@ class SseAnswer final : public http::StreamedBody {
                            ? chat_chunk_json(ids_, json::object(), finish_json(finish, tool_calls), include_usage_)
                            : completion_chunk_json(ids_, "", finish_json(finish), include_usage_));
       if (include_usage_) {
-        out += sse_event(usage_chunk_json(ids_, endpoint_, stream_->prompt_tokens(), stream_->completion_tokens()));
+        out += sse_event(with_cached_tokens(
+            usage_chunk_json(ids_, endpoint_, stream_->prompt_tokens(), stream_->completion_tokens()),
+            stream_->cached_tokens()));
       }
     }
     out += kSseDone;
@@ -141,8 +143,9 @@ class BlockingAnswer final : public http::DeferredReply {
     if (finish == Finish::cancelled) return error_reply(unavailable("the server stopped before the answer was complete"));
     const std::vector<TokenLogprob>* lp = want_logprobs_ ? &logprobs_ : nullptr;
     if (endpoint_ == Endpoint::completion) {
-      return json_reply(200, text_completion_json(ids_, text_, finish, stream_->prompt_tokens(),
-                                                  stream_->completion_tokens(), lp));
+      return json_reply(200, with_cached_tokens(text_completion_json(ids_, text_, finish, stream_->prompt_tokens(),
+                                                                     stream_->completion_tokens(), lp),
+                                                stream_->cached_tokens()));
     }
     ParsedToolCalls calls;
     if (tools_) {
@@ -150,8 +153,9 @@ class BlockingAnswer final : public http::DeferredReply {
     } else {
       calls.content = std::move(text_);
     }
-    return json_reply(200, chat_completion_json(ids_, calls.content, finish, stream_->prompt_tokens(),
-                                                stream_->completion_tokens(), lp, calls.calls));
+    return json_reply(200, with_cached_tokens(chat_completion_json(ids_, calls.content, finish, stream_->prompt_tokens(),
+                                                                   stream_->completion_tokens(), lp, calls.calls),
+                                              stream_->cached_tokens()));
   }
   void client_gone() override { stream_->cancel(); }
 

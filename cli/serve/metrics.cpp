@@ -70,6 +70,22 @@ std::string Metrics::render(const Scheduler* scheduler) const {
   sample(out, "waste_stage_seconds_total", get(c.vision_ns) * 1e-9, "stage=\"vision\"");
   family(out, "waste_images_encoded_total", "counter", "Images run through the vision tower.");
   sample(out, "waste_images_encoded_total", get(c.images_encoded));
+  family(out, "waste_prompt_cached_tokens_total", "counter",
+         "Prompt tokens restored from the prefix cache instead of fed.");
+  sample(out, "waste_prompt_cached_tokens_total", get(c.cached_tokens));
+  family(out, "waste_prefix_cache_lookups_total", "counter", "Prefix cache lookups at admission, by result.");
+  sample(out, "waste_prefix_cache_lookups_total", get(c.prefix_hits), "result=\"hit\"");
+  sample(out, "waste_prefix_cache_lookups_total", get(c.prefix_misses), "result=\"miss\"");
+  family(out, "waste_prefix_cache_snapshots_total", "counter", "Sequence states stored in the prefix cache.");
+  sample(out, "waste_prefix_cache_snapshots_total", get(c.prefix_stored));
+  family(out, "waste_prefix_cache_evictions_total", "counter", "Snapshots dropped to fit the pool (least recently used).");
+  sample(out, "waste_prefix_cache_evictions_total", get(c.prefix_evictions));
+  family(out, "waste_prefix_cache_bytes", "gauge", "Bytes the prefix cache's snapshots hold (states and keys).");
+  sample(out, "waste_prefix_cache_bytes", get(c.prefix_bytes));
+  family(out, "waste_prefix_cache_capacity_bytes", "gauge", "The prefix cache's bound (--prefix-cache; 0 = off).");
+  sample(out, "waste_prefix_cache_capacity_bytes", double(scheduler->options().prefix_cache_bytes));
+  family(out, "waste_prefix_cache_entries", "gauge", "Snapshots in the prefix cache.");
+  sample(out, "waste_prefix_cache_entries", get(c.prefix_entries));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // GET /metrics in Prometheus text format (version 0.0.4): requests by route and status, tokens
 // in and out, queue depth, active sequences, expert cache hits/misses and hit rate, bytes read,
-// and the engine thread's time per stage (batched forward passes, sampling).
+// the engine thread's time per stage (batched forward passes, sampling), and the prefix cache
+// (tokens reused, lookups, snapshots, evictions, bytes held and the bound).
 #pragma once
 
 #include <cstdint>

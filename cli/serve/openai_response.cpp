@@ -23,6 +23,13 @@ json usage_json(int prompt_tokens, int completion_tokens) {
               {"total_tokens", prompt_tokens + completion_tokens}};
 }
 
+json with_cached_tokens(json reply, int cached_tokens) {
+  if (auto usage = reply.find("usage"); usage != reply.end() && usage->is_object()) {
+    (*usage)["prompt_tokens_details"] = json{{"cached_tokens", cached_tokens}};
+  }
+  return reply;
+}
+
 json finish_json(Finish finish, bool tool_calls) {
   switch (finish) {
     case Finish::stop: return tool_calls ? "tool_calls" : "stop";

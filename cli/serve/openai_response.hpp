@@ -33,6 +33,9 @@ std::string sse_event(const nlohmann::json& doc);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// `reply` with usage.prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache
+// restored instead of feeding (included in prompt_tokens, as OpenAI counts them).
+nlohmann::json with_cached_tokens(nlohmann::json reply, int cached_tokens);
 // "stop" or "length" ("tool_calls" instead of "stop" when the answer holds calls); a cancelled
 // or failed request has no OpenAI finish reason (null).
 nlohmann::json finish_json(Finish finish, bool tool_calls = false);

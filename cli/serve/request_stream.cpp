@@ -32,6 +32,11 @@ void RequestStream::finish(Finish reason, int prompt_tokens, int completion_toke
   ready_.notify_one();
 }
 
+void RequestStream::set_cached_tokens(int cached_tokens) {
+  std::lock_guard lock(mutex_);
+  cached_tokens_ = cached_tokens;
+}
+
 bool RequestStream::take(std::vector<Delta>& out, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   ready_.wait_for(lock, timeout, [&] { return !deltas_.empty() || finish_ != Finish::none; });
@@ -53,6 +58,10 @@ int RequestStream::prompt_tokens() const {
 int RequestStream::completion_tokens() const {
   std::lock_guard lock(mutex_);
   return completion_tokens_;
+}
+int RequestStream::cached_tokens() const {
+  std::lock_guard lock(mutex_);
+  return cached_tokens_;
 }
 std::string RequestStream::error() const {
   std::lock_guard lock(mutex_);

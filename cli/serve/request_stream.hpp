@@ -46,6 +46,8 @@ class RequestStream {
   // Engine thread.
   void push(Delta delta);
   void finish(Finish reason, int prompt_tokens, int completion_tokens, std::string error = {});
+  // Prompt tokens whose state came from the prefix cache (usage.prompt_tokens_details).
+  void set_cached_tokens(int cached_tokens);
   [[nodiscard]] bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
   // HTTP thread: the deltas pushed since the last call, waiting up to `timeout` when there are
@@ -55,6 +57,7 @@ class RequestStream {
   [[nodiscard]] Finish finish_reason() const;
   [[nodiscard]] int prompt_tokens() const;
   [[nodiscard]] int completion_tokens() const;
+  [[nodiscard]] int cached_tokens() const;
   [[nodiscard]] std::string error() const;
 
  private:
@@ -64,6 +67,7 @@ class RequestStream {
   Finish finish_ = Finish::none;
   int prompt_tokens_ = 0;
   int completion_tokens_ = 0;
+  int cached_tokens_ = 0;
   std::string error_;
   // Writer: the HTTP thread (release); reader: the engine thread (acquire) before each pass.
   std::atomic<bool> cancelled_{false};

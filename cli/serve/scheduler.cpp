@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "compute/prompt/stop_text.hpp"
+#include "compute/session/session_file.hpp"
 
 namespace waste::serve {
 namespace {
@@ -16,6 +17,15 @@ std::uint64_t ns_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
+
+PrefixKey prefix_key(const GenerationJob& job) {
+  PrefixKey key(job.prompt.size());
+  for (std::size_t i = 0; i < key.size(); ++i) key[i] = token_key(job.prompt[i]);
+  for (const JobImage& image : job.images) {
+    for (int p = 0; p < image.positions(); ++p) key[image.first + std::size_t(p)] = media_key(image.digest, std::size_t(p));
+  }
+  return key;
+}
 
 struct Scheduler::Slot {
   Slot(GenerationJob j, std::shared_ptr<RequestStream> s)
@@ -37,6 +47,13 @@ struct Scheduler::Slot {
   // Images: the tower's rows per image, and per prompt token the row to feed (null = embed_tokens).
   std::vector<std::vector<float>> media_rows;
   std::vector<const float*> embeddings;
+  // Prefix cache (empty key: off): the prompt's key, the tokens sampled (ids; a stop id the
+  // constraint reported as -2 is not among them), the prompt tokens restored, and the absolute
+  // position where the prompt is snapshot (0: none).
+  PrefixKey key;
+  std::vector<int> output;
+  int cached = 0;
+  int snapshot_at = 0;
 };
 
 Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options,
@@ -46,7 +63,8 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOption
       tower_(tower),
       options_(options),
       ctx_tokens_(engine.info().ctx_tokens),
-      vocab_(engine.config().vocab) {
+      vocab_(engine.config().vocab),
+      prefix_(options.prefix_cache_bytes) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -133,6 +151,7 @@ std::expected<std::shared_ptr<RequestStream>, ApiError> Scheduler::submit(Genera
   // Made before the lock: a constrained slot's matcher expands its grammar's first stacks, and
   // nothing a request's content decides may run while the engine thread waits for mutex_.
   auto slot = std::make_unique<Slot>(std::move(job), stream);
+  if (options_.prefix_cache_bytes > 0) slot->key = prefix_key(slot->job);
   {
     std::lock_guard lock(mutex_);
     if (draining_ || stopping_) {
@@ -210,6 +229,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
         continue;
       }
       slot->sequence = std::move(*sequence);
+      resume(*slot);
       if (Status encoded = encode_images(*slot); !encoded) {
         end(*slot, Finish::error, encoded.error().message);
         continue;
@@ -235,7 +255,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
     if (budget <= 0) break;
     if (slot->done || slot->next_token >= 0) continue;
     const int left = int(slot->job.prompt.size()) - slot->prompt_fed;
-    const int n = std::min(budget, left);
+    int n = std::min(budget, left);
+    if (slot->snapshot_at > slot->prompt_fed) n = std::min(n, slot->snapshot_at - slot->prompt_fed);
     const auto rows = slot->embeddings.empty()
                           ? std::span<const float* const>()
                           : std::span<const float* const>(slot->embeddings).subspan(std::size_t(slot->prompt_fed), std::size_t(n));
@@ -268,7 +289,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
     Slot& slot = *fed[i];
     if (prefill_counts[i] > 0) {
       slot.prompt_fed += prefill_counts[i];
+      if (slot.prompt_fed == slot.snapshot_at) remember(slot, std::size_t(slot.snapshot_at));
       if (slot.prompt_fed < int(slot.job.prompt.size())) continue;  // more chunks to come
+      // The whole prompt: what the next turn of a chat starts with whatever the answer becomes.
+      if (!slot.key.empty()) remember(slot, slot.job.prompt.size());
     }
     sample(slot);
   }
@@ -283,6 +307,10 @@ Status Scheduler::encode_images(Slot& slot) {
   const std::size_t hidden = std::size_t(engine_.config().hidden);
   slot.embeddings.assign(slot.job.prompt.size(), nullptr);
   for (JobImage& image : slot.job.images) {
+    if (image.first + std::size_t(image.positions()) <= std::size_t(slot.prompt_fed)) {
+      image.patches = {};  // wholly inside the restored prefix: its rows are never fed
+      continue;
+    }
     auto encoded = tower_->encode(engine_.exec(), image.patches);
     if (!encoded) return std::unexpected(encoded.error().with_context(image.param));
     const int positions = image.positions();
@@ -301,6 +329,13 @@ Status Scheduler::encode_images(Slot& slot) {
 }
 
 void Scheduler::end(Slot& slot, Finish reason, std::string error) {
+  // A request that ended well leaves its state: the prompt and the generated tokens fed (the
+  // last one sampled never is). Stored before the stream finishes, so a client that saw the
+  // finish sees it in the counters.
+  if ((reason == Finish::stop || reason == Finish::length) && !slot.key.empty() && slot.sequence &&
+      slot.prompt_fed == int(slot.job.prompt.size()) && slot.generated >= 1) {
+    remember(slot, slot.job.prompt.size() + std::size_t(slot.generated - 1));
+  }
   slot.next_token = -1;
   slot.done = true;
   {
@@ -331,6 +366,7 @@ void Scheduler::sample(Slot& slot) {
   const int token = choose(slot, logits);
   if (token == -1) return;
   ++slot.generated;
+  if (token >= 0 && !slot.key.empty()) slot.output.push_back(token);
   counters_.generated_tokens.fetch_add(1, std::memory_order_relaxed);
   if (token == -2 || (!slot.constraint && std::find(slot.job.stop_ids.begin(), slot.job.stop_ids.end(), token) !=
                                               slot.job.stop_ids.end())) {
@@ -360,6 +396,56 @@ void Scheduler::sample(Slot& slot) {
     return end(slot, complete ? Finish::stop : Finish::length);
   }
   slot.next_token = token;
+}
+
+// At admission: the longest cached prefix of the prompt (all but its last token at most: that one
+// is fed for the logits) becomes the sequence's state.
+void Scheduler::resume(Slot& slot) {
+  if (slot.key.empty()) return;
+  const std::size_t n = slot.job.prompt.size();
+  if (auto hit = prefix_.find(slot.key, n - 1)) {
+    // decode_into checks the bytes against the model before it writes: a refusal leaves the
+    // fresh state as it was (and cannot happen for bytes this engine encoded).
+    if (Status restored = session::decode_into(hit->state, engine_.config(), slot.sequence->run_state(), "prefix cache");
+        restored) {
+      slot.cached = slot.prompt_fed = int(hit->key.size());
+      slot.stream->set_cached_tokens(slot.cached);
+      counters_.cached_tokens.fetch_add(std::uint64_t(slot.cached), std::memory_order_relaxed);
+      counters_.prefix_hits.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      counters_.prefix_misses.fetch_add(1, std::memory_order_relaxed);
+    }
+  } else {
+    counters_.prefix_misses.fetch_add(1, std::memory_order_relaxed);
+  }
+  // The prompt's snapshot: its last absolute multiple of the chunk before its last token.
+  const int chunk = options_.prefill_chunk;
+  slot.snapshot_at = (int(n) - 1) / chunk * chunk;
+  if (slot.snapshot_at <= slot.prompt_fed) slot.snapshot_at = 0;
+  publish_prefix_counters();
+}
+
+// A copy of the slot's state, keyed by the prompt's key and then the generated ids up to `length`.
+void Scheduler::remember(Slot& slot, std::size_t length) {
+  const model::RunState& state = slot.sequence->run_state();
+  if (std::size_t(state.position()) != length || length > slot.key.size() + slot.output.size()) return;
+  PrefixKey key(slot.key.begin(), slot.key.begin() + std::ptrdiff_t(std::min(length, slot.key.size())));
+  for (std::size_t j = 0; key.size() < length; ++j) key.push_back(token_key(slot.output[j]));
+  if (!prefix_.touch(key)) {
+    const ModelConfig& config = engine_.config();
+    const std::uint64_t size = session::session_bytes(config, session::make_header(config, state)) +
+                               std::uint64_t(length) * sizeof(std::uint64_t);
+    if (size <= prefix_.capacity() && prefix_.insert(PrefixSnapshot{std::move(key), session::encode(config, state)})) {
+      counters_.prefix_stored.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  publish_prefix_counters();
+}
+
+void Scheduler::publish_prefix_counters() {
+  counters_.prefix_bytes.store(prefix_.bytes(), std::memory_order_relaxed);
+  counters_.prefix_entries.store(prefix_.entries(), std::memory_order_relaxed);
+  counters_.prefix_evictions.store(prefix_.evictions(), std::memory_order_relaxed);
 }
 
 TokenLogprob token_logprob(std::span<const float> logits, int token, int top) {

@@ -11,9 +11,17 @@
 // A request with images (JobImage) has them run through the vision tower on the engine thread
 // when it is admitted, before its first pass (the tower shares the engine's thread pool, so the
 // other sequences wait for it); its rows then replace the embeddings at its <|media_pad|>
-// positions in every prefill chunk (SequenceFeed::embeddings). Each sequence starts at position
-// 0 with a state of its own: no KV is shared or reused between requests, so identical pad ids
-// of different images can never meet.
+// positions in every prefill chunk (SequenceFeed::embeddings).
+// Prefix cache (options.prefix_cache_bytes > 0, prefix_cache.hpp): each sequence has a state of
+// its own, which at admission is a copy of the cached snapshot whose key is the longest prefix of
+// its prompt (media positions keyed by their image's digest, so identical pad ids of different
+// images never match; an image wholly inside the restored prefix is not encoded again). A prompt
+// is snapshot at its last absolute multiple of prefill_chunk before its last token (its prefill
+// pieces stop there, so a resumed prompt is then fed in the same chunks as one prefilled whole),
+// at its end (the next turn of a chat starts with it, however its answer is tokenized again), and
+// a request that ends with stop or length at its end (prompt plus the generated tokens fed).
+// Chunked prefill is bit-identical to token-by-token feeding (docs/design/forward.md), so the
+// tokens are those of the same request without the cache.
 #pragma once
 
 #include <atomic>
@@ -29,6 +37,7 @@
 #include <vector>
 
 #include "cli/serve/api_error.hpp"
+#include "cli/serve/prefix_cache.hpp"
 #include "compute/prompt/output_constraint.hpp"
 #include "cli/serve/request_stream.hpp"
 #include "compute/api/engine.hpp"
@@ -45,6 +54,7 @@ struct JobImage {
   std::size_t first = 0;     // prompt index of its first <|media_pad|>
   vision::Patches patches;   // its pads: patches.grid.merged()
   std::string param;         // the request parameter it came from, for errors
+  std::uint64_t digest = 0;  // image_digest() of its bytes: its positions' prefix-cache key
   [[nodiscard]] int positions() const { return patches.grid.merged(); }
 };
 
@@ -64,6 +74,7 @@ struct SchedulerOptions {
   int parallel = 4;        // sequences decoding at once
   int max_queue = 64;      // requests that may wait for a slot; past that submit() answers 429
   int prefill_chunk = 64;  // tokens per pass in all (decode tokens + one prefill chunk)
+  std::uint64_t prefix_cache_bytes = 0;  // the prefix cache's pool (PrefixCache); 0 = off
 };
 
 // Counters for /metrics. Writer: the engine thread (relaxed stores; each value is read alone).
@@ -74,6 +85,10 @@ struct SchedulerCounters {
   std::atomic<std::uint64_t> experts_hit{0}, experts_missed{0}, bytes_read{0};
   std::atomic<std::uint64_t> feed_ns{0}, sample_ns{0}, prefill_tokens_in_passes{0}, decode_tokens_in_passes{0};
   std::atomic<std::uint64_t> images_encoded{0}, vision_ns{0};  // the tower, on the engine thread
+  // The prefix cache: prompt tokens restored instead of fed, lookups, snapshots stored, and the
+  // pool's state after the engine thread's last change to it.
+  std::atomic<std::uint64_t> cached_tokens{0}, prefix_hits{0}, prefix_misses{0}, prefix_stored{0};
+  std::atomic<std::uint64_t> prefix_bytes{0}, prefix_entries{0}, prefix_evictions{0};
   std::atomic<int> active{0};
   std::atomic<int> queued{0};
 };
@@ -138,6 +153,9 @@ class Scheduler {
   Status encode_images(Slot& slot);
   int choose(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
+  void resume(Slot& slot);               // restore the longest cached prefix of its prompt
+  void remember(Slot& slot, std::size_t length);  // snapshot its state, fed with key[0..length)
+  void publish_prefix_counters();
   friend class Admission;
   void unreserve();  // a ticket dropped unused
 
@@ -148,6 +166,7 @@ class Scheduler {
   const int ctx_tokens_;
   const int vocab_;
   SchedulerCounters counters_;
+  PrefixCache prefix_;  // the engine thread's alone
 
   mutable std::mutex mutex_;  // guards queue_, draining_, stopping_, in_flight_ (reserved places included)
   std::condition_variable wake_;
@@ -157,6 +176,10 @@ class Scheduler {
   int in_flight_ = 0;
   std::thread thread_;
 };
+
+// The prefix-cache key of a job's prompt: its token ids, and at each image's positions its
+// digest and the offset in its block (prefix_cache.hpp).
+PrefixKey prefix_key(const GenerationJob& job);
 
 // log-softmax of `logits` at `token` and the `top` most likely ids (ties: lower id first).
 TokenLogprob token_logprob(std::span<const float> logits, int token, int top);
