@@ -124,8 +124,6 @@ TEST_CASE("memory plan covers the state and scratch an engine allocates (kimi-li
   check_plan_covers(dir / "model", 64);
 }
 
-}  // namespace waste
-
 TEST_CASE("memory plan covers the state and scratch of tiny-glm, its 4 residual streams included", "[compute][memory]") {
   const auto dir = test::synth_container("tiny-glm");
   for (int ctx : {16, 60}) {
@@ -141,3 +139,5 @@ TEST_CASE("memory plan covers the state and scratch of tiny-glm, its 4 residual 
   CHECK(sizing::forward_sizes(c, 64).pre_stream == std::uint64_t(64 * 4 * c.hidden));
   CHECK(sizing::forward_sizes(c, 1).res_mhc == std::uint64_t(4 * c.hidden + 24 + 4));
 }
+
+}  // namespace waste

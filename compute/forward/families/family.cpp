@@ -11,12 +11,13 @@ struct Family {
   ModelPlan (*plan)(const ModelConfig&);
 };
 
-// First match wins. A new family adds one line.
+// First match wins. A new family adds one line. GLM first: its claim (hc_mult, which no other
+// family has) must win over an architecture name.
 constexpr Family kFamilies[] = {
+    {claims_glm5_next, plan_glm5_next},
     {claims_kimi_k3, plan_kimi_k3},
     {claims_kimi_linear, plan_kimi_linear},
     {claims_deepseek_v3, plan_deepseek_v3},
-    {claims_glm5_next, plan_glm5_next},
 };
 
 }  // namespace
