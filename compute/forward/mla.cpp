@@ -22,7 +22,7 @@ struct TokenCache {
 
 template <class SlotOf>
 void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
-             SlotOf slot_of, MlaScratch& s, float* out) {
+             SlotOf slot_of, MlaScratch& s, float* out, const MlaSelect* select) {
   const int nh = c.n_heads, nope = c.qk_nope, rope = c.qk_rope, qd = nope + rope;
   const int lora = c.kv_lora, vd = c.v_head, width = lora + rope, n = n_tokens;
   const std::int64_t hid = c.hidden, q_width = std::int64_t(nh) * qd, o_width = std::int64_t(nh) * vd;
@@ -38,6 +38,8 @@ void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w,
   } else {
     matvec_tokens(exec, w.q_proj, x, hid, n, s.q.data(), q_width);
   }
+  // Sparse attention: the positions each token attends, chosen from the q_lora residual.
+  const MlaPositions picked = select != nullptr ? (*select)(c.q_lora > 0 ? s.q_a.data() : nullptr, n) : MlaPositions{};
 
   // [c, k_r] = [rms(ckv[:lora]), ckv[lora:]] into the token's cache slot; a token reads only
   // its own sequence's slots up to its position, so every token's slot can be written first.
@@ -87,6 +89,9 @@ void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w,
     const TokenCache tc = slot_of(t);
     const float* latent_cache = tc.cache;
     const int n_kv = tc.pos + 1;
+    // The attended slots, ascending: k-th = sel[k] (k < m), or every slot 0..pos (sel == nullptr).
+    const int* sel = picked.positions != nullptr ? picked.positions + std::int64_t(t) * picked.stride : nullptr;
+    const int m = sel != nullptr ? picked.counts[t] : n_kv;
     const auto cache_rows = [&](int first_col, int cols) {
       return kernels::QuantMatrix{reinterpret_cast<const std::uint8_t*>(latent_cache + first_col), nullptr,
                                   n_kv, cols, std::int64_t(width) * std::int64_t(sizeof(float)), 128, 0};
@@ -97,43 +102,59 @@ void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w,
     // layer), with each head's scores the bits of its own matvec.
     const float* q_tilde_t = s.q_tilde.data() + std::int64_t(t) * lora;  // head h at + h * n * lora
     const float* q_rope_t = s.q.data() + std::int64_t(t) * q_width + nope;  // head h at + h * qd
-    exec.pool.parallel_for(n_kv, 64, [&](std::int64_t u_begin, std::int64_t u_end) {
-      kt->matmul(cache_rows(0, lora), q_tilde_t, std::int64_t(n) * lora, nh, s.scores.data(), s.ctx_tokens,
-                 u_begin, u_end);
-      if (rope > 0) {
-        kt->matmul(cache_rows(lora, rope), q_rope_t, qd, nh, s.dot_r.data(), s.ctx_tokens, u_begin, u_end);
+    exec.pool.parallel_for(m, 64, [&](std::int64_t u_begin, std::int64_t u_end) {
+      if (sel == nullptr) {
+        kt->matmul(cache_rows(0, lora), q_tilde_t, std::int64_t(n) * lora, nh, s.scores.data(), s.ctx_tokens,
+                   u_begin, u_end);
+        if (rope > 0) {
+          kt->matmul(cache_rows(lora, rope), q_rope_t, qd, nh, s.dot_r.data(), s.ctx_tokens, u_begin, u_end);
+        }
+        return;
+      }
+      // Selected slots k in [u_begin, u_end): one matmul per run of consecutive cache rows, its
+      // scores at k (the kernel gives each row the same bits for any row range).
+      for (std::int64_t a = u_begin; a < u_end;) {
+        std::int64_t b = a + 1;
+        while (b < u_end && sel[b] == sel[b - 1] + 1) ++b;
+        kt->matmul(model::row_slice(cache_rows(0, lora), sel[a], b - a), q_tilde_t, std::int64_t(n) * lora, nh,
+                   s.scores.data() + a, s.ctx_tokens, 0, b - a);
+        if (rope > 0) {
+          kt->matmul(model::row_slice(cache_rows(lora, rope), sel[a], b - a), q_rope_t, qd, nh, s.dot_r.data() + a,
+                     s.ctx_tokens, 0, b - a);
+        }
+        a = b;
       }
     });
 
     exec.pool.parallel_for(nh, 1, [&](std::int64_t h_begin, std::int64_t h_end) {
-      for (std::int64_t h = h_begin; h < h_end; ++h) {  // softmax over u = 0..pos
+      for (std::int64_t h = h_begin; h < h_end; ++h) {  // softmax over the m attended slots
         float* scores = s.scores.data() + h * s.ctx_tokens;
         const float* dot_r = s.dot_r.data() + h * s.ctx_tokens;
         float max_score = -INFINITY;
-        for (int u = 0; u < n_kv; ++u) {
-          scores[u] = (scores[u] + (rope > 0 ? dot_r[u] : 0.0f)) * scale;
-          max_score = std::max(max_score, scores[u]);
+        for (int k = 0; k < m; ++k) {
+          scores[k] = (scores[k] + (rope > 0 ? dot_r[k] : 0.0f)) * scale;
+          max_score = std::max(max_score, scores[k]);
         }
         float sum = 0.0f;
-        for (int u = 0; u < n_kv; ++u) {
-          scores[u] = std::exp(scores[u] - max_score);
-          sum += scores[u];
+        for (int k = 0; k < m; ++k) {
+          scores[k] = std::exp(scores[k] - max_score);
+          sum += scores[k];
         }
-        for (int u = 0; u < n_kv; ++u) scores[u] /= sum;
+        for (int k = 0; k < m; ++k) scores[k] /= sum;
         float* ctx = s.ctx_sum.data() + h * lora;
         std::fill(ctx, ctx + lora, 0.0f);
       }
       // c~_h = sum_u a_{h,u} c_u, u ascending for every (h, j) as a head alone would sum; the
       // cache is walked in blocks of rows that stay in L2 across this thread's heads.
       constexpr int kRowsPerBlock = 64;
-      for (int u0 = 0; u0 < n_kv; u0 += kRowsPerBlock) {
-        const int u1 = std::min(n_kv, u0 + kRowsPerBlock);
+      for (int k0 = 0; k0 < m; k0 += kRowsPerBlock) {
+        const int k1 = std::min(m, k0 + kRowsPerBlock);
         for (std::int64_t h = h_begin; h < h_end; ++h) {
           const float* scores = s.scores.data() + h * s.ctx_tokens;
           float* ctx = s.ctx_sum.data() + h * lora;
-          for (int u = u0; u < u1; ++u) {
-            const float* cu = latent_cache + std::int64_t(u) * width;
-            const float a = scores[u];
+          for (int k = k0; k < k1; ++k) {
+            const float* cu = latent_cache + std::int64_t(sel != nullptr ? sel[k] : k) * width;
+            const float a = scores[k];
             for (int j = 0; j < lora; ++j) ctx[j] += a * cu[j];
           }
         }
@@ -157,19 +178,19 @@ void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w,
 }  // namespace
 
 void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x, int n_tokens,
-                 int pos0, float* latent_cache, MlaScratch& s, float* out) {
-  mla_run(exec, c, w, x, n_tokens, [&](int t) { return TokenCache{latent_cache, pos0 + t}; }, s, out);
+                 int pos0, float* latent_cache, MlaScratch& s, float* out, const MlaSelect* select) {
+  mla_run(exec, c, w, x, n_tokens, [&](int t) { return TokenCache{latent_cache, pos0 + t}; }, s, out, select);
 }
 
 void mla_forward(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w, const float* x,
-                 std::span<const TokenSeq> seqs, int layer, MlaScratch& s, float* out) {
+                 std::span<const TokenSeq> seqs, int layer, MlaScratch& s, float* out, const MlaSelect* select) {
   mla_run(
       exec, c, w, x, int(seqs.size()),
       [&](int t) {
         const TokenSeq& q = seqs[std::size_t(t)];
         return TokenCache{q.state->latent_cache(layer).data(), q.pos};
       },
-      s, out);
+      s, out, select);
 }
 
 }  // namespace waste::forward
