@@ -498,9 +498,12 @@ std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat&
 
 ChatStop chat_stop(const Tokenizer& tokenizer, const ChatFormat& format) {
   ChatStop stop{format.stop_text(), {tokenizer.eos()}};
+  // A special that also opens the think pair's close (K3: <|close|>) cannot end the reply at once:
+  // the reasoning's end would end it. The stop text still does.
+  const std::vector<int> close = format.think ? tokenizer.encode_markup(format.think->suffix) : std::vector<int>{};
   auto add_first_special = [&](const std::string& text) {
     const std::vector<int> ids = tokenizer.encode_markup(text);
-    if (!ids.empty() && tokenizer.is_special(ids.front()) &&
+    if (!ids.empty() && tokenizer.is_special(ids.front()) && (close.empty() || close.front() != ids.front()) &&
         std::find(stop.ids.begin(), stop.ids.end(), ids.front()) == stop.ids.end()) {
       stop.ids.push_back(ids.front());
     }

@@ -182,7 +182,8 @@ std::string kimi_tool_call_name(std::string_view id);
 
 // How generation ends in a chat: stop_text() (matched over decoded output), and the ids that end
 // it at once: eos, the stop text's first token when that is a special, and for the glm tools
-// style the result turn's first special (the model asks for tool results with it).
+// style the result turn's first special (the model asks for tool results with it); never the
+// first token of the think pair's close (that would end the reply where its reasoning ends).
 struct ChatStop {
   std::string text;
   std::vector<int> ids;

@@ -379,3 +379,26 @@ TEST_CASE("waste convert writes GLM's chat.json as configs ships it", "[tokenize
                                                "<|image|>", "<|end_of_image|>", "<|observation|>"})
             .empty());
 }
+
+TEST_CASE("Kimi-K3 thinking format: think block before the response channel, reasoning kept", "[tokenizer]") {
+  const ChatFormat k3 = load("kimi-k3-thinking.json");
+  std::vector<ChatMessage> messages = {{ChatRole::user, "Q"}, {ChatRole::assistant, "A"}, {ChatRole::user, "Q2"}};
+  messages[1].reasoning = "R";
+  std::string text;
+  for (const ChatSegment& s : waste::render_chat(k3, messages, ChatRender{})) text += s.text;
+  CHECK(text ==
+        "<|open|>message role=\"user\"<|sep|>Q<|close|>message<|sep|><|end_of_msg|>"
+        "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>R<|close|>think<|sep|><|open|>response<|sep|>A"
+        "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
+        "<|open|>message role=\"user\"<|sep|>Q2<|close|>message<|sep|><|end_of_msg|>"
+        "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>");
+  // The reply ends at its response channel's close; <|close|> alone is no stop id (it also closes
+  // the reasoning).
+  CHECK(k3.stop_text() == "<|close|>response<|sep|>");
+  std::vector<waste::Special> specials = {{300, "<|open|>"}, {301, "<|close|>"}, {302, "<|sep|>"}, {303, "<|end_of_msg|>"}};
+  auto tok = Tokenizer::from_ranks(waste::test::rank_file({}), std::move(specials));
+  REQUIRE(tok.has_value());
+  tok->set_eos(303);
+  CHECK(waste::chat_stop(*tok, k3).ids == std::vector<int>{303});
+  CHECK(waste::chat_stop(*tok, load("kimi-k3.json")).ids == std::vector<int>{303, 301});  // no think pair: it stops
+}

@@ -98,17 +98,17 @@ test('reasoning_effort: a level or a number in range is taken, anything else is 
   await assert.rejects(client.chat.completions.create({ ...forced(2), reasoning_effort: 'medium' }), (e) => {
     assert.equal(e.status, 400);
     assert.equal(e.param, 'reasoning_effort');
-    assert.equal(e.message, "400 'reasoning_effort' must be one of high, low, or a whole number from 0 to 10 for this model, not \"medium\"");
+    assert.equal(e.error.message, "'reasoning_effort' must be one of high, low, or a whole number from 0 to 10 for this model, not \"medium\"");
     return true;
   });
   await assert.rejects(client.chat.completions.create({ ...forced(2), reasoning_effort: 11 }), (e) => {
     assert.equal(e.status, 400);
-    assert.equal(e.message, "400 'reasoning_effort' must be one of high, low, or a whole number from 0 to 10 for this model, not 11");
+    assert.equal(e.error.message, "'reasoning_effort' must be one of high, low, or a whole number from 0 to 10 for this model, not 11");
     return true;
   });
   await assert.rejects(client.chat.completions.create({ ...forced(2), reasoning_effort: 'extreme' }), (e) => {
     assert.equal(e.status, 400);
-    assert.equal(e.message, "400 'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max, or a whole number");
+    assert.equal(e.error.message, "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max, or a whole number");
     return true;
   });
   // "none": the model's turn opens with the pair closed, so everything is content.
@@ -128,7 +128,7 @@ test('past reasoning_content of the wrong type is refused', async () => {
     model: 'tiny', max_tokens: 1, messages: [{ role: 'assistant', content: 'x', reasoning_content: 3 }, { role: 'user', content: 'y' }] }), (e) => {
     assert.equal(e.status, 400);
     assert.equal(e.param, 'messages[0].reasoning_content');
-    assert.equal(e.message, "400 'messages[0].reasoning_content' must be a string");
+    assert.equal(e.error.message, "'messages[0].reasoning_content' must be a string");
     return true;
   });
 });
