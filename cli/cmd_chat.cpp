@@ -73,7 +73,11 @@ class ChatLoop {
     std::vector<int> ids;
     if (format_) {
       const ChatMessage message{ChatRole::system, args_.system};
-      ids = build_chat_prompt(tokenizer_, *format_, std::span(&message, 1), /*open_model_turn=*/false);
+      ChatRender render;
+      render.open_model_turn = false;
+      render.start = !started_;  // the prelude and effort turn come once, at the start
+      ids = build_chat_prompt(tokenizer_, *format_, std::span(&message, 1), render);
+      started_ = true;
     } else {
       ids = tokenizer_.encode(args_.system);
     }
@@ -105,7 +109,10 @@ class ChatLoop {
     std::vector<int> prompt;
     const ChatMessage message{ChatRole::user, text};
     if (format_) {
-      prompt = build_chat_prompt(tokenizer_, *format_, std::span(&message, 1));
+      ChatRender render;
+      render.start = !started_;
+      prompt = build_chat_prompt(tokenizer_, *format_, std::span(&message, 1), render);
+      started_ = true;
     } else {
       prompt = tokenizer_.encode(text);
     }
@@ -183,6 +190,7 @@ class ChatLoop {
     if (name == "/quit" || name == "/exit") return false;
     if (name == "/reset") {
       engine_.reset();
+      started_ = false;
       if (Status s = prefill_system(); !s) report_error("chat", s.error());
       std::fprintf(stderr, "[reset]\n");
     } else if (name == "/save" || name == "/load") {
@@ -194,6 +202,7 @@ class ChatLoop {
       if (!s) {
         report_error("chat", s.error());
       } else {
+        if (name == "/load") started_ = engine_.position() > 0;  // a loaded context has its start
         std::fprintf(stderr, "[%s %s at position %d]\n", name == "/save" ? "saved" : "loaded", arg.c_str(),
                      engine_.position());
       }
@@ -223,6 +232,7 @@ class ChatLoop {
   std::optional<ChatFormat> format_;
   ChatStop stop_;
   std::vector<int> suffix_ids_;
+  bool started_ = false;  // the conversation's start (prelude, effort turn) is in the context
   std::optional<vision::VisionTower> tower_;     // loaded by the first /image
   vision::MediaTokens media_;
   std::vector<vision::EncodedImage> images_;     // waiting for the next turn

@@ -19,7 +19,8 @@ std::string mpx_option(const char* option, std::uint64_t pixels) {
 
 std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, const Tokenizer& tokenizer,
                                                  const ChatFormat& format, const ServeVision& vision,
-                                                 GenerationJob& job, const RequestLimits& limits, PixelBudget& budget) {
+                                                 GenerationJob& job, const RequestLimits& limits, PixelBudget& budget,
+                                                 const ChatRender* render) {
   if (!vision.tower) {
     const std::string& param = request.images.front().param;
     return std::unexpected(bad_param(param, "'" + param + "': this model has no vision tower (no vision.json in "
@@ -74,7 +75,9 @@ std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, c
                      images[i].positions()});
   }
   const std::vector<std::size_t> firsts =
-      chat_prompt_with_media(tokenizer, vision.tokens, format, request.messages, request.tools_json, slots, job.prompt);
+      render ? chat_prompt_with_media(tokenizer, vision.tokens, format, request.messages, *render, slots, job.prompt)
+             : chat_prompt_with_media(tokenizer, vision.tokens, format, request.messages, request.tools_json, slots,
+                                      job.prompt);
   for (std::size_t i = 0; i < firsts.size(); ++i) images[i].first = firsts[i];
   const std::size_t next = firsts.size();
   if (next != images.size()) {

@@ -32,6 +32,7 @@ struct ServeVision {
 std::expected<void, ApiError> build_media_prompt(const ParsedRequest& request, const Tokenizer& tokenizer,
                                                  const ChatFormat& format, const ServeVision& vision,
                                                  GenerationJob& job, const RequestLimits& limits = request_limits(),
-                                                 PixelBudget& budget = decoding_pixels());
+                                                 PixelBudget& budget = decoding_pixels(),
+                                                 const ChatRender* render = nullptr);
 
 }  // namespace waste::serve

@@ -11,6 +11,7 @@
 #include "cli/serve/api_reply.hpp"
 #include "cli/serve/openai_response.hpp"
 #include "cli/serve/structured_output.hpp"
+#include "compute/prompt/reasoning_split.hpp"
 #include "compute/prompt/tool_call_parser.hpp"
 
 namespace waste::serve {
@@ -33,14 +34,23 @@ std::string response_id(const char* prefix) {
   return std::string(prefix) + hex;
 }
 
+// How the chat answer's text is read: its reasoning split off (a format with a think pair: the
+// text up to the close marker, when the prompt opened the pair), then parsed for tool calls.
+struct AnswerShape {
+  const ChatToolMarkup* tools = nullptr;  // set: the answer is parsed for tool calls
+  std::optional<ChatAffixes> think;       // set: reasoning_content is reported (empty if none)
+  bool inside = false;                    // the prompt opened the pair: the reply starts in reasoning
+};
+
 // A streamed answer: SSE events appended as the engine thread pushes deltas.
 class SseAnswer final : public http::StreamedBody {
  public:
   SseAnswer(std::shared_ptr<RequestStream> stream, ResponseIds ids, Endpoint endpoint, bool include_usage,
-            bool want_logprobs, const ChatToolMarkup* tools)
+            bool want_logprobs, const AnswerShape& shape)
       : stream_(std::move(stream)), ids_(std::move(ids)), endpoint_(endpoint), include_usage_(include_usage),
         want_logprobs_(want_logprobs), last_output_(Clock::now()) {
-    if (tools) tools_.emplace(*tools, response_id("call_") + "_");
+    if (shape.tools) tools_.emplace(*shape.tools, response_id("call_") + "_");
+    if (shape.think) think_.emplace(*shape.think, shape.inside);
   }
   ~SseAnswer() override { stream_->cancel(); }  // over, sent or not: nothing more is read
 
@@ -68,29 +78,49 @@ class SseAnswer final : public http::StreamedBody {
         out += sse_event(chat_chunk_json(ids_, json{{"role", "assistant"}, {"content", ""}}, nullptr, include_usage_));
       }
     }
-    // Tool-call events become tool-call deltas; a token's logprobs go with its first chunk.
-    auto write_events = [&](const std::vector<ToolCallEvent>& events, const std::vector<TokenLogprob>* lpp) {
-      for (const ToolCallEvent& e : events) {
-        out += sse_event(chat_chunk_json(ids_, tool_event_delta_json(e), nullptr, include_usage_, lpp));
+    // Reasoning becomes reasoning_content deltas, tool-call events tool-call deltas, the rest
+    // content; a token's logprobs go with its first chunk.
+    auto write_text = [&](const std::string& text, const std::vector<TokenLogprob>* lpp) {
+      auto emit = [&](json delta) {
+        out += sse_event(chat_chunk_json(ids_, std::move(delta), nullptr, include_usage_, lpp));
         lpp = nullptr;
+      };
+      std::string content = text;
+      if (think_) {
+        ReasoningPiece piece = think_->push(text);
+        if (!piece.reasoning.empty()) emit(json{{"reasoning_content", std::move(piece.reasoning)}});
+        content = std::move(piece.content);
       }
-      if (lpp) out += sse_event(chat_chunk_json(ids_, json{{"content", ""}}, nullptr, include_usage_, lpp));
+      if (tools_) {
+        for (const ToolCallEvent& e : tools_->push(content)) emit(tool_event_delta_json(e));
+      } else if (!content.empty()) {
+        emit(json{{"content", content}});
+      }
+      if (lpp) emit(json{{"content", ""}});
     };
     for (const Delta& d : deltas) {
       if (d.text.empty() && !(want_logprobs_ && d.logprob)) continue;  // held back: nothing to send yet
       std::vector<TokenLogprob> lp;
       if (want_logprobs_ && d.logprob) lp.push_back(*d.logprob);
       const std::vector<TokenLogprob>* lpp = lp.empty() ? nullptr : &lp;
-      if (tools_) {
-        write_events(tools_->push(d.text), lpp);
+      if (endpoint_ == Endpoint::chat) {
+        write_text(d.text, lpp);
         continue;
       }
-      out += sse_event(endpoint_ == Endpoint::chat
-                           ? chat_chunk_json(ids_, json{{"content", d.text}}, nullptr, include_usage_, lpp)
-                           : completion_chunk_json(ids_, d.text, nullptr, include_usage_, lpp));
+      out += sse_event(completion_chunk_json(ids_, d.text, nullptr, include_usage_, lpp));
     }
     if (!finished) return;
-    if (tools_) write_events(tools_->finish(), nullptr);
+    if (think_) {
+      const ReasoningPiece tail = think_->finish();
+      if (!tail.reasoning.empty()) {
+        out += sse_event(chat_chunk_json(ids_, json{{"reasoning_content", tail.reasoning}}, nullptr, include_usage_));
+      }
+    }
+    if (tools_) {
+      for (const ToolCallEvent& e : tools_->finish()) {
+        out += sse_event(chat_chunk_json(ids_, tool_event_delta_json(e), nullptr, include_usage_));
+      }
+    }
     const bool tool_calls = tools_ && tools_->calls() > 0;
     const Finish finish = stream_->finish_reason();
     if (finish == Finish::error || finish == Finish::cancelled) {
@@ -117,6 +147,7 @@ class SseAnswer final : public http::StreamedBody {
   bool include_usage_;
   bool want_logprobs_;
   std::optional<ToolCallParser> tools_;
+  std::optional<ReasoningSplit> think_;
   bool started_ = false;
   Clock::time_point last_output_;
 };
@@ -125,9 +156,9 @@ class SseAnswer final : public http::StreamedBody {
 class BlockingAnswer final : public http::DeferredReply {
  public:
   BlockingAnswer(std::shared_ptr<RequestStream> stream, ResponseIds ids, Endpoint endpoint, bool want_logprobs,
-                 const ChatToolMarkup* tools)
+                 AnswerShape shape)
       : stream_(std::move(stream)), ids_(std::move(ids)), endpoint_(endpoint), want_logprobs_(want_logprobs),
-        tools_(tools) {}
+        shape_(std::move(shape)) {}
   ~BlockingAnswer() override { stream_->cancel(); }
 
   std::optional<http::Reply> poll() override {
@@ -147,14 +178,20 @@ class BlockingAnswer final : public http::DeferredReply {
                                                                      stream_->completion_tokens(), lp),
                                                 stream_->cached_tokens()));
     }
+    std::optional<std::string> reasoning;
+    if (shape_.think) {
+      ReasoningPiece piece = split_reasoning(*shape_.think, text_, shape_.inside);
+      reasoning = std::move(piece.reasoning);
+      text_ = std::move(piece.content);
+    }
     ParsedToolCalls calls;
-    if (tools_) {
-      calls = parse_tool_calls(*tools_, text_, response_id("call_") + "_");
+    if (shape_.tools) {
+      calls = parse_tool_calls(*shape_.tools, text_, response_id("call_") + "_");
     } else {
       calls.content = std::move(text_);
     }
     return json_reply(200, with_cached_tokens(chat_completion_json(ids_, calls.content, finish, stream_->prompt_tokens(),
-                                                                   stream_->completion_tokens(), lp, calls.calls),
+                                                                   stream_->completion_tokens(), lp, calls.calls, reasoning),
                                               stream_->cached_tokens()));
   }
   void client_gone() override { stream_->cancel(); }
@@ -164,19 +201,24 @@ class BlockingAnswer final : public http::DeferredReply {
   ResponseIds ids_;
   Endpoint endpoint_;
   bool want_logprobs_;
-  const ChatToolMarkup* tools_;
+  AnswerShape shape_;
   std::string text_;
   std::vector<TokenLogprob> logprobs_;
 };
 
 // The scheduler's job for a parsed request: the prompt (chat template, tools, images), the stop
-// ids and texts, the constraint (compute/prompt) and the sampling; `tool_markup` set when the
-// answer is to be parsed for tool calls.
+// ids and texts, the constraint (compute/prompt) and the sampling; `shape` says how the answer's
+// text is read (reasoning, tool calls).
+// reasoning_effort: on a format with an "effort", a level it names (or a number in its range)
+// goes into the prompt's effort turn, anything else is a 400; "none" on a format with a think
+// pair opens the model's turn with the pair already closed (no reasoning). On a format without
+// an "effort" a well-formed value is accepted and ignored (OpenAI lists it among the fields a
+// server may ignore; the request parser already refused malformed ones).
 std::expected<GenerationJob, ApiError> build_job(Endpoint endpoint, const ParsedRequest& parsed,
-                                                 const ServeModel& model, const ChatToolMarkup*& tool_markup) {
+                                                 const ServeModel& model, AnswerShape& shape) {
   const Tokenizer& tokenizer = *model.tokenizer;
   GenerationJob job;
-  tool_markup = nullptr;
+  shape = AnswerShape{};
   if (endpoint == Endpoint::chat) {
     if (!model.chat_format) {
       return std::unexpected(bad_param("messages", "this model has no chat template (chat.json in the container "
@@ -188,11 +230,29 @@ std::expected<GenerationJob, ApiError> build_job(Endpoint endpoint, const Parsed
     if (!constraint) return std::unexpected(constraint.error());
     job.constraint = std::move(*constraint);
     if (format.tools && !parsed.tools.empty() && parsed.tool_choice != ToolChoice::none) {
-      tool_markup = &*format.tools;
+      shape.tools = &*format.tools;
+    }
+    ChatRender render;
+    render.tools_json = parsed.tools_json;
+    std::string effort;
+    const bool no_reasoning = parsed.reasoning_effort == "none" && format.think;
+    if (format.effort && !parsed.reasoning_effort.empty() && !no_reasoning) {
+      auto level = resolve_effort(format, parsed.reasoning_effort, parsed.reasoning_effort_numeric);
+      if (!level) return std::unexpected(bad_param("reasoning_effort", "'reasoning_effort' " + level.error().message));
+      effort = std::move(*level);
+      render.effort = effort;
+    }
+    // An answer constrained from its first token has no room for reasoning: the pair is closed.
+    render.thinking = !job.constraint && !no_reasoning;
+    if (format.think) {
+      shape.think = format.think;
+      shape.inside = render.thinking;
     }
     if (parsed.images.empty()) {
-      job.prompt = build_chat_prompt(tokenizer, format, parsed.messages, true, parsed.tools_json);
-    } else if (auto media = build_media_prompt(parsed, tokenizer, format, model.vision, job); !media) {
+      job.prompt = build_chat_prompt(tokenizer, format, parsed.messages, render);
+    } else if (auto media = build_media_prompt(parsed, tokenizer, format, model.vision, job, request_limits(),
+                                               decoding_pixels(), &render);
+               !media) {
       return std::unexpected(media.error());
     }
     const ChatStop stop = chat_stop(tokenizer, format);
@@ -222,8 +282,8 @@ http::Reply generation_reply(Endpoint endpoint, std::string_view body, const Ser
     return error_reply(ApiError{404, "model '" + parsed->model + "' does not exist; this server serves '" + model_id + "'",
                                 "invalid_request_error", "model", "model_not_found"});
   }
-  const ChatToolMarkup* tool_markup = nullptr;  // set: the answer is parsed for tool calls
-  auto job = build_job(endpoint, *parsed, model, tool_markup);
+  AnswerShape shape;
+  auto job = build_job(endpoint, *parsed, model, shape);
   if (!job) return error_reply(job.error());
   auto submitted = model.scheduler->submit(std::move(*job), std::move(ticket));
   if (!submitted) {
@@ -238,9 +298,9 @@ http::Reply generation_reply(Endpoint endpoint, std::string_view body, const Ser
     reply.content_type = "text/event-stream";
     reply.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};  // nginx: each event at once
     reply.stream = std::make_shared<SseAnswer>(*submitted, std::move(ids), endpoint, parsed->include_usage,
-                                               parsed->logprobs, tool_markup);
+                                               parsed->logprobs, shape);
   } else {
-    reply.deferred = std::make_shared<BlockingAnswer>(*submitted, std::move(ids), endpoint, parsed->logprobs, tool_markup);
+    reply.deferred = std::make_shared<BlockingAnswer>(*submitted, std::move(ids), endpoint, parsed->logprobs, shape);
   }
   return reply;
 }

@@ -164,6 +164,14 @@ std::expected<std::vector<ChatMessage>, ApiError> parse_messages(const json& bod
         if (!parsed) return std::unexpected(parsed.error());
         message.tool_calls = std::move(*parsed);
       }
+      // The reasoning of an earlier answer (the DeepSeek convention the responses use); the
+      // chat format decides whether the prompt shows it.
+      if (const json* reasoning = field(m, "reasoning_content"); reasoning && !reasoning->is_null()) {
+        if (!reasoning->is_string()) {
+          return fail(p + ".reasoning_content", "'" + p + ".reasoning_content' must be a string");
+        }
+        message.reasoning = reasoning->get<std::string>();
+      }
     } else if (role == "tool") {
       message.role = ChatRole::tool;
       const json* id = field(m, "tool_call_id");
@@ -425,6 +433,24 @@ std::expected<void, ApiError> parse_chat(const json& body, ParsedRequest& r) {
   auto messages = parse_messages(body, r.images);
   if (!messages) return std::unexpected(messages.error());
   r.messages = std::move(*messages);
+  if (const json* effort = field(body, "reasoning_effort"); effort && !effort->is_null()) {
+    // Checked against the chat format when the job is built (generation_route.cpp); here only
+    // its shape: one of OpenAI's names, or a whole number (for formats with a numeric effort).
+    static constexpr std::string_view kNames[] = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+    if (effort->is_string()) {
+      r.reasoning_effort = effort->get<std::string>();
+      if (std::find(std::begin(kNames), std::end(kNames), r.reasoning_effort) == std::end(kNames)) {
+        return fail("reasoning_effort", "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, "
+                                        "max, or a whole number");
+      }
+    } else if (effort->is_number_integer()) {
+      r.reasoning_effort = effort->dump();
+      r.reasoning_effort_numeric = true;
+    } else {
+      return fail("reasoning_effort", "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, "
+                                      "max, or a whole number");
+    }
+  }
   auto logprobs = get_bool(body, "logprobs", false);
   if (!logprobs) return std::unexpected(logprobs.error());
   r.logprobs = *logprobs;

@@ -60,6 +60,10 @@ struct ParsedRequest {
   std::string tool_choice_name;       // named: one of tools
   ResponseFormat response_format = ResponseFormat::text;
   nlohmann::json response_schema;     // json_schema: the schema (null = any JSON object)
+  // reasoning_effort as sent: one of OpenAI's names (or "max"), or a whole number's decimal text
+  // (numeric set); "" = not sent. Resolved against the chat format's "effort" by build_job.
+  std::string reasoning_effort;
+  bool reasoning_effort_numeric = false;
   [[nodiscard]] bool has_tool_history() const;  // an assistant message with tool_calls
 };
 

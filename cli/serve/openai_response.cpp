@@ -86,9 +86,10 @@ json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, std::size
 
 json chat_completion_json(const ResponseIds& ids, const std::string& text, Finish finish, int prompt_tokens,
                           int completion_tokens, const std::vector<TokenLogprob>* logprobs,
-                          const std::vector<ChatToolCall>& tool_calls) {
+                          const std::vector<ChatToolCall>& tool_calls, const std::optional<std::string>& reasoning) {
   json doc = base(ids, "chat.completion");
   json message{{"role", "assistant"}, {"content", text}, {"refusal", nullptr}};
+  if (reasoning) message["reasoning_content"] = *reasoning;
   if (!tool_calls.empty()) {
     if (text.empty()) message["content"] = nullptr;
     json calls = json::array();

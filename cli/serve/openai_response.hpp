@@ -46,16 +46,19 @@ nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob>& tokens);
 nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob>& tokens, std::size_t offset0 = 0);
 
 // Blocking answers. With tool calls: message.tool_calls [{id, type: "function", function: {name,
-// arguments}}], content null when there is no text, finish_reason "tool_calls".
+// arguments}}], content null when there is no text, finish_reason "tool_calls". With `reasoning`
+// (a format with a think pair): message.reasoning_content, the reply's reasoning ("" if none).
 nlohmann::json chat_completion_json(const ResponseIds& ids, const std::string& text, Finish finish,
                                     int prompt_tokens, int completion_tokens,
                                     const std::vector<TokenLogprob>* logprobs,
-                                    const std::vector<ChatToolCall>& tool_calls = {});
+                                    const std::vector<ChatToolCall>& tool_calls = {},
+                                    const std::optional<std::string>& reasoning = std::nullopt);
 nlohmann::json text_completion_json(const ResponseIds& ids, const std::string& text, Finish finish,
                                     int prompt_tokens, int completion_tokens,
                                     const std::vector<TokenLogprob>* logprobs);
 
-// Stream chunks. `delta` is the chat delta object ({"role":"assistant","content":""}, {"content":…}, {}).
+// Stream chunks. `delta` is the chat delta object ({"role":"assistant","content":""}, {"content":…},
+// {"reasoning_content":…}, {}).
 // With include_usage every chunk carries "usage": null, and usage_chunk() comes last (choices: []).
 nlohmann::json chat_chunk_json(const ResponseIds& ids, nlohmann::json delta, const nlohmann::json& finish,
                                bool include_usage, const std::vector<TokenLogprob>* logprobs = nullptr);

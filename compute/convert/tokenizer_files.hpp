@@ -1,10 +1,10 @@
 // Tokenizer files of a converted container (reference §1.1, §5.5): tiktoken.model (or
 // tokenizer.model) copied as tokenizer.model; specials.json from tokenizer_config.json's
 // added_tokens_decoder, sorted by id; chat.json for the architecture (Kimi-Linear: the K2
-// im_* format, K3: the XTML message format), refused when one of its <|...|> markers is not a
-// special token of this tokenizer. A checkpoint with no tiktoken file but a Hugging Face
-// tokenizer.json (GLM-5.3-Flash) has it re-encoded (compute/convert/hf_tokenizer.hpp): the rank
-// file from its vocabulary, specials.json from its added_tokens.
+// im_* format, K3: the XTML message format, GLM-5.3: configs/chat/glm-5.json), refused when one of its
+// <|...|> markers is not a special token of this tokenizer. A checkpoint with no tiktoken file but a Hugging
+// Face tokenizer.json (GLM-5.3-Flash) has it re-encoded (compute/convert/hf_tokenizer.hpp): the rank file
+// from its vocabulary, specials.json from its added_tokens.
 #pragma once
 
 #include <filesystem>
@@ -26,7 +26,8 @@ struct TokenizerOutcome {
 
 // specials.json text from tokenizer_config.json text.
 Result<std::string> specials_from_tokenizer_config(std::string_view config_text, std::string_view origin);
-// The chat.json text for an arch ("kimi-linear", "kimi-k3"), empty when none is known.
+// The chat.json text for an arch ("kimi-linear", "kimi-k3", "glm5-next" or Glm5Next*), empty when
+// none is known.
 std::string chat_format_for(const std::string& arch);
 // The <|...|> markers of a chat.json text that are not among `specials` (texts).
 std::vector<std::string> missing_markers(const std::string& chat_json, const std::vector<std::string>& specials);

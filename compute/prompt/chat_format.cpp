@@ -1,6 +1,7 @@
 #include "compute/prompt/chat_format.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -54,8 +55,10 @@ Result<ChatToolMarkup> read_tools(const nlohmann::json& doc, const std::string& 
   WASTE_TRY(read_string(doc, "style", style, where));
   if (style == "kimi") {
     tools.style = ToolCallStyle::kimi;
+  } else if (style == "glm") {
+    tools.style = ToolCallStyle::glm;
   } else if (style != "json") {
-    return make_error(Errc::format, where + ": \"style\" must be \"kimi\" or \"json\"");
+    return make_error(Errc::format, where + ": \"style\" must be \"kimi\", \"json\" or \"glm\"");
   }
   WASTE_TRY(read_pair(doc, "declare", tools.declare, where));
   WASTE_TRY(read_pair(doc, "section", tools.section, where));
@@ -73,6 +76,54 @@ Result<ChatToolMarkup> read_tools(const nlohmann::json& doc, const std::string& 
     return make_error(Errc::format, where + ": \"section\" needs both a prefix and a suffix, or neither");
   }
   return tools;
+}
+
+Result<ChatEffort> read_effort(const nlohmann::json& doc, const std::string& origin) {
+  const std::string where = origin + ": \"effort\"";
+  if (!doc.is_object()) return make_error(Errc::format, where + " must be an object");
+  for (const auto& [key, value] : doc.items()) {
+    if (key != "turn" && key != "levels" && key != "range" && key != "default") {
+      return make_error(Errc::format, where + ": unknown key \"" + key + "\" (expected turn, levels, range, default)");
+    }
+  }
+  ChatEffort effort;
+  WASTE_TRY(read_string(doc, "turn", effort.turn, where));
+  if (effort.turn.find("{effort}") == std::string::npos) {
+    return make_error(Errc::format, where + ": \"turn\" must hold {effort} where the level goes");
+  }
+  if (doc.contains("levels")) {
+    const auto& levels = doc["levels"];
+    if (!levels.is_object() || levels.empty()) {
+      return make_error(Errc::format, where + ": \"levels\" must be an object of level names to their text");
+    }
+    for (const auto& [key, value] : levels.items()) {
+      const std::string at = where + ": \"levels\".\"" + key + "\"";
+      if (key.empty() || !value.is_string() || value.get_ref<const std::string&>().empty()) {
+        return make_error(Errc::format, at + " must be a non-empty string under a non-empty name");
+      }
+      WASTE_TRY(check_length(key, at + " (the name)"));
+      WASTE_TRY(check_length(value.get<std::string>(), at));
+      effort.levels.emplace_back(key, value.get<std::string>());
+    }
+  }
+  if (doc.contains("range")) {
+    const auto& range = doc["range"];
+    if (!range.is_array() || range.size() != 2 || !range[0].is_number_integer() || !range[1].is_number_integer() ||
+        range[0].get<long long>() > range[1].get<long long>()) {
+      return make_error(Errc::format, where + ": \"range\" must be [min, max], two whole numbers with min <= max");
+    }
+    effort.range.emplace(range[0].get<long long>(), range[1].get<long long>());
+  }
+  if (effort.levels.empty() && !effort.range) {
+    return make_error(Errc::format, where + " needs \"levels\" or \"range\" (what a request may ask for)");
+  }
+  WASTE_TRY(read_string(doc, "default", effort.fallback, where));
+  if (!effort.fallback.empty()) {
+    const bool named = std::any_of(effort.levels.begin(), effort.levels.end(),
+                                   [&](const auto& level) { return level.first == effort.fallback; });
+    if (!named) return make_error(Errc::format, where + ": \"default\" must name one of \"levels\"");
+  }
+  return effort;
 }
 
 // Appends `text` with {name} and {id} replaced: the format's text as markup, the values as plain.
@@ -137,13 +188,44 @@ Result<ChatFormat> ChatFormat::parse(std::string_view json_text, std::string_vie
   const auto doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return make_error(Errc::format, where + ": not valid JSON");
   if (!doc.is_object()) return make_error(Errc::format, where + ": expected a JSON object");
+  static constexpr std::string_view kKeys[] = {"prelude", "system", "user",  "assistant", "open", "stop",
+                                               "think",   "think_history", "effort", "image", "tools"};
   for (const auto& [key, value] : doc.items()) {
-    if (key != "system" && key != "user" && key != "assistant" && key != "open" && key != "tools") {
-      return make_error(Errc::format,
-                        where + ": unknown key \"" + key + "\" (expected system, user, assistant, open, tools)");
+    if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+      return make_error(Errc::format, where + ": unknown key \"" + key +
+                                          "\" (expected prelude, system, user, assistant, open, stop, think, "
+                                          "think_history, effort, image, tools)");
     }
   }
   ChatFormat format;
+  WASTE_TRY(read_string(doc, "prelude", format.prelude, where));
+  WASTE_TRY(read_string(doc, "stop", format.stop, where));
+  WASTE_TRY(read_string(doc, "image", format.image, where));
+  if (doc.contains("think")) {
+    const auto& think = doc["think"];
+    if (!think.is_array() || think.size() != 2 || !think[0].is_string() || !think[1].is_string() ||
+        think[0].get_ref<const std::string&>().empty() || think[1].get_ref<const std::string&>().empty()) {
+      return make_error(Errc::format, where + ": \"think\" must be an array of two non-empty strings [open, close]");
+    }
+    ChatAffixes pair{think[0].get<std::string>(), think[1].get<std::string>()};
+    WASTE_TRY(check_length(pair.prefix, where + ": \"think\"[0]"));
+    WASTE_TRY(check_length(pair.suffix, where + ": \"think\"[1]"));
+    format.think = std::move(pair);
+  }
+  if (doc.contains("think_history")) {
+    const auto& history = doc["think_history"];
+    if (!format.think) return make_error(Errc::format, where + ": \"think_history\" needs a \"think\" pair");
+    if (history == "keep") {
+      format.think_history = ThinkHistory::keep;
+    } else if (history != "current") {
+      return make_error(Errc::format, where + ": \"think_history\" must be \"current\" or \"keep\"");
+    }
+  }
+  if (doc.contains("effort")) {
+    auto effort = read_effort(doc["effort"], where);
+    if (!effort) return std::unexpected(effort.error());
+    format.effort = std::move(*effort);
+  }
   WASTE_TRY(read_pair(doc, "system", format.system, where));
   WASTE_TRY(read_pair(doc, "user", format.user, where));
   WASTE_TRY(read_pair(doc, "assistant", format.assistant, where));
@@ -178,20 +260,160 @@ Result<std::optional<ChatFormat>> ChatFormat::load_from_container(const std::fil
   return std::optional<ChatFormat>(std::move(*format));
 }
 
+namespace {
+
+// GLM's markers around one argument of a call (single tokens of its vocabulary).
+constexpr std::string_view kGlmKeyOpen = "<arg_key>", kGlmKeyClose = "</arg_key>";
+constexpr std::string_view kGlmValueOpen = "<arg_value>", kGlmValueClose = "</arg_value>";
+
+// The function objects of a tools array (each tool's "function", else the tool itself).
+std::vector<nlohmann::json> declared_functions(std::string_view tools_json) {
+  std::vector<nlohmann::json> out;
+  const auto tools = nlohmann::json::parse(tools_json, nullptr, false);
+  if (!tools.is_array()) return out;
+  for (const auto& tool : tools) {
+    nlohmann::json function = tool.is_object() && tool.contains("function") ? tool["function"] : tool;
+    if (function.is_object()) {
+      function.erase("strict");
+      function.erase("defer_loading");
+    }
+    out.push_back(std::move(function));
+  }
+  return out;
+}
+
+void append_glm_call(std::vector<ChatSegment>& out, const ChatToolMarkup& tools, const ChatToolCall& call) {
+  append_markup(out, tools.call.prefix);
+  append_plain(out, call.name);
+  const auto arguments = nlohmann::json::parse(call.arguments, nullptr, false);
+  if (arguments.is_object()) {
+    for (const auto& [key, value] : arguments.items()) {
+      append_markup(out, std::string(kGlmKeyOpen));
+      append_plain(out, key);
+      append_markup(out, std::string(kGlmKeyClose) + std::string(kGlmValueOpen));
+      append_plain(out, value.is_string() ? value.get<std::string>() : python_json(value));
+      append_markup(out, std::string(kGlmValueClose));
+    }
+  }
+  append_markup(out, tools.call.suffix);
+}
+
+}  // namespace
+
+std::string python_json(const nlohmann::json& value) {
+  const auto dump = [](const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+  if (value.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& [key, item] : value.items()) {
+      if (!first) out += ", ";
+      first = false;
+      out += dump(nlohmann::json(key)) + ": " + python_json(item);
+    }
+    return out + "}";
+  }
+  if (value.is_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + python_json(value[i]);
+    return out + "]";
+  }
+  return dump(value);
+}
+
+std::string glm_tools_declaration(std::string_view tools_json) {
+  std::string out;
+  for (const nlohmann::json& function : declared_functions(tools_json)) out += python_json(function) + "\n";
+  return out;
+}
+
+Result<std::string> resolve_effort(const ChatFormat& format, std::string_view requested, bool numeric) {
+  if (!format.effort) {
+    return make_error(Errc::argument, "this model's chat format has no reasoning effort (\"effort\" in chat.json)");
+  }
+  const ChatEffort& effort = *format.effort;
+  std::string names;
+  for (const auto& [name, text] : effort.levels) names += (names.empty() ? "" : ", ") + name;
+  const std::string range = effort.range ? "a whole number from " + std::to_string(effort.range->first) + " to " +
+                                               std::to_string(effort.range->second)
+                                         : std::string();
+  const std::string expected = names.empty() ? range : range.empty() ? "one of " + names : "one of " + names + ", or " + range;
+  if (requested.empty()) requested = effort.fallback;
+  if (requested.empty()) return std::string();
+  if (numeric) {
+    long long n = 0;
+    const auto [end, ec] = std::from_chars(requested.data(), requested.data() + requested.size(), n);
+    if (!effort.range || ec != std::errc() || end != requested.data() + requested.size() || n < effort.range->first ||
+        n > effort.range->second) {
+      return make_error(Errc::argument, "must be " + expected + " for this model, not " + std::string(requested));
+    }
+    return std::to_string(n);
+  }
+  for (const auto& [name, text] : effort.levels) {
+    if (name == requested) return text;
+  }
+  return make_error(Errc::argument, "must be " + expected + " for this model, not \"" + std::string(requested) + "\"");
+}
+
 std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const ChatMessage> messages,
                                      std::string_view tools_json, bool open_model_turn) {
+  ChatRender options;
+  options.tools_json = tools_json;
+  options.open_model_turn = open_model_turn;
+  return render_chat(format, messages, options);
+}
+
+std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                     const ChatRender& options) {
   std::vector<ChatSegment> out;
   const ChatToolMarkup* tools = format.tools ? &*format.tools : nullptr;
-  if (tools && !tools_json.empty()) {
-    append_markup(out, tools->declare.prefix);
-    append_plain(out, std::string(tools_json));
-    append_markup(out, tools->declare.suffix);
+  if (options.start) {
+    append_markup(out, format.prelude);
+    if (format.effort) {
+      std::string level(options.effort);
+      if (level.empty()) {
+        if (auto fallback = resolve_effort(format, {}, false)) level = *fallback;
+      }
+      if (!level.empty()) {
+        std::string turn = format.effort->turn;
+        turn.replace(turn.find("{effort}"), 8, level);
+        append_markup(out, turn);
+      }
+    }
+    if (tools && !options.tools_json.empty()) {
+      append_markup(out, tools->declare.prefix);
+      if (tools->style == ToolCallStyle::glm) {
+        // GLM's own instructions around the signatures (markup: its call markers are tokens).
+        append_markup(out,
+                      "\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n");
+        append_plain(out, glm_tools_declaration(options.tools_json));
+        append_markup(out,
+                      "</tools>\n\nFor each function call, output the function name and arguments within the "
+                      "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>"
+                      "{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>"
+                      "...</tool_call>");
+      } else {
+        append_plain(out, std::string(options.tools_json));
+      }
+      append_markup(out, tools->declare.suffix);
+    }
+  }
+  // Which assistant turns keep their reasoning: all, or those after the last answer without calls.
+  std::size_t keep_from = 0;
+  if (format.think && format.think_history == ThinkHistory::current) {
+    for (std::size_t i = messages.size(); i-- > 0;) {
+      if (messages[i].role == ChatRole::assistant && messages[i].tool_calls.empty()) {
+        keep_from = i + 1;
+        break;
+      }
+    }
   }
   // Kimi: the ids the model sees are functions.NAME:IDX (IDX counts calls in the conversation);
   // a client's other ids are mapped, and the map also names the function of each result.
   std::vector<std::pair<std::string, ChatToolCall>> calls_by_id;
   int call_count = 0;
-  for (const ChatMessage& message : messages) {
+  for (std::size_t index = 0; index < messages.size(); ++index) {
+    const ChatMessage& message = messages[index];
     if (message.role == ChatRole::tool && tools) {
       std::string id = message.tool_call_id;
       std::string name = message.name;
@@ -207,10 +429,21 @@ std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const C
     }
     const ChatAffixes& affixes = format.affixes(message.role);
     append_markup(out, affixes.prefix);
+    if (format.think && message.role == ChatRole::assistant) {
+      append_markup(out, format.think->prefix);
+      if (index >= keep_from) append_plain(out, message.reasoning);
+      append_markup(out, format.think->suffix);
+    }
     append_plain(out, message.content);
     if (tools && message.role == ChatRole::assistant && !message.tool_calls.empty()) {
       append_markup(out, tools->section.prefix);
       for (const ChatToolCall& call : message.tool_calls) {
+        if (tools->style == ToolCallStyle::glm) {
+          calls_by_id.emplace_back(call.id, call);
+          append_glm_call(out, *tools, call);
+          ++call_count;
+          continue;
+        }
         append_markup(out, tools->call.prefix);
         if (tools->style == ToolCallStyle::kimi) {
           ChatToolCall seen = call;
@@ -230,15 +463,19 @@ std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const C
     }
     append_markup(out, affixes.suffix);
   }
-  if (open_model_turn) append_markup(out, format.open_turn());
+  if (options.open_model_turn) {
+    append_markup(out, format.open_turn());
+    if (format.think) {
+      append_markup(out, format.think->prefix);
+      if (!options.thinking) append_markup(out, format.think->suffix);
+    }
+  }
   return out;
 }
 
-std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat& format,
-                                   std::span<const ChatMessage> messages, bool open_model_turn,
-                                   std::string_view tools_json) {
+std::vector<int> tokenize_segments(const Tokenizer& tokenizer, std::span<const ChatSegment> segments) {
   std::vector<int> ids;
-  for (const ChatSegment& segment : render_chat(format, messages, tools_json, open_model_turn)) {
+  for (const ChatSegment& segment : segments) {
     if (segment.markup) {
       tokenizer.encode_markup(segment.text, ids);
     } else {
@@ -248,13 +485,31 @@ std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat&
   return ids;
 }
 
+std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat& format,
+                                   std::span<const ChatMessage> messages, bool open_model_turn,
+                                   std::string_view tools_json) {
+  return tokenize_segments(tokenizer, render_chat(format, messages, tools_json, open_model_turn));
+}
+
+std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat& format,
+                                   std::span<const ChatMessage> messages, const ChatRender& options) {
+  return tokenize_segments(tokenizer, render_chat(format, messages, options));
+}
+
 ChatStop chat_stop(const Tokenizer& tokenizer, const ChatFormat& format) {
-  ChatStop stop{format.assistant.suffix, {tokenizer.eos()}};
-  const std::vector<int> suffix = tokenizer.encode_markup(format.assistant.suffix);
-  if (!suffix.empty() && tokenizer.is_special(suffix.front()) &&
-      std::find(stop.ids.begin(), stop.ids.end(), suffix.front()) == stop.ids.end()) {
-    stop.ids.push_back(suffix.front());
-  }
+  ChatStop stop{format.stop_text(), {tokenizer.eos()}};
+  // A special that also opens the think pair's close (K3: <|close|>) cannot end the reply at once:
+  // the reasoning's end would end it. The stop text still does.
+  const std::vector<int> close = format.think ? tokenizer.encode_markup(format.think->suffix) : std::vector<int>{};
+  auto add_first_special = [&](const std::string& text) {
+    const std::vector<int> ids = tokenizer.encode_markup(text);
+    if (!ids.empty() && tokenizer.is_special(ids.front()) && (close.empty() || close.front() != ids.front()) &&
+        std::find(stop.ids.begin(), stop.ids.end(), ids.front()) == stop.ids.end()) {
+      stop.ids.push_back(ids.front());
+    }
+  };
+  add_first_special(format.stop_text());
+  if (format.tools && format.tools->style == ToolCallStyle::glm) add_first_special(format.tools->result.prefix);
   return stop;
 }
 

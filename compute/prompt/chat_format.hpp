@@ -5,6 +5,11 @@
 // array as JSON, the markup of assistant tool calls, and tool-result turns; every value taken
 // from a request (tool JSON, ids, names, arguments) is plain text, only the format's own strings
 // are markup.
+// Reasoning (optional "think" pair): the model's turn opens with the pair's open marker, the
+// reply's text up to the close marker is its reasoning (reasoning_split.hpp), and past assistant
+// turns carry their reasoning between the pair as "think_history" says. A "prelude" opens every
+// prompt, an "effort" turn states the reasoning effort, and "stop" names the marker that ends a
+// reply in formats whose turns have no suffix (the next role marker ends them).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +21,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "compute/tokenizer/tokenizer.hpp"
 #include "shared/result.hpp"
@@ -37,6 +44,7 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls;  // assistant
   std::string tool_call_id;              // tool
   std::string name;                      // tool: the function whose result this is ("" = look it up by id)
+  std::string reasoning;                 // assistant: its reasoning_content (rendered per think_history)
 };
 
 struct ChatAffixes {
@@ -46,7 +54,10 @@ struct ChatAffixes {
 
 // How a call is written. kimi: call.prefix ID arguments ARGS call.suffix, ID = functions.NAME:IDX
 // (Kimi K2's section tokens). json: call.prefix {"name": NAME, "arguments": ARGS} call.suffix.
-enum class ToolCallStyle : std::uint8_t { kimi, json };
+// glm: call.prefix NAME then <arg_key>K</arg_key><arg_value>V</arg_value> per argument, then
+// call.suffix (GLM's flat XML; V is a string as it is, any other JSON value as JSON); the
+// declaration turn holds GLM's instruction text and one JSON line per function.
+enum class ToolCallStyle : std::uint8_t { kimi, json, glm };
 
 struct ChatToolMarkup {
   ToolCallStyle style = ToolCallStyle::json;
@@ -64,21 +75,47 @@ struct ChatSegment {
   bool operator==(const ChatSegment&) const = default;
 };
 
+// How past assistant turns show their reasoning inside the think pair. current: only the turns
+// after the last assistant answer without tool calls (the running tool-call chain) keep it, the
+// others get the empty pair (Kimi-K2-Thinking). keep: every turn keeps it (GLM-5.3, whose
+// template's clear_thinking defaults to false).
+enum class ThinkHistory : std::uint8_t { current, keep };
+
+// How a reasoning effort reaches the prompt: `turn` with "{effort}" replaced by the level's text,
+// after the prelude. A request names a level (a key of `levels`, e.g. "high" -> "High") or,
+// where `range` is set, a whole number within it (written in decimal). `fallback`: the level
+// used when a request names none ("" = no effort turn then).
+struct ChatEffort {
+  std::string turn;
+  std::vector<std::pair<std::string, std::string>> levels;
+  std::optional<std::pair<long long, long long>> range;
+  std::string fallback;
+};
+
 struct ChatFormat {
   // The reference engine reads at most this much (it silently truncates beyond); we refuse
   // instead, so a format means the same thing to both engines or is rejected here.
   static constexpr std::size_t kMaxFieldBytes = 127;
   static constexpr std::size_t kMaxFileBytes = 8192;
 
+  std::string prelude;  // markup before everything else (GLM: [gMASK]<sop>)
   ChatAffixes system;
   ChatAffixes user;
   ChatAffixes assistant;
   std::string open;
+  std::string stop;     // what ends a reply when it is not the assistant suffix (GLM: <|user|>)
+  std::optional<ChatAffixes> think;  // [open, close] of the reasoning
+  ThinkHistory think_history = ThinkHistory::current;
+  std::optional<ChatEffort> effort;
+  std::string image;    // the media block of one image (stored for the vision front ends)
   std::optional<ChatToolMarkup> tools;  // none: tool results are framed as user turns, calls refused
 
-  // All fields optional: {"system": [p, s], "user": [p, s], "assistant": [p, s], "open": "...",
-  // "tools": {"style": "kimi"|"json", "declare": [p, s], "section": [p, s], "call": [p, s],
-  // "arguments": "...", "result": [p, s]}}. Standard JSON string escapes apply.
+  // All fields optional: {"prelude": "...", "system": [p, s], "user": [p, s], "assistant": [p, s],
+  // "open": "...", "stop": "...", "think": [open, close], "think_history": "current"|"keep",
+  // "effort": {"turn": "...{effort}...", "levels": {"low": "Low", ...}, "range": [min, max],
+  // "default": "..."}, "image": "...", "tools": {"style": "kimi"|"json"|"glm", "declare": [p, s],
+  // "section": [p, s], "call": [p, s], "arguments": "...", "result": [p, s]}}. Standard JSON
+  // string escapes apply.
   static Result<ChatFormat> parse(std::string_view json_text, std::string_view origin);
   static Result<ChatFormat> load(const std::filesystem::path& file);
   // The container's chat.json, or nullopt when it has none (raw continuation, no guessing).
@@ -89,6 +126,24 @@ struct ChatFormat {
   // What opens the model's turn: `open`, falling back to the assistant prefix.
   const std::string& open_turn() const noexcept { return open.empty() ? assistant.prefix : open; }
   const ChatAffixes& affixes(ChatRole role) const noexcept;
+  // What ends a reply as text: `stop`, falling back to the assistant suffix.
+  const std::string& stop_text() const noexcept { return stop.empty() ? assistant.suffix : stop; }
+};
+
+// A request's reasoning effort resolved against a format: the level's text for the effort turn
+// ("" = no turn). `requested` is a level name, or a number's decimal text when `numeric`; empty:
+// the format's fallback. An error message (no prefix) when the format cannot express it.
+Result<std::string> resolve_effort(const ChatFormat& format, std::string_view requested, bool numeric);
+
+// What a front end asks of one rendering beyond the messages.
+struct ChatRender {
+  std::string_view tools_json;  // the request's tools array as JSON ("" = none declared)
+  bool open_model_turn = true;  // end with the model's turn opened (and its think pair's open)
+  bool start = true;            // this is the start of the conversation: prelude, effort, tools
+  std::string_view effort;      // resolve_effort()'s level text ("" = the format's fallback level)
+  // false: the model's turn opens with the think pair already closed (an empty reasoning), for
+  // answers constrained from their first token.
+  bool thinking = true;
 };
 
 // The prompt as segments: with `tools_json` non-empty (and format.tools) the declaration turn
@@ -98,12 +153,26 @@ struct ChatFormat {
 // form, the same in the call and in its result (Kimi models follow the ids they see).
 std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const ChatMessage> messages,
                                      std::string_view tools_json = {}, bool open_model_turn = true);
+// The same with every option: prelude and effort turn first (when `start`), a think pair in each
+// assistant turn of a format with one, the model's turn opened into its reasoning.
+std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const ChatMessage> messages,
+                                     const ChatRender& options);
 
 // Prompt tokens for a conversation: render_chat's segments, each tokenized on its own. No BOS is
 // added: callers that want one prepend tokenizer.bos().
 std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat& format,
                                    std::span<const ChatMessage> messages, bool open_model_turn = true,
                                    std::string_view tools_json = {});
+std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat& format,
+                                   std::span<const ChatMessage> messages, const ChatRender& options);
+// The prompt's segments tokenized each on its own (markup or plain).
+std::vector<int> tokenize_segments(const Tokenizer& tokenizer, std::span<const ChatSegment> segments);
+
+// GLM's declaration text around the functions (plain text, the template's own instructions).
+std::string glm_tools_declaration(std::string_view tools_json);
+// A JSON value written as Python's json.dumps does by default (", " and ": " separators, no
+// ASCII escaping), the form GLM's template gives tool signatures and non-string arguments.
+std::string python_json(const nlohmann::json& value);
 
 // Kimi's id for the index-th call to `name`: functions.NAME:IDX.
 std::string kimi_tool_call_id(std::string_view name, int index);
@@ -111,8 +180,10 @@ std::string kimi_tool_call_id(std::string_view name, int index);
 // is not NAME:DIGITS (vLLM's rule).
 std::string kimi_tool_call_name(std::string_view id);
 
-// How generation ends in a chat: the assistant suffix as text (matched over decoded output), and
-// the ids that end it at once: eos, and the suffix's first token when that is a special.
+// How generation ends in a chat: stop_text() (matched over decoded output), and the ids that end
+// it at once: eos, the stop text's first token when that is a special, and for the glm tools
+// style the result turn's first special (the model asks for tool results with it); never the
+// first token of the think pair's close (that would end the reply where its reasoning ends).
 struct ChatStop {
   std::string text;
   std::vector<int> ids;

@@ -125,6 +125,12 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
                                  "(a \"tools\" object in chat.json)");
   }
   const ChatToolMarkup& markup = *format.tools;
+  if (markup.style == ToolCallStyle::glm) {
+    // GLM's argument markers are special tokens, which a grammar stage never allows, and a
+    // string value has no end a grammar could see: a forced call is refused, not approximated.
+    return refuse("tool_choice", "'tool_choice': this model's tool-call markup (the glm style) cannot be forced; "
+                                 "use \"auto\"");
+  }
   const bool kimi = markup.style == ToolCallStyle::kimi;
   const int call_index = spec.calls_in_history;
   // The text around one call to `name` (kimi: the id encodes the name and the call's index).

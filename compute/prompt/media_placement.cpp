@@ -33,6 +33,15 @@ std::vector<std::size_t> chat_prompt_with_media(const Tokenizer& tokenizer, cons
                                                 const ChatFormat& format, std::span<const ChatMessage> messages,
                                                 std::string_view tools_json, std::span<const MediaSlot> slots,
                                                 std::vector<int>& tokens) {
+  ChatRender render;
+  render.tools_json = tools_json;
+  return chat_prompt_with_media(tokenizer, media, format, messages, render, slots, tokens);
+}
+
+std::vector<std::size_t> chat_prompt_with_media(const Tokenizer& tokenizer, const vision::MediaTokens& media,
+                                                const ChatFormat& format, std::span<const ChatMessage> messages,
+                                                const ChatRender& render, std::span<const MediaSlot> slots,
+                                                std::vector<int>& tokens) {
   // The marks go in from the back of each message so the earlier offsets stay valid.
   std::vector<ChatMessage> marked(messages.begin(), messages.end());
   for (std::size_t i = slots.size(); i-- > 0;) {
@@ -41,7 +50,7 @@ std::vector<std::size_t> chat_prompt_with_media(const Tokenizer& tokenizer, cons
   }
   tokens.clear();
   std::vector<std::size_t> firsts;
-  for (const ChatSegment& segment : render_chat(format, marked, tools_json, true)) {
+  for (const ChatSegment& segment : render_chat(format, marked, render)) {
     if (segment.markup) {
       tokenizer.encode_markup(segment.text, tokens);
       continue;

@@ -43,5 +43,10 @@ std::vector<std::size_t> chat_prompt_with_media(const Tokenizer& tokenizer, cons
                                                 const ChatFormat& format, std::span<const ChatMessage> messages,
                                                 std::string_view tools_json, std::span<const MediaSlot> slots,
                                                 std::vector<int>& tokens);
+// The same with every rendering option (prelude, effort, think; `render.open_model_turn` is used as given).
+std::vector<std::size_t> chat_prompt_with_media(const Tokenizer& tokenizer, const vision::MediaTokens& media,
+                                                const ChatFormat& format, std::span<const ChatMessage> messages,
+                                                const ChatRender& render, std::span<const MediaSlot> slots,
+                                                std::vector<int>& tokens);
 
 }  // namespace waste

@@ -1,5 +1,7 @@
 #include "compute/prompt/tool_call_parser.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace waste {
@@ -105,6 +107,7 @@ bool ToolCallParser::step(std::vector<ToolCallEvent>& out, bool final) {
     }
     case State::header: {
       if (markup_.style == ToolCallStyle::json) return header_json(out, final);
+      if (markup_.style == ToolCallStyle::glm) return call_glm(out, final);
       const std::size_t at = pending_.find(markup_.arguments);
       if (at == std::string::npos) {
         if (!final && pending_.size() <= kMaxHeaderBytes) return false;
@@ -197,6 +200,78 @@ bool ToolCallParser::header_json(std::vector<ToolCallEvent>& out, bool final) {
   out.push_back({ToolCallEvent::Kind::call_start, calls_, {}, id_prefix_ + std::to_string(calls_), name.get<std::string>()});
   ++calls_;
   state_ = State::arguments;
+  return true;
+}
+
+namespace {
+
+// The arguments object of a GLM call body after its name: <arg_key>K</arg_key><arg_value>V</arg_value>
+// pairs with only whitespace around them; nullopt when the body is not that.
+std::optional<std::string> glm_arguments(std::string_view body) {
+  constexpr std::string_view kKeyOpen = "<arg_key>", kKeyClose = "</arg_key>";
+  constexpr std::string_view kValueOpen = "<arg_value>", kValueClose = "</arg_value>";
+  std::string json = "{";
+  std::vector<std::string> keys;
+  std::size_t at = skip_space(body, 0);
+  while (at < body.size()) {
+    if (!body.substr(at).starts_with(kKeyOpen)) return std::nullopt;
+    at += kKeyOpen.size();
+    const std::size_t key_end = body.find(kKeyClose, at);
+    if (key_end == std::string_view::npos) return std::nullopt;
+    std::string_view key = body.substr(at, key_end - at);
+    while (!key.empty() && is_space(key.front())) key.remove_prefix(1);
+    while (!key.empty() && is_space(key.back())) key.remove_suffix(1);
+    if (key.empty() || std::find(keys.begin(), keys.end(), key) != keys.end()) return std::nullopt;
+    keys.emplace_back(key);
+    at = skip_space(body, key_end + kKeyClose.size());
+    if (!body.substr(at).starts_with(kValueOpen)) return std::nullopt;
+    at += kValueOpen.size();
+    const std::size_t value_end = body.find(kValueClose, at);
+    if (value_end == std::string_view::npos) return std::nullopt;
+    const std::string_view value = body.substr(at, value_end - at);
+    const auto parsed = nlohmann::json::parse(value, nullptr, false);
+    const bool as_json = !parsed.is_discarded() && !parsed.is_string();
+    if (keys.size() > 1) json += ",";
+    json += nlohmann::json(std::string(key)).dump() + ":" +
+            (as_json ? parsed.dump() : nlohmann::json(std::string(value)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    at = skip_space(body, value_end + kValueClose.size());
+  }
+  return json + "}";
+}
+
+// A GLM call's body may be long (a file's text in a value); past this without its close marker
+// it is not a call.
+constexpr std::size_t kMaxGlmCallBytes = 1u << 20;
+
+}  // namespace
+
+bool ToolCallParser::call_glm(std::vector<ToolCallEvent>& out, bool final) {
+  const std::size_t end = pending_.find(markup_.call.suffix);
+  if (end == std::string::npos) {
+    if (!final && pending_.size() <= kMaxGlmCallBytes) return false;
+    raw_ += pending_;
+    pending_.clear();
+    give_back(out);
+    return false;
+  }
+  const std::string_view body = std::string_view(pending_).substr(0, end);
+  const std::size_t name_end = std::min(body.find('<'), body.size());
+  std::string_view name = body.substr(0, name_end);
+  while (!name.empty() && is_space(name.front())) name.remove_prefix(1);
+  while (!name.empty() && is_space(name.back())) name.remove_suffix(1);
+  const auto arguments = glm_arguments(body.substr(name_end));
+  if (name.empty() || name.find_first_of("\n\r") != std::string_view::npos || !arguments) {
+    raw_ += pending_.substr(0, end + markup_.call.suffix.size());
+    pending_.erase(0, end + markup_.call.suffix.size());
+    give_back(out);
+    return true;
+  }
+  const int index = calls_++;
+  out.push_back({ToolCallEvent::Kind::call_start, index, {}, id_prefix_ + std::to_string(index), std::string(name)});
+  out.push_back({ToolCallEvent::Kind::arguments, index, *arguments, {}, {}});
+  pending_.erase(0, end + markup_.call.suffix.size());
+  raw_.clear();
+  state_ = State::text;
   return true;
 }
 

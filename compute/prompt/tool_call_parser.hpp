@@ -6,6 +6,12 @@
 // back as content, markers included. Arguments are passed on as raw slices, never re-parsed
 // (a slice need not be valid JSON; concatenated they are the model's text). Runs on the HTTP
 // thread of one request; the streamed and the blocking answer use the same parser.
+// GLM's flat XML (`<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>…</tool_call>`) is
+// read a whole call at a time: at its close marker the call becomes a call_start and one arguments
+// event holding the pairs as a JSON object (a value that is JSON other than a string, e.g. 3 or
+// true or {…}, goes in as that value; any other text as a JSON string). A call whose name is empty
+// or holds a newline, whose text between pairs is not whitespace, or that repeats a key, or that
+// the reply ends inside, is given back as content.
 #pragma once
 
 #include <optional>
@@ -44,6 +50,7 @@ class ToolCallParser {
   void give_back(std::vector<ToolCallEvent>& out);         // a malformed call: its raw text is content
   void content(std::vector<ToolCallEvent>& out, std::string text);
   bool header_json(std::vector<ToolCallEvent>& out, bool final);
+  bool call_glm(std::vector<ToolCallEvent>& out, bool final);
 
   ChatToolMarkup markup_;
   std::string id_prefix_;

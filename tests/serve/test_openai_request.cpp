@@ -220,3 +220,39 @@ TEST_CASE("Completion prompts: text, token ids, one-element arrays, refused opti
 }
 
 }  // namespace waste::serve
+
+namespace waste::serve {
+
+TEST_CASE("reasoning_effort and past reasoning_content are read, bad shapes refused exactly", "[serve][request]") {
+  auto r = parse_request(Endpoint::chat, R"({"model": "m", "reasoning_effort": "high", "messages": [
+      {"role": "user", "content": "Q"},
+      {"role": "assistant", "content": "A", "reasoning_content": "because"},
+      {"role": "assistant", "content": "B", "reasoning_content": null}]})");
+  REQUIRE(r);
+  CHECK(r->reasoning_effort == "high");
+  CHECK_FALSE(r->reasoning_effort_numeric);
+  CHECK(r->messages[1].reasoning == "because");
+  CHECK(r->messages[2].reasoning.empty());
+  auto n = parse_request(Endpoint::chat, R"({"model": "m", "reasoning_effort": 40, "messages": [{"role": "user", "content": "Q"}]})");
+  REQUIRE(n);
+  CHECK(n->reasoning_effort == "40");
+  CHECK(n->reasoning_effort_numeric);
+  auto none = parse_request(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "Q"}]})");
+  REQUIRE(none);
+  CHECK(none->reasoning_effort.empty());
+
+  const std::string shape = "'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max, or a whole number";
+  for (const char* bad : {R"("extreme")", "1.5", "true", R"(["high"])"}) {
+    INFO(bad);
+    const ApiError e = chat_error(std::string(R"({"model": "m", "messages": [{"role": "user", "content": "Q"}], "reasoning_effort": )") +
+                                  bad + "}");
+    CHECK(e.status == 400);
+    CHECK(e.param == "reasoning_effort");
+    CHECK(e.message == shape);
+  }
+  const ApiError e = chat_error(R"({"model": "m", "messages": [{"role": "assistant", "content": "A", "reasoning_content": 5}]})");
+  CHECK(e.param == "messages[0].reasoning_content");
+  CHECK(e.message == "'messages[0].reasoning_content' must be a string");
+}
+
+}  // namespace waste::serve

@@ -68,3 +68,18 @@ TEST_CASE("Metrics render requests by route and status in Prometheus text", "[se
 }
 
 }  // namespace waste::serve
+
+namespace waste::serve {
+
+TEST_CASE("A chat answer of a thinking format carries reasoning_content, others do not", "[serve][response]") {
+  const ResponseIds ids{"chatcmpl-x", 5, "m"};
+  const auto with = chat_completion_json(ids, "It is 4.", Finish::stop, 7, 9, nullptr, {}, std::string("2+2"));
+  CHECK(with["choices"][0]["message"] == nlohmann::json{{"role", "assistant"}, {"content", "It is 4."}, {"refusal", nullptr},
+                                                        {"reasoning_content", "2+2"}});
+  const auto empty = chat_completion_json(ids, "x", Finish::stop, 7, 1, nullptr, {}, std::string());
+  CHECK(empty["choices"][0]["message"]["reasoning_content"] == "");
+  const auto without = chat_completion_json(ids, "x", Finish::stop, 7, 1, nullptr);
+  CHECK_FALSE(without["choices"][0]["message"].contains("reasoning_content"));
+}
+
+}  // namespace waste::serve
