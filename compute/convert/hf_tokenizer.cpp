@@ -80,8 +80,9 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
 
   HfTokenizer out;
   // ---- The pre-tokenizer pattern: one this engine implements, or refused.
-  std::vector<const json*> patterns;
-  split_patterns(doc.value("pre_tokenizer", json()), patterns);
+  std::vector<const json*> patterns;  // into pre_tokenizer, which outlives them
+  const json pre_tokenizer = doc.value("pre_tokenizer", json());
+  split_patterns(pre_tokenizer, patterns);
   if (patterns.size() != 1 || !patterns[0]->is_object() || !patterns[0]->contains("Regex") ||
       !(*patterns[0])["Regex"].is_string()) {
     return std::unexpected(
