@@ -89,6 +89,8 @@ TEST_CASE("bad option values are refused in words before a file is opened or a d
        "waste synth: --seed: 'x' is not a whole number\n"},
       {{"serve", none, "--port", "70000"}, "waste serve: --port must be between 0 and 65535\n"},
       {{"serve", none, "--max-body-mib", "0"}, "waste serve: --max-body-mib must be > 0 and <= 1024\n"},
+      {{"serve", none, "--prefix-cache", "lots"},
+       "waste serve: --prefix-cache: 'lots' is not a size (use e.g. 512M, 2G, or 0 to turn it off)\n"},
   };
   for (const auto& r : refusals) {
     std::string line;

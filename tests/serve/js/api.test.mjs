@@ -65,7 +65,13 @@ test('chat: blocking answer, then the same request streamed gives the same text'
   assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
   const last = chunks.at(-1);
   assert.deepEqual(last.choices, []);
-  assert.deepEqual(last.usage, blocking.usage);
+  // The same prompt again: the prefix cache restores it up to its last multiple of 64 (the prefill
+  // chunk) before its last token, a snapshot the blocking request left; the rest of usage is equal.
+  const { prompt_tokens_details: again, ...streamed } = last.usage;
+  const { prompt_tokens_details: first, ...blocked } = blocking.usage;
+  assert.deepEqual(streamed, blocked);
+  assert.equal(first.cached_tokens, 0);
+  assert.equal(again.cached_tokens, Math.floor((blocking.usage.prompt_tokens - 1) / 64) * 64);
   const finish = chunks.at(-2);
   assert.equal(finish.choices[0].finish_reason, choice.finish_reason);
   assert.ok(chunks.slice(0, -1).every((c) => c.usage === null && c.id === chunks[0].id));
