@@ -91,8 +91,9 @@ const std::string kFormat = std::string(WASTE_SOURCE_DIR) + "/configs/chat/kimi-
 // A served model: engine, scheduler and HTTP server in this process, on a free loopback port.
 class Served {
  public:
-  // `prefill_chunk`: tokens per pass (small: a prompt's media positions span several passes).
-  Served(const std::filesystem::path& model, bool with_vision, int prefill_chunk = 64) {
+  // `prefill_chunk`: tokens per pass (small: a prompt's media positions span several passes);
+  // `prefix_cache`: the prefix cache's bound (0 = off).
+  Served(const std::filesystem::path& model, bool with_vision, int prefill_chunk = 64, std::uint64_t prefix_cache = 0) {
     EngineOptions o;
     o.model = model;
     o.threads = 2;
@@ -115,7 +116,7 @@ class Served {
       encoder_.emplace(std::move(*encoder));
       vision = {&encoder_->tower, encoder_->tokens};
     }
-    scheduler_.emplace(*engine_, *tokenizer_, SchedulerOptions{2, 8, prefill_chunk}, vision.tower);
+    scheduler_.emplace(*engine_, *tokenizer_, SchedulerOptions{2, 8, prefill_chunk, prefix_cache}, vision.tower);
     ServeConfig config;
     config.port = 0;
     config.model_id = "m";
@@ -440,6 +441,36 @@ TEST_CASE("an image request batched with a text-only one, and two images with th
   CHECK(answer_of(replies[1]) == t);
   CHECK(answer_of(replies[2]) == b);
   CHECK(answer_of(replies[3]) == a);
+}
+
+TEST_CASE("the prefix cache keys media positions by the image: another image with the same pads is fed again",
+          "[serve][image][prefix]") {
+  Served cached(vision_container(), true, 16, std::uint64_t(64) << 20);
+  Served plain(vision_container(), true, 16, 0);
+  const std::string a = data_url(png_bytes(84, 56, 0)), b = data_url(png_bytes(84, 56, 40));
+  const auto reused = [](const std::pair<int, json>& reply) {
+    return reply.second["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+  };
+  // Turn 1 with image A, then turn 2 over it: the second restores the first's state past the image.
+  const json turn1 = greedy(json::array({user_with_image(a, "what is it")}), 8);
+  const auto first = cached.chat(turn1);
+  CHECK(answer_of(first) == answer_of(plain.chat(turn1)));
+  CHECK(reused(first) == 0);
+  const std::string said = first.second["choices"][0]["message"]["content"].get<std::string>();
+  const auto turn2 = [&](const std::string& url) {
+    return greedy(json::array({user_with_image(url, "what is it"), json{{"role", "assistant"}, {"content", said}},
+                               json{{"role", "user"}, {"content", "and the colour?"}}}),
+                  8);
+  };
+  const auto second = cached.chat(turn2(a));
+  CHECK(answer_of(second) == answer_of(plain.chat(turn2(a))));
+  CHECK(reused(second) >= answer_of(first).prompt_tokens);
+  // Image B at the same place: the same pad ids, but its positions' keys differ from A's, so
+  // nothing past the text before them is reused, and the answer is B's own.
+  const auto other = cached.chat(turn2(b));
+  CHECK(answer_of(other) == answer_of(plain.chat(turn2(b))));
+  CHECK(answer_of(other) != answer_of(second));
+  CHECK(reused(other) < answer_of(first).prompt_tokens);
 }
 
 TEST_CASE("served image_url errors: the part named, the decoder's reason, and a model without a tower",
