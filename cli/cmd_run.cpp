@@ -160,8 +160,10 @@ int run_text(const RunArgs& a, Engine& engine, GenerateParams params) {
   if (!a.json_schema.empty() || !a.grammar.empty()) return run_constrained(a, engine, params, *tokenizer, prompt, eos);
   StopTextStream stream(std::move(stop_texts));
   std::string text;
+  // The config's eos may be a list (GLM): none of them is printed.
+  const std::vector<int> eos_ids = eos >= 0 ? tokenizer->eos_ids() : std::vector<int>{};
   auto result = engine.generate(prompt, params, [&](const TokenEvent& e) {
-    const bool ends = e.token == eos ||
+    const bool ends = std::find(eos_ids.begin(), eos_ids.end(), e.token) != eos_ids.end() ||
                       std::find(params.stop_tokens.begin(), params.stop_tokens.end(), e.token) != params.stop_tokens.end();
     if (ends) return true;  // generate() stops after it; the control token is not printed
     const std::string out = stream.push(tokenizer->decode_token(e.token));

@@ -262,7 +262,9 @@ std::expected<GenerationJob, ApiError> build_job(Endpoint endpoint, const Parsed
     if (!stop.text.empty()) job.stop_texts.push_back(stop.text);
   } else {
     job.prompt = parsed.prompt_is_ids ? parsed.prompt_ids : tokenizer.encode(parsed.prompt_text);
-    if (tokenizer.eos() >= 0) job.stop_ids.push_back(tokenizer.eos());
+    for (int id : tokenizer.eos_ids()) {
+      if (id >= 0) job.stop_ids.push_back(id);
+    }
   }
   job.stop_texts.insert(job.stop_texts.end(), parsed.stop.begin(), parsed.stop.end());
   job.sampling = parsed.sampling;

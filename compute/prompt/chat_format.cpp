@@ -497,7 +497,7 @@ std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat&
 }
 
 ChatStop chat_stop(const Tokenizer& tokenizer, const ChatFormat& format) {
-  ChatStop stop{format.stop_text(), {tokenizer.eos()}};
+  ChatStop stop{format.stop_text(), tokenizer.eos_ids()};  // every eos of the config (GLM: a list of 3)
   // A special that also opens the think pair's close (K3: <|close|>) cannot end the reply at once:
   // the reasoning's end would end it. The stop text still does.
   const std::vector<int> close = format.think ? tokenizer.encode_markup(format.think->suffix) : std::vector<int>{};

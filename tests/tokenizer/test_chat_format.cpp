@@ -217,3 +217,14 @@ TEST_CASE("Every shipped chat format reads the same through the public engine's 
     CHECK(first_match_field(text, "open", 0) == ours->open);
   }
 }
+
+TEST_CASE("chat_stop stops on every id of an eos list, not only the first", "[tokenizer]") {
+  Tokenizer tok = kimi_like();
+  const auto chatml = ChatFormat::load(kConfigs / "chatml.json");
+  REQUIRE(chatml.has_value());
+  const std::vector<int> eos = {163585, 163587};  // a config's eos_token_id list (GLM has three)
+  tok.set_eos_ids(eos);
+  const auto ids = waste::chat_stop(tok, *chatml).ids;
+  // <|im_end|> comes from the format's stop text; both eos ids stop, each once.
+  CHECK(ids == std::vector<int>{163585, 163587, 163586});
+}

@@ -74,7 +74,9 @@ Result<std::shared_ptr<const TokenIndex>> build_token_index(const Tokenizer& tok
     }
   }
   std::vector<int> eos(extra_eos.begin(), extra_eos.end());
-  if (tok.eos() >= 0 && tok.eos() < tok.vocab()) eos.push_back(tok.eos());
+  for (int id : tok.eos_ids()) {
+    if (id >= 0 && id < tok.vocab() && std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  }
   return build_token_index(std::move(tokens), std::move(specials), std::move(eos));
 }
 
