@@ -212,8 +212,8 @@ Result<ModelWeights> ModelWeights::bind(const ModelConfig& c, const Trunk& trunk
       BIND(lw.mlp_res_proj, b.vector(p + "mlp_res_proj.weight", hid));
     }
     if (c.uses_mhc()) {
-      WASTE_TRY(bind_mhc(b, c, p + "attn_hc.", lw.attn_hc));
-      WASTE_TRY(bind_mhc(b, c, p + "ffn_hc.", lw.ffn_hc));
+      WASTE_TRY(bind_mhc(b, c, p + "hc_attn_", lw.attn_hc));
+      WASTE_TRY(bind_mhc(b, c, p + "hc_ffn_", lw.ffn_hc));
     }
     if (lw.kda) {
       WASTE_TRY(bind_kda(b, c, p + "self_attn.", lw.kda_w));

@@ -82,7 +82,7 @@ void plan_add(std::vector<TensorPlan>& out, const SynthSpec& spec, std::string n
   std::int64_t elements = 1;
   for (auto d : t.shape) elements *= d;
   const bool small_matrix = t.shape.size() == 2 && spec.quantize_small_matrices;
-  if (t.shape.size() == 2 && contains(t.name, "_hc.fn")) {
+  if (t.shape.size() == 2 && (contains(t.name, ".hc_attn_fn") || contains(t.name, ".hc_ffn_fn"))) {
     t.fmt = TensorFormat::q8g;  // mHC projections: 8 bits whatever their size (as the public engine stores them)
   } else if (t.shape.size() == 1 || (elements < 65536 && !small_matrix)) {
     t.fmt = TensorFormat::f32;
@@ -280,7 +280,7 @@ std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
     plan_add(out, spec, p + "input_layernorm.weight", {hid});
     plan_add(out, spec, p + "post_attention_layernorm.weight", {hid});
     if (c.uses_mhc()) {
-      for (const char* site : {"attn_hc.", "ffn_hc."}) {
+      for (const char* site : {"hc_attn_", "hc_ffn_"}) {
         plan_add(out, spec, p + site + "fn", {c.hc_mix(), c.stream_width()});
         plan_add(out, spec, p + site + "base", {c.hc_mix()});
         plan_add(out, spec, p + site + "scale", {3});
@@ -443,7 +443,7 @@ void generate_row_f32(const SynthSpec& spec, const TensorPlan& t, std::int64_t r
   const std::string_view name = t.name;
   if (ends_with(name, "norm.weight") || ends_with(name, "norm0.weight") || ends_with(name, "norm1.weight")) {
     lo = 0.9f, hi = 1.1f;  // RMSNorm gains near 1
-  } else if (ends_with(name, "_hc.scale")) {
+  } else if ((ends_with(name, ".hc_attn_scale") || ends_with(name, ".hc_ffn_scale"))) {
     lo = 0.5f, hi = 1.5f;  // mHC logit scales near 1 (the reference initialises them to 1)
   } else if (ends_with(name, "_res_proj.weight")) {
     lo = -0.1f, hi = 0.1f;  // AttnRes pseudo-queries: mild preferences between blocks

@@ -407,11 +407,11 @@ class Oracle:
         streams = x[None, :].expand(cfg.hc_mult, -1).clone()
         for layer in range(cfg.n_layers):
             pre = f"model.layers.{layer}."
-            post, comb, col = self.hc(pre + "attn_hc.", streams)
+            post, comb, col = self.hc(pre + "hc_attn_", streams)
             h = rms_norm(col, self.w(pre + "input_layernorm.weight"), cfg.eps)
             a = self.kda(layer, h) if cfg.is_kda[layer] else self.mla(layer, h)
             streams = hc_apply(streams, post, comb, a)
-            post, comb, col = self.hc(pre + "ffn_hc.", streams)
+            post, comb, col = self.hc(pre + "hc_ffn_", streams)
             h = rms_norm(col, self.w(pre + "post_attention_layernorm.weight"), cfg.eps)
             streams = hc_apply(streams, post, comb, self.mixer(layer, h))
         self.pos += self.pos_step

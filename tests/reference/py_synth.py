@@ -103,7 +103,7 @@ def trunk_shapes(cfg: dict) -> dict:
         p = f"model.layers.{layer}."
         s[p + "input_layernorm.weight"] = [hid]
         s[p + "post_attention_layernorm.weight"] = [hid]
-        for site in ("attn_hc.", "ffn_hc.") if hc else ():
+        for site in ("hc_attn_", "hc_ffn_") if hc else ():
             s[p + site + "fn"] = [(2 + hc) * hc, hc * hid]
             s[p + site + "base"] = [(2 + hc) * hc]
             s[p + site + "scale"] = [3]
@@ -199,14 +199,14 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
         # Every matrix quantized even when small, as the v0 test container does.
         if len(shape) == 1 or "conv1d" in name or name.endswith("A_log"):
             fmt = FMT_F32
-        elif "embed_tokens" in name or "lm_head" in name or name.endswith("_hc.fn"):
+        elif "embed_tokens" in name or "lm_head" in name or name.endswith(("hc_attn_fn", "hc_ffn_fn")):
             fmt = FMT_Q8G
         else:
             fmt = FMT_Q3G if name in q3g_names else FMT_Q4G
         if fmt == FMT_F32:
             if name.endswith("norm.weight"):
                 w = rng.uniform(0.5, 1.5, numel)
-            elif name.endswith("_hc.scale"):
+            elif name.endswith(("hc_attn_scale", "hc_ffn_scale")):
                 w = rng.uniform(0.5, 1.5, numel)
             elif name.endswith("A_log"):
                 w = rng.uniform(-1.0, 1.0, numel)

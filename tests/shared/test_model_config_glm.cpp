@@ -180,16 +180,16 @@ TEST_CASE("waste synth writes the mHC projections Q8G and the glm-5.3-flash pres
   REQUIRE(spec);
   int fn = 0, base = 0, scale = 0;
   for (const synth::TensorPlan& t : synth::plan_trunk(*spec)) {
-    if (t.name.ends_with("_hc.fn")) {
+    if ((t.name.ends_with(".hc_attn_fn") || t.name.ends_with(".hc_ffn_fn"))) {
       ++fn;
       CHECK(t.fmt == TensorFormat::q8g);  // 8 bits although the trunk is q4g
       CHECK(t.shape == std::vector<std::int64_t>{24, 4 * 128});
     }
-    if (t.name.ends_with("_hc.base")) {
+    if ((t.name.ends_with(".hc_attn_base") || t.name.ends_with(".hc_ffn_base"))) {
       ++base;
       CHECK(t.fmt == TensorFormat::f32);
     }
-    if (t.name.ends_with("_hc.scale")) {
+    if ((t.name.ends_with(".hc_attn_scale") || t.name.ends_with(".hc_ffn_scale"))) {
       ++scale;
       CHECK(t.shape == std::vector<std::int64_t>{3});
     }
