@@ -11,7 +11,8 @@
 //     K_p[c] = sum_j softmax_j(g_{p*kpool+j}[c] + ape[j][c]) * k_{p*kpool+j}[c]   (per channel c)
 //   query t at position pos: q_h = (wq_b r_t)[h] [H][D], w_h = (weights_proj x_t)[h] / sqrt(H)
 //     score_t(p) = sum_h w_h * relu(q_h . K_p / sqrt(D))   over pools with p*kpool+kpool-1 <= pos
-//   selected = the topk/kpool highest scores (ties: the lower pool index first), every
+//   selected = the topk/kpool highest scores (ties: the lower pool index first; HF's torch.topk
+//   leaves the order of equal scores unspecified, e.g. pools whose every head's relu is 0), every
 //   candidate when there are no more; positions = the selected pools' tokens, ascending, then
 //   the tail pos+1-(pos+1)%kpool .. pos (index_kpool_always_select_tail).
 #pragma once

@@ -193,7 +193,8 @@ TEST_CASE("kpool indexer past topk keeps topk over kpool pools plus the tail, th
     CHECK(int(p.size()) == (pools <= 2 ? t + 1 : 8 + tail));
     CHECK(std::is_sorted(p.begin(), p.end()));
     CHECK(std::adjacent_find(p.begin(), p.end()) == p.end());
-    CHECK(p.back() == t);
+    CHECK(p.back() <= t);
+    if (tail > 0 || pools <= 2) CHECK(p.back() == t);  // else t's own pool competes like the others
     for (std::size_t i = 0; i + tail < p.size(); i += 4) {  // whole pools, aligned
       CHECK(p[i] % 4 == 0);
       CHECK(p[i + 3] == p[i] + 3);
