@@ -69,6 +69,15 @@ TEST_CASE("GLM session saved mid-prompt after the indexer turned sparse continue
   CHECK(session::session_bytes(c, no_index) - session::session_bytes(dense, no_index) ==
         mla_layers.size() * index_floats * sizeof(float));
 
+  // A file cut inside the indexer state (or without it) is refused by its size.
+  std::vector<std::byte> cut = session::encode(c, a->run_state());
+  const std::size_t full = cut.size();
+  cut.resize(full - 4);
+  const Status refused = session::validate(cut, c, a->run_state(), "cut");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message == "session cut: size " + std::to_string(full - 4) + " bytes != expected " +
+                                       std::to_string(full) + " for pos 30");
+
   REQUIRE(a->eval(rest));
   const std::vector<float> uninterrupted = logits_of(*a);
 
