@@ -6,8 +6,7 @@
 //   MoE after (sigmoid router with e_score_correction_bias, n_group 1, renormalised top-k times
 //   routed_scaling_factor, one shared expert); every MLP's SwiGLU clamped at swiglu_limit
 //   (ffn_activation, ops.hpp);
-// - residual: mHC, hc_mult streams (ResidualKind::mhc, mhc.hpp); the head reads their mean.
-//
+// - residual: mHC, hc_mult streams (ResidualKind::mhc, mhc.hpp); the head reads their mean;
 // - the DSA k-pool indexer (index_n_heads > 0) selects which cached positions each MLA layer
 //   attends (LayerPlan::indexed; kpool_indexer.hpp): every position while a token sees no more
 //   than index_topk / index_kpool complete pools (dense), the best-scoring pools and the
