@@ -33,6 +33,7 @@ Forward::Forward(const Inputs& in)
   prefill_window_ = cap == 0 || cap >= 128 ? 64 : std::max<int>(std::max(c_.top_k, 1), int(cap / 2));
   if (c_.n_mla_layers() > 0) mla_.resize(c_, in.ctx_tokens);
   if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
+  bind_indexers(in.weights);
   moe_.resize(c_, in.geometry);
   const sizing::ForwardSizes z = sizing::forward_sizes(c_, 1);
   x_.assign(z.stream, 0.0f);
@@ -44,8 +45,37 @@ Forward::Forward(const Inputs& in)
   ffn_b_.assign(z.ffn, 0.0f);
 }
 
+// One KpoolIndexer per indexed MLA layer, on weights copied from the model's (the small vectors)
+// and views of its matrices; indexer_w_ is sized before any bind, so the pointers stay valid.
+void Forward::bind_indexers(const model::ModelWeights& w) {
+  const auto indexed = [](const LayerPlan& l) { return l.indexed; };
+  if (std::none_of(plan_.layers.begin(), plan_.layers.end(), indexed)) return;
+  auto shape = KpoolIndexerShape::make(c_.index_n_heads, c_.index_head_dim, c_.index_kpool, c_.index_topk, c_.hidden,
+                                       c_.q_lora, c_.index_kpool_always_select_tail);
+  if (!shape) {
+    indexer_status_ = std::unexpected(shape.error());
+    return;
+  }
+  indexer_w_.resize(std::size_t(c_.n_layers));
+  indexer_.resize(std::size_t(c_.n_layers));
+  for (int L = 0; L < c_.n_layers; ++L) {
+    if (!plan_.layers[std::size_t(L)].indexed) continue;
+    const model::IndexerWeights& src = w.layers[std::size_t(L)].mla_w.indexer;
+    KpoolIndexerWeights& dst = indexer_w_[std::size_t(L)];
+    dst = KpoolIndexerWeights{src.wq_b, src.wk, src.k_norm_w, src.k_norm_b, src.weights_proj, src.compress_gate,
+                              src.compress_ape};
+    auto bound = KpoolIndexer::bind(*shape, dst);
+    if (!bound) {
+      indexer_status_ = make_error(bound.error().code, "layer " + std::to_string(L) + ": " + bound.error().message);
+      return;
+    }
+    indexer_[std::size_t(L)].emplace(*bound);
+  }
+  indexer_s_.resize(*shape, ctx_tokens_, 1);
+}
+
 std::uint64_t Forward::scratch_bytes() const {
-  return mla_.bytes() + kda_.bytes() + moe_.bytes() + pre_moe_.bytes() + residual_.bytes() +
+  return mla_.bytes() + indexer_s_.allocated_bytes() + kda_.bytes() + moe_.bytes() + pre_moe_.bytes() + residual_.bytes() +
          capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_,
                         pre_live_) +
          // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
@@ -53,22 +83,30 @@ std::uint64_t Forward::scratch_bytes() const {
 }
 
 // a = KDA(h) or MLA(h) for n_tokens consecutive tokens from position pos0 (h, a: [n][hid]).
-void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
-                        model::RunState& state, float* a, profile::Stopwatch& watch) {
+Status Forward::attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
+                          model::RunState& state, float* a, profile::Stopwatch& watch) {
   watch.add(profile::Stage::other);
-  switch (plan_.layers[std::size_t(layer)].attention) {
+  const LayerPlan& plan = plan_.layers[std::size_t(layer)];
+  switch (plan.attention) {
     case AttentionKind::kda:
       kda_forward(exec_, c_, lw.kda_w, h, n_tokens, state, layer, kda_, a);
       watch.lap(profile::Stage::attn_kda);
-      return;
+      return ok();
     case AttentionKind::mla:
-      // indexer selection: GLM's k-pool DSA indexer (index_n_heads > 0) would pick the cached
-      // positions this layer attends; below index_topk + the tail it picks all of them, which is
-      // this dense MLA (families/glm5_next.cpp).
-      mla_forward(exec_, c_, lw.mla_w, h, n_tokens, pos0, state.latent_cache(layer).data(), mla_, a);
+      if (plan.indexed) {
+        // indexer selection: GLM's k-pool DSA indexer picks the cached positions each token
+        // attends (all of them below index_topk tokens), from this layer's q_lora residual.
+        WASTE_TRY(indexer_status_);
+        WASTE_TRY(mla_forward_kpool(exec_, c_, lw.mla_w, *indexer_[std::size_t(layer)], h, n_tokens, pos0,
+                                    state.latent_cache(layer).data(), mla_, state.indexer_state(layer), indexer_s_,
+                                    a));
+      } else {
+        mla_forward(exec_, c_, lw.mla_w, h, n_tokens, pos0, state.latent_cache(layer).data(), mla_, a);
+      }
       watch.lap(profile::Stage::attn_mla);
-      return;
+      return ok();
   }
+  return ok();
 }
 
 void Forward::finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
@@ -111,7 +149,7 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
     const bool live = residual_.before_attention(lw, L, x, ps, blocks, n_blocks, h);
-    attention(lw, L, h, 1, pos, state, a_.data(), watch);
+    WASTE_TRY(attention(lw, L, h, 1, pos, state, a_.data(), watch));
     residual_.after_attention(lw, live, a_.data(), x, ps, blocks, n_blocks, h);
     watch.add(profile::Stage::other);
 
@@ -143,6 +181,12 @@ void Forward::ensure_batch_scratch() {
   const sizing::ForwardSizes z = sizing::forward_sizes(c_, kMaxPrefillChunk);
   pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
+  if (!indexer_.empty()) {
+    if (auto shape = KpoolIndexerShape::make(c_.index_n_heads, c_.index_head_dim, c_.index_kpool, c_.index_topk,
+                                             c_.hidden, c_.q_lora, c_.index_kpool_always_select_tail)) {
+      indexer_s_.resize(*shape, ctx_tokens_, kMaxPrefillChunk);
+    }
+  }
   if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
   pre_x_.assign(z.pre_stream, 0.0f);
   pre_ps_.assign(z.pre_hidden, 0.0f);
@@ -153,19 +197,30 @@ void Forward::ensure_batch_scratch() {
   pre_live_.assign(z.pre_live, 0);
 }
 
-void Forward::attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
-                        float* a, profile::Stopwatch& watch) {
+Status Forward::attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
+                          float* a, profile::Stopwatch& watch) {
   watch.add(profile::Stage::other);
-  switch (plan_.layers[std::size_t(layer)].attention) {
+  const LayerPlan& plan = plan_.layers[std::size_t(layer)];
+  switch (plan.attention) {
     case AttentionKind::kda:
       kda_forward(exec_, c_, lw.kda_w, h, seqs, layer, kda_, a);
       watch.lap(profile::Stage::attn_kda);
-      return;
+      return ok();
     case AttentionKind::mla:
-      mla_forward(exec_, c_, lw.mla_w, h, seqs, layer, mla_, a);
+      if (plan.indexed) {
+        WASTE_TRY(indexer_status_);
+        auto state_of = [&](int t) -> KpoolIndexerState& {
+          return seqs[std::size_t(t)].state->indexer_state(layer);
+        };
+        WASTE_TRY(mla_forward_kpool(exec_, c_, lw.mla_w, *indexer_[std::size_t(layer)], h, seqs, layer, mla_,
+                                    FunctionRef<KpoolIndexerState&(int)>(state_of), indexer_s_, a));
+      } else {
+        mla_forward(exec_, c_, lw.mla_w, h, seqs, layer, mla_, a);
+      }
       watch.lap(profile::Stage::attn_mla);
-      return;
+      return ok();
   }
+  return ok();
 }
 
 // Every layer over T tokens (a prefill chunk, or a batch of sequences): embeddings, AttnRes and
@@ -200,9 +255,9 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
                                                    pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
     }
     if (seqs.size() == 1) {
-      attention(lw, L, pre_h_.data(), T, seqs[0].pos, *seqs[0].state, pre_a_.data(), watch);
+      WASTE_TRY(attention(lw, L, pre_h_.data(), T, seqs[0].pos, *seqs[0].state, pre_a_.data(), watch));
     } else {
-      attention(lw, L, pre_h_.data(), seqs, pre_a_.data(), watch);
+      WASTE_TRY(attention(lw, L, pre_h_.data(), seqs, pre_a_.data(), watch));
     }
     for (int t = 0; t < T; ++t) {
       residual_.after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * S,

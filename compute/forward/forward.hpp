@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "compute/expert_source.hpp"
 #include "compute/forward/families/family.hpp"
+#include "compute/forward/kpool_indexer.hpp"
 #include "compute/forward/ops.hpp"
 #include "compute/forward/residual.hpp"
 #include "compute/forward/rvq_driver.hpp"
@@ -92,10 +94,11 @@ class Forward {
   [[nodiscard]] const ModelPlan& plan() const { return plan_; }
 
  private:
-  void attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
-                 model::RunState& state, float* a, profile::Stopwatch& watch);
-  void attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs, float* a,
-                 profile::Stopwatch& watch);
+  Status attention(const model::LayerWeights& lw, int layer, const float* h, int n_tokens, int pos0,
+                   model::RunState& state, float* a, profile::Stopwatch& watch);
+  Status attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
+                   float* a, profile::Stopwatch& watch);
+  void bind_indexers(const model::ModelWeights& w);
   void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
                     profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
@@ -116,6 +119,12 @@ class Forward {
   Residual residual_;
   std::vector<int> codebook_base_;
   MlaScratch mla_;
+  // GLM's DSA indexer per indexed MLA layer (plan_.layers[L].indexed): the weights it reads,
+  // bound once (a failed bind is indexer_status_, returned by every pass), and its scratch.
+  std::vector<KpoolIndexerWeights> indexer_w_;
+  std::vector<std::optional<KpoolIndexer>> indexer_;
+  KpoolIndexerScratch indexer_s_;
+  Status indexer_status_ = ok();
   KdaScratch kda_;
   MoeScratch moe_;
   std::vector<float> x_, ps_, h_, a_, f_, ffn_a_, ffn_b_;

@@ -31,6 +31,15 @@ Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
       layer.conv.assign(3 * std::size_t(z.conv_ring), 0.0f);
     } else {
       layer.latent.assign(mla_floats, 0.0f);
+      if (c.has_indexer()) {
+        auto shape = forward::KpoolIndexerShape::make(c.index_n_heads, c.index_head_dim, c.index_kpool, c.index_topk,
+                                                      c.hidden, c.q_lora, c.index_kpool_always_select_tail);
+        if (!shape) return std::unexpected(shape.error());
+        auto index = forward::KpoolIndexerState::create(*shape, ctx_tokens);
+        if (!index) return std::unexpected(index.error());
+        layer.indexed = true;
+        layer.index = std::move(*index);
+      }
     }
   }
   s.max_blocks_ = z.max_blocks;
@@ -41,9 +50,13 @@ Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
 
 std::uint64_t RunState::allocated_bytes() const {
   std::uint64_t n = 0;
-  for (const Layer& layer : layers_) n += layer.kda_s.capacity() + layer.conv.capacity() + layer.latent.capacity();
+  std::uint64_t index = 0;
+  for (const Layer& layer : layers_) {
+    n += layer.kda_s.capacity() + layer.conv.capacity() + layer.latent.capacity();
+    index += layer.index.allocated_bytes();
+  }
   n += blocks_.capacity() + hidden_.capacity();
-  return n * sizeof(float);
+  return n * sizeof(float) + index;
 }
 
 void RunState::reset() {
@@ -53,6 +66,8 @@ void RunState::reset() {
     // Latent slots >= position are never read, but zeroing keeps a reset state byte-identical
     // to a fresh one (what a saved session compares against).
     std::fill(layer.latent.begin(), layer.latent.end(), 0.0f);
+    std::ranges::fill(layer.index.buffer(), 0.0f);
+    layer.index.reset();
   }
   std::fill(blocks_.begin(), blocks_.end(), 0.0f);
   std::fill(hidden_.begin(), hidden_.end(), 0.0f);

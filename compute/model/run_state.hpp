@@ -2,7 +2,8 @@
 // be saved and restored (waste-v0-reference.md §6.1 lists the same pieces):
 //   KDA layers: S (H x D x D f32, [head][key][value]) and the q/k/v conv rings (C x (K-1) each,
 //               oldest sample first);
-//   MLA layers: the latent cache, ctx_tokens x (kv_lora + rope) f32, slot t = token t;
+//   MLA layers: the latent cache, ctx_tokens x (kv_lora + rope) f32, slot t = token t, and with
+//               GLM's DSA indexer (index_n_heads > 0) its k-pool state (forward::KpoolIndexerState);
 //   the position (next token index), the AttnRes block history of the last token, and the
 //   residual stream x after the last layer.
 // Sized once at creation; nothing here allocates afterwards.
@@ -12,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "compute/forward/kpool_state.hpp"
 #include "shared/container/model_config.hpp"
 #include "shared/result.hpp"
 
@@ -44,6 +46,10 @@ class RunState {
   std::span<float> latent_cache(int layer) { return layers_[layer].latent; }
   [[nodiscard]] std::span<const float> latent_cache(int layer) const { return layers_[layer].latent; }
   [[nodiscard]] int latent_width() const { return latent_width_; }
+  // MLA layer of a model with the DSA indexer: its pooled keys and the pool being filled.
+  [[nodiscard]] bool has_indexer(int layer) const { return layers_[layer].indexed; }
+  forward::KpoolIndexerState& indexer_state(int layer) { return layers_[layer].index; }
+  [[nodiscard]] const forward::KpoolIndexerState& indexer_state(int layer) const { return layers_[layer].index; }
 
   // AttnRes block history of the last token: n_blocks() x hidden.
   std::span<float> blocks() { return blocks_; }
@@ -62,6 +68,8 @@ class RunState {
     std::vector<float> kda_s;
     std::vector<float> conv;   // 3 rings back to back: q, k, v
     std::vector<float> latent;
+    bool indexed = false;
+    forward::KpoolIndexerState index;  // sized only when indexed
   };
   std::vector<Layer> layers_;
   std::vector<float> blocks_;

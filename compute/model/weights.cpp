@@ -125,6 +125,18 @@ Status bind_mla(const Binder& b, const ModelConfig& c, const std::string& p, Mla
   BIND(w.kv_b, b.matrix(p + "kv_b_proj.weight", nh * (c.qk_nope + c.v_head), c.kv_lora));
   if (c.mla_output_gate) BIND(w.g_proj, b.matrix(p + "g_proj.weight", nh * c.v_head, hid));
   BIND(w.o_proj, b.matrix(p + "o_proj.weight", hid, nh * c.v_head));
+  if (c.has_indexer()) {
+    const std::string ix = p + "indexer.";
+    const std::int64_t ih = c.index_n_heads, id = c.index_head_dim;
+    IndexerWeights& x = w.indexer;
+    BIND(x.wq_b, b.matrix(ix + "wq_b.weight", ih * id, c.q_lora));
+    BIND(x.wk, b.matrix(ix + "wk.weight", id, hid));
+    BIND(x.k_norm_w, b.vector(ix + "k_norm.weight", id));
+    BIND(x.k_norm_b, b.vector(ix + "k_norm.bias", id));
+    BIND(x.weights_proj, b.matrix(ix + "weights_proj.weight", ih, hid));
+    BIND(x.compress_gate, b.matrix(ix + "index_kpool_compress_gate", id, hid));
+    BIND(x.compress_ape, b.vector(ix + "index_kpool_compress_ape", std::int64_t(c.index_kpool) * id));
+  }
   return ok();
 }
 

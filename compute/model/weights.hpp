@@ -36,6 +36,17 @@ struct KdaWeights {
   QuantMatrix o_proj;                    // [hid, C]
 };
 
+// GLM's k-pool DSA indexer of one MLA layer (HF names under self_attn.indexer.; the maths and
+// shapes: compute/forward/kpool_indexer.hpp, whose KpoolIndexerWeights Forward fills from these).
+struct IndexerWeights {
+  QuantMatrix wq_b;                      // wq_b.weight                [ih*id, q_lora]
+  QuantMatrix wk;                        // wk.weight                  [id, hid]
+  std::vector<float> k_norm_w, k_norm_b; // k_norm.weight, k_norm.bias [id]
+  QuantMatrix weights_proj;              // weights_proj.weight        [ih, hid]
+  QuantMatrix compress_gate;             // index_kpool_compress_gate  [id, hid]
+  std::vector<float> compress_ape;       // index_kpool_compress_ape   [kpool, id]
+};
+
 // nh = n_heads, qd = qk_nope + qk_rope.
 struct MlaWeights {
   QuantMatrix q_proj;                    // [nh*qd, hid]          (q_lora == 0)
@@ -47,6 +58,7 @@ struct MlaWeights {
   QuantMatrix kv_b;                      // [nh*(nope+v), kv_lora]: per head nope K rows, then v V rows
   QuantMatrix g_proj;                    // [nh*v, hid]           (K3 output gate)
   QuantMatrix o_proj;                    // [hid, nh*v]
+  IndexerWeights indexer;                // bound only with index_n_heads > 0
 };
 
 struct FfnWeights {

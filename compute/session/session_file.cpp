@@ -31,6 +31,25 @@ std::uint64_t kda_s_floats(const ModelConfig& c) {
 }
 std::uint64_t latent_width(const ModelConfig& c) { return std::uint64_t(c.kv_lora) + std::uint64_t(c.qk_rope); }
 
+// GLM's DSA indexer state of one MLA layer at `pos` tokens: the keys of the pos / kpool complete
+// pools, then the k rows and the gate rows of the pos % kpool tokens of the pool being filled.
+std::uint64_t index_floats(const ModelConfig& c, std::uint64_t pos) {
+  if (!c.has_indexer() || c.index_kpool <= 0) return 0;
+  const std::uint64_t kp = std::uint64_t(c.index_kpool), d = std::uint64_t(c.index_head_dim);
+  return (pos / kp + 2 * (pos % kp)) * d;
+}
+
+// The three parts of index_floats in a KpoolIndexerState's buffer ([pools][D] keys, then
+// [kpool][D] k, then [kpool][D] gate).
+struct IndexParts {
+  std::size_t keys = 0, k_at = 0, gate_at = 0, tail = 0;
+};
+IndexParts index_parts(const ModelConfig& c, std::size_t buffer_floats, std::size_t pos) {
+  const std::size_t kp = std::size_t(c.index_kpool), d = std::size_t(c.index_head_dim);
+  const std::size_t max_pools = buffer_floats / d - 2 * kp;
+  return IndexParts{pos / kp * d, max_pools * d, (max_pools + kp) * d, pos % kp * d};
+}
+
 // Sequential writer/reader over a byte buffer.
 class Writer {
  public:
@@ -99,6 +118,7 @@ std::uint64_t session_bytes(const ModelConfig& c, const SessionHeader& h) {
       n += (kda_s_floats(c) + conv_floats(c)) * sizeof(float);
     } else {
       n += sizeof(std::int32_t) + std::uint64_t(h.pos) * latent_width(c) * sizeof(float);
+      n += index_floats(c, h.pos) * sizeof(float);
     }
   }
   if (c.attn_res_block > 0) n += std::uint64_t(h.n_blockres) * std::uint64_t(c.hidden) * sizeof(float);
@@ -129,6 +149,13 @@ std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state
       const std::int32_t n_kv = static_cast<std::int32_t>(pos);
       w.raw(&n_kv, sizeof n_kv);
       w.floats(state.latent_cache(L).first(pos * std::size_t(state.latent_width())));
+      if (state.has_indexer(L)) {
+        const std::span<const float> buf = state.indexer_state(L).buffer();
+        const IndexParts p = index_parts(c, buf.size(), pos);
+        w.floats(buf.first(p.keys));
+        w.floats(buf.subspan(p.k_at, p.tail));
+        w.floats(buf.subspan(p.gate_at, p.tail));
+      }
     }
   }
   if (c.attn_res_block > 0) w.floats(state.blocks().first(std::size_t(h.n_blockres) * std::size_t(c.hidden)));
@@ -203,6 +230,7 @@ Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const mo
                       std::to_string(h.pos));
       }
       r.skip(std::uint64_t(n_kv) * latent_width(c) * sizeof(float));
+      r.skip(index_floats(c, std::uint64_t(n_kv)) * sizeof(float));
     }
   }
   return ok();
@@ -222,6 +250,15 @@ Status decode_into(std::span<const std::byte> bytes, const ModelConfig& c, model
     } else {
       (void)r.i32();
       r.floats(state.latent_cache(L).first(std::size_t(h.pos) * std::size_t(state.latent_width())));
+      if (state.has_indexer(L)) {
+        forward::KpoolIndexerState& index = state.indexer_state(L);
+        const std::span<float> buf = index.buffer();
+        const IndexParts p = index_parts(c, buf.size(), h.pos);
+        r.floats(buf.first(p.keys));
+        r.floats(buf.subspan(p.k_at, p.tail));
+        r.floats(buf.subspan(p.gate_at, p.tail));
+        index.set_tokens(int(h.pos));
+      }
     }
   }
   if (c.attn_res_block > 0) {

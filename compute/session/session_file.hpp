@@ -2,7 +2,10 @@
 // reference engine's byte layout, so a session saved by either engine loads in the other.
 //   header: 16 x u32 LE (magic "WDAS", version 1, the model's shape fields, pos, n_blockres);
 //   body, per layer in order: KDA -> S [H][K][V] f32 then the q, k, v conv rings [C][K-1];
-//         MLA -> i32 n_kv then n_kv x (kv_lora + qk_rope) f32 latents;
+//         MLA -> i32 n_kv then n_kv x (kv_lora + qk_rope) f32 latents; with GLM's DSA indexer
+//                (index_n_heads > 0) then its state at n_kv tokens: n_kv / index_kpool pooled keys,
+//                and the k rows then the gate rows of the n_kv % index_kpool tokens of the
+//                unfilled pool, index_head_dim f32 each (a restored session continues exactly);
 //   then n_blockres x hidden f32 block history (AttnRes models), then hidden f32 of x
 //   (mHC models, GLM: hc_mult x hidden, the streams after the last layer; the header's word
 //   after n_blockres holds hc_mult, 0 for every other model as in the v0 layout).

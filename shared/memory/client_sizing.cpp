@@ -14,11 +14,11 @@ U u(int v) { return v > 0 ? U(v) : 0; }
 }  // namespace
 
 std::uint64_t StateSizes::bytes() const {
-  return (U(n_kda_layers) * (kda_state + 3 * conv_ring) + U(n_mla_layers) * latent + blocks + hidden) * kF;
+  return (U(n_kda_layers) * (kda_state + 3 * conv_ring) + U(n_mla_layers) * (latent + index_state) + blocks + hidden) * kF;
 }
 
 std::uint64_t MlaSizes::bytes() const {
-  return (q + q_a + ckv + q_tilde + row + ctx_sum + scores + dot_r + o + gate) * kF;
+  return (q + q_a + ckv + q_tilde + row + ctx_sum + scores + dot_r + o + gate + indexer) * kF;
 }
 
 std::uint64_t KdaSizes::bytes() const { return (6 * channels + low + beta) * kF; }
@@ -50,6 +50,9 @@ StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens) {
   s.kda_state = u(c.kda_heads) * u(c.kda_dim) * u(c.kda_dim);
   s.conv_ring = u(c.kda_channels()) * u(c.conv_k - 1);
   s.latent = ctx_tokens * (u(c.kv_lora) + u(c.qk_rope));
+  if (c.has_indexer() && c.index_kpool > 0) {
+    s.index_state = (ctx_tokens / u(c.index_kpool) + 2 * u(c.index_kpool)) * u(c.index_head_dim);
+  }
   if (c.attn_res_block > 0) s.max_blocks = c.n_layers / c.attn_res_block + 2;
   s.blocks = u(s.max_blocks) * u(c.hidden);
   s.hidden = u(c.stream_width());
@@ -70,6 +73,11 @@ MlaSizes mla_sizes(const ModelConfig& c, std::uint64_t ctx_tokens, int tokens) {
   s.dot_r = nh * ctx_tokens;
   s.o = T * nh * u(c.v_head);
   s.gate = T * nh * u(c.v_head);
+  if (c.has_indexer() && c.index_kpool > 0) {
+    const U H = u(c.index_n_heads), D = u(c.index_head_dim), P = std::max<U>(ctx_tokens / u(c.index_kpool), 1);
+    const U max_selected = u(c.index_topk) + u(c.index_kpool) - 1;
+    s.indexer = T * H * D + 2 * T * D + T * H + H * P + P + P + T * max_selected + T;
+  }
   return s;
 }
 

@@ -27,6 +27,9 @@ struct StateSizes {
   std::uint64_t kda_state = 0;   // per KDA layer: H x D x D
   std::uint64_t conv_ring = 0;   // per ring (3 per KDA layer): C x (K-1)
   std::uint64_t latent = 0;      // per MLA layer: ctx x (kv_lora + rope)
+  // per MLA layer with GLM's DSA indexer: (ctx / kpool + 2 kpool) x index_head_dim (pooled keys,
+  // then the k and gate rows of the pool being filled; forward::KpoolIndexerState::bytes)
+  std::uint64_t index_state = 0;
   int max_blocks = 0;            // AttnRes history depth (0 = no AttnRes)
   std::uint64_t blocks = 0;      // max_blocks x hidden
   std::uint64_t hidden = 0;      // the last token's residual stream: hc_mult x hidden under mHC
@@ -36,6 +39,9 @@ struct StateSizes {
 // forward::MlaScratch for `tokens` tokens (floats); all zero without MLA layers.
 struct MlaSizes {
   std::uint64_t q = 0, q_a = 0, ckv = 0, q_tilde = 0, row = 0, ctx_sum = 0, scores = 0, dot_r = 0, o = 0, gate = 0;
+  // GLM's DSA indexer (forward::KpoolIndexerScratch::bytes): 4-byte floats and ints, one set
+  // shared by every indexed MLA layer; 0 without the indexer.
+  std::uint64_t indexer = 0;
   [[nodiscard]] std::uint64_t bytes() const;
 };
 

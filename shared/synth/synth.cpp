@@ -84,7 +84,8 @@ void plan_add(std::vector<TensorPlan>& out, const SynthSpec& spec, std::string n
   const bool small_matrix = t.shape.size() == 2 && spec.quantize_small_matrices;
   if (t.shape.size() == 2 && (contains(t.name, ".hc_attn_fn") || contains(t.name, ".hc_ffn_fn"))) {
     t.fmt = TensorFormat::q8g;  // mHC projections: 8 bits whatever their size (as the public engine stores them)
-  } else if (t.shape.size() == 1 || (elements < 65536 && !small_matrix)) {
+  } else if (t.shape.size() == 1 || (elements < 65536 && !small_matrix) || contains(t.name, "compress_ape")) {
+    // The indexer's per-slot pool bias is a parameter table, read as F32 (compute/model/weights.cpp).
     t.fmt = TensorFormat::f32;
   } else if (contains(t.name, "embed_tokens") || contains(t.name, "lm_head")) {
     t.fmt = TensorFormat::q8g;
@@ -321,7 +322,7 @@ std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
       if (c.mla_output_gate) plan_add(out, spec, a + "g_proj.weight", {nh * c.v_head, hid});
       plan_add(out, spec, a + "o_proj.weight", {hid, nh * c.v_head});
       if (c.has_indexer()) {
-        // GLM's k-pool DSA indexer (HF names under self_attn.indexer.); not read by the dense path.
+        // GLM's k-pool DSA indexer (HF names under self_attn.indexer.; compute/forward/kpool_indexer.hpp).
         const std::string ix = a + "indexer.";
         const std::int64_t ih = c.index_n_heads, id = c.index_head_dim;
         plan_add(out, spec, ix + "wq_b.weight", {ih * id, c.q_lora});

@@ -216,13 +216,13 @@ TEST_CASE("waste info shows GLM's mHC streams, SwiGLU clamp and indexer keys", "
   CHECK(text.out.find("architecture: glm5-next") != std::string::npos);
   CHECK(text.out.find("residual:     mHC, 4 streams, 20 Sinkhorn iterations (eps 1e-06)\n") != std::string::npos);
   CHECK(text.out.find("swiglu clamp: 0.75 (gate <= limit, |up| <= limit)\n") != std::string::npos);
-  CHECK(text.out.find("indexer:      DSA k-pool, 2 heads x 32, top 64 positions, pools of 4 + tail\n") !=
+  CHECK(text.out.find("indexer:      DSA k-pool, 2 heads x 32, top 16 positions, pools of 4 + tail\n") !=
         std::string::npos);
   auto j = nlohmann::json::parse(run("info --json " + glm).out);
   CHECK(j["mhc"]["streams"] == 4);
   CHECK(j["mhc"]["sinkhorn_iters"] == 20);
   CHECK(j["swiglu_limit"] == 0.75);
-  CHECK(j["indexer"]["topk"] == 64);
+  CHECK(j["indexer"]["topk"] == 16);
   CHECK(j["indexer"]["kpool"] == 4);
   CHECK(j["indexer"]["n_heads"] == 2);
   CHECK(j["indexer"]["head_dim"] == 32);

@@ -138,6 +138,17 @@ TEST_CASE("memory plan covers the state and scratch of tiny-glm, its 4 residual 
   CHECK(sizing::state_sizes(c, 16).hidden == std::uint64_t(4 * c.hidden));
   CHECK(sizing::forward_sizes(c, 64).pre_stream == std::uint64_t(64 * 4 * c.hidden));
   CHECK(sizing::forward_sizes(c, 1).res_mhc == std::uint64_t(4 * c.hidden + 24 + 4));
+  // The DSA indexer: per MLA layer 60 / 4 pooled keys and 2 x 4 rows of the unfilled pool, and
+  // its scratch, counted as the indexer's own types allocate them.
+  auto shape = forward::KpoolIndexerShape::make(c.index_n_heads, c.index_head_dim, c.index_kpool, c.index_topk,
+                                                c.hidden, c.q_lora, c.index_kpool_always_select_tail);
+  REQUIRE(shape);
+  CHECK(sizing::state_sizes(c, 60).index_state == std::uint64_t((15 + 8) * c.index_head_dim));
+  CHECK(sizing::state_sizes(c, 60).index_state * sizeof(float) == forward::KpoolIndexerState::bytes(*shape, 60));
+  CHECK(sizing::mla_sizes(c, 60, 64).indexer * sizeof(float) == forward::KpoolIndexerScratch::bytes(*shape, 60, 64));
+  ModelConfig dense = c;
+  dense.index_n_heads = 0;
+  CHECK(sizing::state_sizes(dense, 60).index_state == 0);
 }
 
 }  // namespace waste

@@ -94,6 +94,7 @@ TEST_CASE("GLM-5.3-Flash is claimed by glm5_next with mHC and its 45-layer layou
     INFO("layer " << layer);
     CHECK((l.attention == forward::AttentionKind::mla) == (layer % 4 == 3));  // MLA at 3, 7, ..., 43
     CHECK((l.mixer == forward::MixerKind::dense_ffn) == (layer < 3));
+    CHECK(l.indexed == (l.attention == forward::AttentionKind::mla));  // the DSA indexer on every MLA layer
     kda += l.attention == forward::AttentionKind::kda;
     mla += l.attention == forward::AttentionKind::mla;
     dense += l.mixer == forward::MixerKind::dense_ffn;
@@ -112,6 +113,13 @@ TEST_CASE("GLM-5.3-Flash is claimed by glm5_next with mHC and its 45-layer layou
   other.hc_mult = 4;
   CHECK(forward::plan_model(other).family == "glm5-next");
   CHECK(forward::plan_model(other).residual == forward::ResidualKind::mhc);
+  for (const forward::LayerPlan& l : forward::plan_model(other).layers) CHECK_FALSE(l.indexed);  // no index_* keys
+
+  // The indexer's layers: tiny-glm's MLA layers 3 and 7, none without index_n_heads.
+  for (int layer = 0; layer < 8; ++layer) CHECK(tiny.layers[std::size_t(layer)].indexed == (layer % 4 == 3));
+  ModelConfig no_index = preset_config("tiny-glm");
+  no_index.index_n_heads = 0;
+  for (const forward::LayerPlan& l : forward::plan_model(no_index).layers) CHECK_FALSE(l.indexed);
 }
 
 }  // namespace waste

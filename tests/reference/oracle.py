@@ -3,8 +3,11 @@ and of the DeepSeek-V3 family's (V3, R1, Kimi-K2): MLA with decoupled RoPE + YaR
 group-limited noaux_tc router, written from DeepSeek-V3's published model maths
 (docs/design/deepseek.md); and of GLM-5.3-Flash's text model (transformers glm5_next, the
 modeling file at 1f4d57a7): mHC residual streams with the Sinkhorn mixer, the clamped SwiGLU,
-NoPE MLA and K3-style KDA. Its k-pool DSA indexer is not modelled: below index_topk positions
-it selects every position, which is dense attention, and the oracle refuses to go further.
+NoPE MLA and K3-style KDA, and its k-pool DSA indexer (index_n_heads > 0): per MLA layer, one
+key per complete pool of index_kpool tokens (the per-channel softmax of the compress gate + ape
+weighting the LayerNormed wk keys), and per token the index_topk / index_kpool pools of highest
+score sum_h w_h relu(q_h . K_p / sqrt(D)) (w = weights_proj x / sqrt(H), q = wq_b of the normed
+q_lora residual) plus the tokens of the unfilled pool; MLA attends those positions only.
 
 Written from the equations with plain dense ops: every quantized tensor (trunk and routed
 experts) is dequantized to a dense matrix first, the routed experts included (no lookup tables),
@@ -258,7 +261,8 @@ class Oracle:
     def reset(self):
         cfg = self.cfg
         self.pos = 0
-        self.kda_state, self.conv_rings, self.mla_cache = {}, {}, {}
+        self.kda_state, self.conv_rings, self.mla_cache, self.index_cache = {}, {}, {}, {}
+        self.selected = []  # per indexed MLA call: (layer, token, the positions it attends)
         C, H, D = cfg.kda_heads * cfg.kda_dim, cfg.kda_heads, cfg.kda_dim
         for layer in range(cfg.n_layers):
             if cfg.is_kda[layer]:
@@ -267,6 +271,7 @@ class Oracle:
                                           for _ in range(3)]
             else:
                 self.mla_cache[layer] = ([], [])
+                self.index_cache[layer] = ([], [], [])  # k rows, gate rows, pool keys
         self.routes = []  # per step: [(layer, ids, weights)]
 
     # layers ---------------------------------------------------------------
@@ -302,10 +307,39 @@ class Oracle:
         o = o * torch.sigmoid(gate.view(H, D))
         return self.mv(pre + "o_proj.weight", o.reshape(C))
 
+    def index_select(self, layer: int, x: torch.Tensor, qa: torch.Tensor) -> list:
+        """GLM's k-pool DSA indexer for the token just cached: the positions it attends."""
+        cfg = self.cfg
+        H, D, kp = cfg.index_n_heads, cfg.index_head_dim, cfg.index_kpool
+        pre = f"model.layers.{layer}.self_attn.indexer."
+        k = F.layer_norm(self.mv(pre + "wk.weight", x), (D,), self.w(pre + "k_norm.weight").reshape(-1),
+                         self.w(pre + "k_norm.bias").reshape(-1), eps=1e-6)
+        gate = self.mv(pre + "index_kpool_compress_gate", x)
+        ks, gates, keys = self.index_cache[layer]
+        ks.append(k)
+        gates.append(gate)
+        t = len(ks) - 1
+        if len(ks) % kp == 0:  # a pool completes: its key, a per-channel softmax over its tokens
+            logits = torch.stack(gates[-kp:]) + self.w(pre + "index_kpool_compress_ape").reshape(kp, D)
+            keys.append((torch.softmax(logits, dim=0) * torch.stack(ks[-kp:])).sum(0))
+        pools, keep = len(keys), cfg.index_topk // kp
+        if pools <= keep:
+            chosen = list(range(pools))
+        else:
+            q = self.mv(pre + "wq_b.weight", qa).view(H, D)
+            w = self.mv(pre + "weights_proj.weight", x) / math.sqrt(H)
+            score = (w[:, None] * torch.relu(q @ torch.stack(keys).T / math.sqrt(D))).sum(0)
+            ranked = sorted(range(pools), key=lambda p: (-float(score[p]), p))
+            chosen = sorted(ranked[:keep])
+        positions = [p * kp + j for p in chosen for j in range(kp)] + list(range(pools * kp, t + 1))
+        self.selected.append((layer, t, positions))
+        return positions
+
     def mla(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         cfg = self.cfg
         nh, nope, rope, vd = cfg.n_heads, cfg.qk_nope, cfg.qk_rope, cfg.v_head
         pre = f"model.layers.{layer}.self_attn."
+        qa = None
         if self.c.has(pre + "q_a_proj.weight"):
             qa = rms_norm(self.mv(pre + "q_a_proj.weight", x),
                           self.w(pre + "q_a_layernorm.weight"), cfg.eps)
@@ -330,7 +364,13 @@ class Oracle:
         c_list, kr_list = self.mla_cache[layer]
         c_list.append(c)
         kr_list.append(k_rope)
-        o = mla_unabsorbed(q, torch.stack(c_list), torch.stack(kr_list),
+        c_hist, kr_hist = torch.stack(c_list), torch.stack(kr_list)
+        if cfg.index_n_heads > 0:
+            if qa is None:
+                raise ValueError("the DSA indexer reads the q_lora residual: q_lora_rank must be positive")
+            keep = torch.tensor(self.index_select(layer, x, qa), dtype=torch.long)
+            c_hist, kr_hist = c_hist[keep], kr_hist[keep]
+        o = mla_unabsorbed(q, c_hist, kr_hist,
                            self.w(pre + "kv_b_proj.weight"), nh, nope, vd, scale).reshape(nh * vd)
         if self.c.has(pre + "g_proj.weight"):
             o = o * torch.sigmoid(self.mv(pre + "g_proj.weight", x))
@@ -400,10 +440,8 @@ class Oracle:
         embedding; per layer, per sublayer: collapse by pre, norm, sublayer, place by post and
         mix by comb; the head normalises the mean of the streams."""
         cfg = self.cfg
-        # Dense is exact while every complete pool fits the budget and the tail is selected.
-        if cfg.index_n_heads > 0 and (self.pos >= cfg.index_topk or not cfg.index_tail):
-            raise ValueError(f"position {self.pos}: past index_topk {cfg.index_topk} (or without the "
-                             "tail) the DSA indexer selects a subset, and this oracle runs dense attention")
+        if cfg.index_n_heads > 0 and not cfg.index_tail:
+            raise ValueError("index_kpool_always_select_tail false: the first tokens would attend nothing")
         streams = x[None, :].expand(cfg.hc_mult, -1).clone()
         for layer in range(cfg.n_layers):
             pre = f"model.layers.{layer}."

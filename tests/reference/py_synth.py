@@ -8,7 +8,8 @@ Q4G otherwise, optionally Q3G), experts get random RVQ indices and codebooks. Tw
            KDA gate, bounded gate, padded A_log, VQ4P experts, a Q3G matrix)
   tiny-k3-vq3r  the same K3 features with VQ3R experts (no int8 LUT step)
   tiny-glm GLM-5.3-Flash features (4 mHC streams with Q8G projections, SwiGLU clamp, NoPE MLA,
-           safe-gate KDA, layer_types / mlp_layer_types with 3 dense layers first, shared expert)
+           safe-gate KDA, layer_types / mlp_layer_types with 3 dense layers first, shared expert,
+           the k-pool DSA indexer with index_topk 16 in pools of 4: sparse past 19 tokens)
 Usage: py_synth.py --preset tiny --out DIR [--seed N]
 """
 from __future__ import annotations
@@ -69,6 +70,8 @@ def preset_config(name: str) -> tuple[dict, dict]:
             "scoring_func": "sigmoid", "q_lora_rank": 48, "qk_nope_head_dim": 32,
             "qk_rope_head_dim": 0, "v_head_dim": 32, "swiglu_limit": 0.5, "hc_mult": 4,
             "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "layer_types": types,
+            "index_topk": 16, "index_kpool": 4, "index_n_heads": 2, "index_head_dim": 32,
+            "index_kpool_always_select_tail": True,
             "mlp_layer_types": ["dense"] * 3 + ["sparse"] * (n - 3),
             "linear_attn_config": {"head_dim": 32, "num_heads": 4, "short_conv_kernel_size": 4,
                                    "gate_lower_bound": -5.0,
@@ -142,6 +145,15 @@ def trunk_shapes(cfg: dict) -> dict:
             if cfg.get("mla_use_output_gate"):
                 s[a + "g_proj.weight"] = [nh * vd, hid]
             s[a + "o_proj.weight"] = [hid, nh * vd]
+            if cfg.get("index_n_heads"):
+                ix, ih, idim = a + "indexer.", cfg["index_n_heads"], cfg["index_head_dim"]
+                s[ix + "wq_b.weight"] = [ih * idim, qlora]
+                s[ix + "wk.weight"] = [idim, hid]
+                s[ix + "k_norm.weight"] = [idim]
+                s[ix + "k_norm.bias"] = [idim]
+                s[ix + "weights_proj.weight"] = [ih, hid]
+                s[ix + "index_kpool_compress_gate"] = [idim, hid]
+                s[ix + "index_kpool_compress_ape"] = [cfg["index_kpool"], idim]
         if E and layer >= cfg["first_k_dense_replace"]:
             m = p + "block_sparse_moe."
             s[m + "gate.weight"] = [E, hid]
@@ -197,7 +209,7 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
         shape = shapes[name]
         numel = int(np.prod(shape))
         # Every matrix quantized even when small, as the v0 test container does.
-        if len(shape) == 1 or "conv1d" in name or name.endswith("A_log"):
+        if len(shape) == 1 or "conv1d" in name or name.endswith("A_log") or name.endswith("compress_ape"):
             fmt = FMT_F32
         elif "embed_tokens" in name or "lm_head" in name or name.endswith(("hc_attn_fn", "hc_ffn_fn")):
             fmt = FMT_Q8G

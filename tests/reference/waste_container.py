@@ -125,6 +125,8 @@ class ModelConfig:
         self.swiglu_limit = num("swiglu_limit", 0.0, float)
         self.index_topk = num("index_topk", 0)
         self.index_n_heads = num("index_n_heads", 0)
+        self.index_head_dim = num("index_head_dim", 0)
+        self.index_kpool = num("index_kpool", 0)
         self.index_tail = bool(cfg.get("index_kpool_always_select_tail", True))
         if self.hidden < 1 or self.vocab < 1 or self.n_layers < 1:
             raise ContainerError(

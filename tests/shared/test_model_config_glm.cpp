@@ -42,7 +42,7 @@ TEST_CASE("GLM config keys parse under their HF names and survive to_json", "[sh
   CHECK(c->hc_sinkhorn_iters == 20);
   CHECK(c->hc_eps == 1e-6f);
   CHECK(c->swiglu_limit == 0.75f);
-  CHECK(c->index_topk == 64);
+  CHECK(c->index_topk == 16);
   CHECK(c->index_kpool == 4);
   CHECK(c->index_n_heads == 2);
   CHECK(c->index_head_dim == 32);
@@ -62,7 +62,7 @@ TEST_CASE("GLM config keys parse under their HF names and survive to_json", "[sh
   CHECK(back->hc_sinkhorn_iters == 20);
   CHECK(back->hc_eps == 1e-6f);
   CHECK(back->swiglu_limit == 0.75f);
-  CHECK(back->index_topk == 64);
+  CHECK(back->index_topk == 16);
   CHECK(back->index_kpool == 4);
   CHECK(back->index_n_heads == 2);
   CHECK(back->index_head_dim == 32);

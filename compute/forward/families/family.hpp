@@ -28,6 +28,8 @@ enum class ResidualKind : std::uint8_t { add, attn_res, mhc };
 struct LayerPlan {
   AttentionKind attention = AttentionKind::mla;
   MixerKind mixer = MixerKind::dense_ffn;
+  // An MLA layer whose positions GLM's k-pool DSA indexer selects (kpool_indexer.hpp).
+  bool indexed = false;
   bool operator==(const LayerPlan&) const = default;
 };
 

@@ -6,13 +6,11 @@
 //   MoE after (sigmoid router with e_score_correction_bias, n_group 1, renormalised top-k times
 //   routed_scaling_factor, one shared expert); every MLP's SwiGLU clamped at swiglu_limit
 //   (ffn_activation, ops.hpp);
-// - residual: mHC, hc_mult streams (ResidualKind::mhc, mhc.hpp); the head reads their mean.
-//
-// The DSA k-pool indexer (index_* keys) selects which cached positions an MLA layer attends.
-// Below index_topk + the tail (2048 tokens in the release) it selects every position, so dense
-// MLA is exactly what the model computes there; that is what this plan runs. The indexer plugs
-// in at the MLA case of Forward::attention (forward.cpp, "indexer selection"), as its own
-// AttentionKind set here for the full-attention layers.
+// - residual: mHC, hc_mult streams (ResidualKind::mhc, mhc.hpp); the head reads their mean;
+// - the DSA k-pool indexer (index_n_heads > 0) selects which cached positions each MLA layer
+//   attends (LayerPlan::indexed; kpool_indexer.hpp): every position while a token sees no more
+//   than index_topk / index_kpool complete pools (dense), the best-scoring pools and the
+//   unfilled tail after.
 #include "compute/forward/families/family.hpp"
 
 namespace waste::forward {
@@ -24,6 +22,9 @@ bool claims_glm5_next(const ModelConfig& c) { return c.arch == "glm5-next" || c.
 ModelPlan plan_glm5_next(const ModelConfig& c) {
   ModelPlan plan = v0_plan(c, "glm5-next");
   plan.residual = c.uses_mhc() ? ResidualKind::mhc : ResidualKind::add;
+  if (c.has_indexer()) {
+    for (LayerPlan& layer : plan.layers) layer.indexed = layer.attention == AttentionKind::mla;
+  }
   return plan;
 }
 
