@@ -1,7 +1,10 @@
-// waste serve MODEL: an OpenAI-compatible HTTP server (cli/serve/). The engine is opened with
-// open_engine() exactly like `waste run`, so it attaches to the container's waste-ioserver and
-// shares its cache; concurrent requests decode as one batch (serve::Scheduler). A container with
-// a vision tower (vision.json) takes image_url parts (data: URLs) in user messages.
+// waste serve MODEL | --model PATH[=ID] ...: an OpenAI-compatible HTTP server (cli/serve/). Each
+// model's engine is opened with open_engine() exactly like `waste run`, so it attaches to the
+// container's waste-ioserver and shares its cache; concurrent requests to a model decode as one
+// batch (serve::Scheduler). MODEL is loaded at start and kept; models given with --model are
+// loaded when a request names them, under one budget (507 when one would not fit), and unloaded
+// after --idle-unload seconds without requests (serve::ModelSet). A container with a vision tower
+// (vision.json) takes image_url parts (data: URLs) in user messages.
 // SIGTERM/SIGINT: stop admitting (503), let in-flight requests finish within --drain-seconds,
 // cancel what is left, exit 0.
 #include <atomic>
@@ -10,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 #include <cstdio>
+#include <set>
 #include <thread>
 
 #include "cli/cli_common.hpp"
@@ -18,10 +22,16 @@
 #include "cli/serve/api_key.hpp"
 #include "cli/serve/http_server.hpp"
 #include "cli/serve/metrics.hpp"
+#include "cli/serve/model_budget.hpp"
+#include "cli/serve/model_set.hpp"
+#include "cli/serve/model_spec.hpp"
 #include "cli/serve/request_limits.hpp"
 #include "cli/serve/scheduler.hpp"
 #include "compute/vision/media_prompt.hpp"
+#include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
+#include "shared/memory/machine_ledger.hpp"
+#include "shared/memory/ram.hpp"
 
 namespace waste::cli {
 namespace {
@@ -43,12 +53,16 @@ struct ServeArgs {
   int max_json_depth = 64;
   int max_image_mpx = 16, max_request_mpx = 32, max_decode_mpx = 64;
   std::string prefix_cache = "auto";  // the prefix cache's bound: "auto", or a size (0 = off)
+  std::vector<std::string> models;    // --model PATH[=ID], as given
+  std::optional<int> idle_unload;     // --idle-unload SECONDS (0 = never)
 };
 
 // The automatic prefix cache: an eighth of the RAM budget the open resolved (the expert cache's
 // or the daemon's); 256 MiB when the arena was given in records (no budget).
 constexpr std::uint64_t kPrefixCacheBudgetShare = 8;
 constexpr std::uint64_t kPrefixCacheWithoutBudget = std::uint64_t(256) << 20;
+// --idle-unload's default for models given with --model (MODEL is never unloaded unless asked).
+constexpr int kDefaultIdleUnloadSeconds = 300;
 
 // --prefix-cache: "auto" or a byte size, 0 included (off).
 CLI::Validator prefix_cache_size() {
@@ -62,10 +76,142 @@ CLI::Validator prefix_cache_size() {
       /*validator_desc=*/"");
 }
 
+// What a reply may still read after its model is unloaded (ServeModel::hold).
+struct ModelAssets {
+  Tokenizer tokenizer;
+  std::optional<ChatFormat> format;
+};
+
+// One loaded model: its engine (and daemon connection), tokenizer and chat format, vision tower,
+// and scheduler. Members go in reverse order: the scheduler's engine thread is joined before the
+// tower and the engine close.
+struct OpenedModel final : serve::LoadedModel {
+  OpenedEngine engine;
+  std::shared_ptr<ModelAssets> assets;
+  std::optional<vision::VisionTower> tower;
+  std::shared_ptr<const grammar::TokenIndex> token_index;
+  std::optional<serve::Scheduler> scheduler;
+};
+
+// Opens one model as `waste run` would (open_engine: its container's daemon, started now with
+// `budget_bytes` as its --budget when that is not 0, else with the command's --budget).
+Result<std::unique_ptr<serve::LoadedModel>> load_model(const ServeArgs& a, const serve::ModelSpec& spec,
+                                                      std::uint64_t budget_bytes) {
+  EngineArgs args = a.engine;
+  args.model = spec.path.string();
+  if (budget_bytes > 0) args.budget = std::to_string(budget_bytes);
+  args.sequences = a.scheduler.parallel;  // the daemon admits every slot's state
+  auto model = std::make_unique<OpenedModel>();
+  auto engine = open_engine(args);
+  if (!engine) return std::unexpected(engine.error());
+  model->engine = std::move(*engine);
+  auto tokenizer = load_tokenizer(model->engine->container());
+  if (!tokenizer) return std::unexpected(tokenizer.error());
+  auto format = load_chat_format(spec.path, a.chat_format);
+  if (!format) return std::unexpected(format.error());
+  model->assets = std::make_shared<ModelAssets>(ModelAssets{std::move(*tokenizer), std::move(*format)});
+  const Tokenizer& tok = model->assets->tokenizer;
+  const ChatFormat* chat = model->assets->format ? &*model->assets->format : nullptr;
+  serve::SchedulerOptions options = a.scheduler;
+  options.prefill_chunk = std::min(options.prefill_chunk, model->engine->info().prefill_chunk);
+  if (a.prefix_cache == "auto") {
+    options.prefix_cache_bytes = model->engine.budget_bytes > 0 ? model->engine.budget_bytes / kPrefixCacheBudgetShare
+                                                                : kPrefixCacheWithoutBudget;
+  } else {
+    options.prefix_cache_bytes = *parse_bytes(a.prefix_cache);  // checked by prefix_cache_size()
+  }
+  // The grammar engine's token index, built once (response_format and forced tool calls use it).
+  // The chat stop ids end a constrained answer too, where its grammar accepts.
+  {
+    std::vector<int> stop_ids;
+    if (chat) stop_ids = chat_stop(tok, *chat).ids;
+    auto index = grammar::build_token_index(tok, stop_ids);
+    if (index) {
+      model->token_index = std::move(*index);
+    } else {
+      std::fprintf(stderr, "waste serve: constrained output unavailable: %s\n", index.error().message.c_str());
+    }
+  }
+  // image_url parts need the container's vision tower (vision.json); without one they get 400.
+  serve::ServeVision vision;
+  if (std::filesystem::exists(spec.path / "vision.json")) {
+    auto loaded = vision::load_media_encoder(model->engine->container(), tok, model->engine->config().hidden);
+    if (!loaded) return std::unexpected(loaded.error());
+    model->tower.emplace(std::move(loaded->tower));
+    vision = {&*model->tower, loaded->tokens};
+  }
+  model->scheduler.emplace(*model->engine, tok, options, vision.tower);
+  model->serve = {&*model->scheduler, &tok, chat, model->token_index, vision, model->assets};
+  const std::string prefix = options.prefix_cache_bytes > 0 ? "prefix cache " + format_bytes(options.prefix_cache_bytes)
+                                                            : std::string("no prefix cache");
+  model->summary = "parallel " + std::to_string(options.parallel) + ", ctx " +
+                   std::to_string(model->scheduler->ctx_tokens()) + (chat ? ", chat template" : ", no chat template") +
+                   (model->tower ? ", images" : "") + ", " + prefix;
+  return std::unique_ptr<serve::LoadedModel>(std::move(model));
+}
+
+// --model: the models, each with its footprint from its memory plan (read now: a container that
+// does not open stops the command before it listens).
+Result<std::vector<serve::ModelConfig>> model_configs(const ServeArgs& a) {
+  auto specs = serve::expand_model_specs(a.models);
+  if (!specs) return std::unexpected(specs.error());
+  std::vector<serve::ModelConfig> out;
+  for (serve::ModelSpec& spec : *specs) {
+    auto container = read_container(spec.path);
+    if (!container) return std::unexpected(container.error());
+    auto plan = plan_memory((*container)->manifest, std::uint32_t(a.engine.ctx));
+    if (!plan) return std::unexpected(plan.error());
+    auto daemon_plan = plan_memory((*container)->manifest);
+    if (!daemon_plan) return std::unexpected(daemon_plan.error());
+    serve::ModelFootprint footprint = serve::model_footprint(*plan, *daemon_plan, a.scheduler.parallel, a.engine.ctx);
+    out.push_back({std::move(spec), footprint});
+  }
+  return out;
+}
+
+// --model's budget: --budget, or the machine cap (what every daemon of this user shares; other
+// daemons' budgets are taken off it at each decision). nullopt when the machine cannot say.
+std::optional<serve::ServerBudget> server_budget(const ServeArgs& a) {
+  if (!a.engine.budget.empty()) return serve::ServerBudget{*parse_bytes(a.engine.budget), "--budget " + a.engine.budget};
+  const UsableRam ram = usable_ram();
+  if (ram.cap_bytes == 0) return std::nullopt;
+  return serve::ServerBudget{ram.cap_bytes, "the machine cap: 3/4 of usable RAM " + format_bytes(ram.usable_bytes)};
+}
+
+// What the waste-ioserver daemons of other containers hold (the machine ledger); this server's
+// own containers are counted by the set, whoever started their daemons.
+std::function<std::uint64_t()> others_in_ledger(const std::vector<serve::ModelConfig>& models) {
+  std::set<std::filesystem::path> ours;
+  for (const serve::ModelConfig& m : models) {
+    std::error_code ec;
+    std::filesystem::path canonical = std::filesystem::canonical(m.spec.path, ec);
+    ours.insert(ec ? m.spec.path : canonical);
+  }
+  return [ours = std::move(ours)] {
+    auto entries = MachineLedger(ipc::machine_ledger_path()).entries();
+    if (!entries) return std::uint64_t(0);
+    std::uint64_t held = 0;
+    for (const MachineLedgerEntry& e : *entries) {
+      if (!ours.contains(std::filesystem::path(e.model))) held += e.budget_bytes;
+    }
+    return held;
+  };
+}
+
 int serve_main(ServeArgs a) {
   // Before the HTTP server's threads exist: they only read these.
   if (a.max_request_mpx < a.max_image_mpx || a.max_decode_mpx < a.max_request_mpx) {
     return report_error("serve", "the pixel limits must grow: --max-image-mpx <= --max-request-mpx <= --max-decode-mpx");
+  }
+  const bool several = !a.models.empty();
+  if (several && !a.engine.model.empty()) {
+    return report_error("serve", "give the model either as MODEL or with --model, not both");
+  }
+  if (!several && a.engine.model.empty()) {
+    return report_error("serve", "a model is required: MODEL, or --model PATH[=ID] (repeatable)");
+  }
+  if (several && !a.alias.empty()) {
+    return report_error("serve", "--alias names the MODEL argument's model; with --model give PATH=ID");
   }
   serve::RequestLimits limits;
   limits.max_json_depth = a.max_json_depth;
@@ -73,7 +219,8 @@ int serve_main(ServeArgs a) {
   limits.max_request_pixels = std::uint64_t(a.max_request_mpx) << 20;
   limits.max_decoding_pixels = std::uint64_t(a.max_decode_mpx) << 20;
   serve::set_request_limits(limits);
-  a.http.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.engine.model).stem().string();
+  a.http.several_models = several;
+  if (!several) a.http.model_id = !a.alias.empty() ? a.alias : std::filesystem::path(a.engine.model).stem().string();
   a.http.limits.body_bytes = std::size_t(a.max_body_mib * 1024 * 1024);
   a.http.limits.header_bytes = std::size_t(a.max_header_kib) * 1024;
   a.http.limits.write_seconds = a.http.limits.request_seconds;
@@ -88,6 +235,34 @@ int serve_main(ServeArgs a) {
     return report_error("serve", "--parallel must be below " + std::to_string(a.scheduler.prefill_chunk) +
                                      " (the tokens of one pass)");
   }
+  if (Status st = check_cache_records(a.engine); !st) return report_error("serve", st.error());
+
+  // The models: MODEL alone, loaded before the server is ready and kept (unless --idle-unload);
+  // or --model's, loaded on first use under one budget.
+  std::vector<serve::ModelConfig> configs;
+  serve::ModelSetOptions set_options;
+  set_options.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (several) {
+    auto expanded = model_configs(a);
+    if (!expanded) return report_error("serve", expanded.error());
+    configs = std::move(*expanded);
+    if (configs.size() > 1 && !a.chat_format.empty()) {
+      return report_error("serve", "--chat-format applies to one model; with several, each container's chat.json is used");
+    }
+    set_options.budget = server_budget(a);
+    if (a.engine.budget.empty()) set_options.others_bytes = others_in_ledger(configs);
+    set_options.idle_unload = std::chrono::seconds(a.idle_unload.value_or(kDefaultIdleUnloadSeconds));
+  } else {
+    configs.push_back({serve::ModelSpec{a.engine.model, a.http.model_id}, {}});
+    set_options.idle_unload = std::chrono::seconds(a.idle_unload.value_or(0));
+  }
+  std::string ids;
+  for (const serve::ModelConfig& c : configs) ids += (ids.empty() ? "'" : ", '") + c.spec.id + "'";
+  serve::ModelSet models(std::move(configs), std::move(set_options),
+                         [&a](const serve::ModelSpec& spec, std::uint64_t budget_bytes) {
+                           return load_model(a, spec, budget_bytes);
+                         });
+
   // Handlers set a flag the main thread polls; a daemon child started by open_engine() gets
   // default dispositions again at exec.
   struct sigaction action {};
@@ -100,69 +275,39 @@ int serve_main(ServeArgs a) {
   serve::Metrics metrics;
   serve::HttpServer server(a.http, metrics);
   if (Status started = server.start(); !started) return report_error("serve", started.error());
-  std::fprintf(stderr, "waste serve: listening on http://%s:%d (model '%s')\n", a.http.host.c_str(), server.port(),
-               a.http.model_id.c_str());
+  std::fprintf(stderr, "waste serve: listening on http://%s:%d (%s %s)\n", a.http.host.c_str(), server.port(),
+               several && models.ids().size() > 1 ? "models" : "model", ids.c_str());
 
-  a.engine.sequences = a.scheduler.parallel;  // the daemon admits every slot's state
-  auto engine = open_engine(a.engine);  // meanwhile /health answers 503 "loading model"
-  if (!engine) return report_error("serve", engine.error());
-  auto tokenizer = load_tokenizer((*engine)->container());
-  if (!tokenizer) return report_error("serve", tokenizer.error());
-  auto format = load_chat_format(a.engine.model, a.chat_format);
-  if (!format) return report_error("serve", format.error());
-  a.scheduler.prefill_chunk = std::min(a.scheduler.prefill_chunk, (*engine)->info().prefill_chunk);
-  if (a.prefix_cache == "auto") {
-    a.scheduler.prefix_cache_bytes =
-        engine->budget_bytes > 0 ? engine->budget_bytes / kPrefixCacheBudgetShare : kPrefixCacheWithoutBudget;
+  if (!several) {
+    // Meanwhile /health answers 503 "loading model".
+    if (Status loaded = models.load_now(a.http.model_id); !loaded) return report_error("serve", loaded.error());
+    server.ready(models);
+    std::fprintf(stderr, "waste serve: ready (%s)\n", models.summary(a.http.model_id).c_str());
   } else {
-    a.scheduler.prefix_cache_bytes = *parse_bytes(a.prefix_cache);  // checked by prefix_cache_size()
+    server.ready(models);
+    const std::optional<serve::ServerBudget>& budget = models.options().budget;
+    const std::string budget_text = budget ? "budget " + format_bytes(budget->bytes) + " from " + budget->source
+                                           : std::string("no budget: the machine's RAM is unknown");
+    const int idle = a.idle_unload.value_or(kDefaultIdleUnloadSeconds);
+    std::fprintf(stderr, "waste serve: ready (%zu %s, loaded on first use; parallel %d, ctx %d; %s; idle unload %s)\n",
+                 models.ids().size(), models.ids().size() == 1 ? "model" : "models", a.scheduler.parallel, a.engine.ctx,
+                 budget_text.c_str(), idle > 0 ? (std::to_string(idle) + " s").c_str() : "never");
   }
-  // The grammar engine's token index, built once (response_format and forced tool calls use it).
-  // The chat stop ids end a constrained answer too, where its grammar accepts.
-  std::shared_ptr<const grammar::TokenIndex> token_index;
-  {
-    std::vector<int> stop_ids;
-    if (*format) stop_ids = chat_stop(*tokenizer, **format).ids;
-    auto index = grammar::build_token_index(*tokenizer, stop_ids);
-    if (index) {
-      token_index = std::move(*index);
-    } else {
-      std::fprintf(stderr, "waste serve: constrained output unavailable: %s\n", index.error().message.c_str());
-    }
-  }
-  // image_url parts need the container's vision tower (vision.json); without one they get 400.
-  std::optional<vision::VisionTower> tower;
-  serve::ServeVision vision;
-  if (std::filesystem::exists(std::filesystem::path(a.engine.model) / "vision.json")) {
-    auto loaded = vision::load_media_encoder((*engine)->container(), *tokenizer, (*engine)->config().hidden);
-    if (!loaded) return report_error("serve", loaded.error());
-    tower.emplace(std::move(loaded->tower));
-    vision = {&*tower, loaded->tokens};
-  }
-  {
-    serve::Scheduler scheduler(**engine, *tokenizer, a.scheduler, vision.tower);
-    server.ready({&scheduler, &*tokenizer, *format ? &**format : nullptr, token_index, vision});
-    const std::string prefix = a.scheduler.prefix_cache_bytes > 0
-                                   ? "prefix cache " + format_bytes(a.scheduler.prefix_cache_bytes)
-                                   : std::string("no prefix cache");
-    std::fprintf(stderr, "waste serve: ready (parallel %d, ctx %d%s%s, %s)\n", a.scheduler.parallel,
-                 scheduler.ctx_tokens(), *format ? ", chat template" : ", no chat template",
-                 tower ? ", images" : "", prefix.c_str());
-    while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (g_stop_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
-    std::fprintf(stderr, "waste serve: draining (%d in flight)\n", scheduler.in_flight());
-    server.draining();
-    scheduler.drain();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.drain_seconds);
-    while (scheduler.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    const int left = scheduler.in_flight();
-    scheduler.stop();  // cancels what the deadline left
-    server.stop();     // answers in progress write their last bytes; I/O and prepare threads join
-    std::fprintf(stderr, "waste serve: stopped (%d cancelled at the deadline)\n", left);
+  std::fprintf(stderr, "waste serve: draining (%d in flight)\n", models.in_flight());
+  server.draining();
+  models.drain();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.drain_seconds);
+  while (models.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return 0;
+  const int left = models.in_flight();
+  models.stop();
+  models.cancel();  // cancels what the deadline left
+  server.stop();    // answers in progress write their last bytes; I/O and prepare threads join
+  std::fprintf(stderr, "waste serve: stopped (%d cancelled at the deadline)\n", left);
+  return 0;  // the models unload here (schedulers, then engines and their daemon leases)
 }
 
 const CommandRegistration kRegistration{Command{
@@ -170,6 +315,20 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<ServeArgs>();
       add_engine_options(sub, args->engine);
+      // MODEL, or --model (several); serve_main says which is missing or that both were given.
+      sub.get_option("model")->required(false);
+      sub.add_option("--model", args->models,
+                     "A model to serve under ID (default: the folder's name without .waste), loaded when a request "
+                     "names it; repeatable. A directory of containers serves each of them. With several models "
+                     "--budget is what they share")
+          ->type_name("PATH[=ID]")
+          ->allow_extra_args(false);
+      sub.add_option("--idle-unload", args->idle_unload,
+                     "Unload a model after this many seconds without requests (0 = never); it loads again on the "
+                     "next request")
+          ->type_name("SECONDS")
+          ->default_str("300 with --model, 0 for MODEL")
+          ->check(int_range("--idle-unload", 0, 31'536'000));
       sub.add_option("--host", args->http.host, "Address to bind")->type_name("ADDR");
       sub.add_option("--port", args->http.port, "Port (0 = any free port, printed on stderr)")
           ->type_name("PORT")

@@ -1,5 +1,5 @@
 // OpenAI-shaped replies for the transport: a JSON body, or an ApiError as
-// {"error": {...}} (429 with Retry-After: 1). Every 4xx/5xx the server sends is built here.
+// {"error": {...}} (429 with Retry-After: 1, 507 with x-should-retry: false). Every 4xx/5xx the server sends is built here.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -46,9 +46,9 @@ struct AnswerShape {
 class SseAnswer final : public http::StreamedBody {
  public:
   SseAnswer(std::shared_ptr<RequestStream> stream, ResponseIds ids, Endpoint endpoint, bool include_usage,
-            bool want_logprobs, const AnswerShape& shape)
+            bool want_logprobs, const AnswerShape& shape, std::shared_ptr<const void> hold)
       : stream_(std::move(stream)), ids_(std::move(ids)), endpoint_(endpoint), include_usage_(include_usage),
-        want_logprobs_(want_logprobs), last_output_(Clock::now()) {
+        want_logprobs_(want_logprobs), hold_(std::move(hold)), last_output_(Clock::now()) {
     if (shape.tools) tools_.emplace(*shape.tools, response_id("call_") + "_");
     if (shape.think) think_.emplace(*shape.think, shape.inside);
   }
@@ -146,6 +146,7 @@ class SseAnswer final : public http::StreamedBody {
   Endpoint endpoint_;
   bool include_usage_;
   bool want_logprobs_;
+  std::shared_ptr<const void> hold_;
   std::optional<ToolCallParser> tools_;
   std::optional<ReasoningSplit> think_;
   bool started_ = false;
@@ -156,9 +157,9 @@ class SseAnswer final : public http::StreamedBody {
 class BlockingAnswer final : public http::DeferredReply {
  public:
   BlockingAnswer(std::shared_ptr<RequestStream> stream, ResponseIds ids, Endpoint endpoint, bool want_logprobs,
-                 AnswerShape shape)
+                 AnswerShape shape, std::shared_ptr<const void> hold)
       : stream_(std::move(stream)), ids_(std::move(ids)), endpoint_(endpoint), want_logprobs_(want_logprobs),
-        shape_(std::move(shape)) {}
+        shape_(std::move(shape)), hold_(std::move(hold)) {}
   ~BlockingAnswer() override { stream_->cancel(); }
 
   std::optional<http::Reply> poll() override {
@@ -202,6 +203,7 @@ class BlockingAnswer final : public http::DeferredReply {
   Endpoint endpoint_;
   bool want_logprobs_;
   AnswerShape shape_;
+  std::shared_ptr<const void> hold_;  // shape_.tools points into it
   std::string text_;
   std::vector<TokenLogprob> logprobs_;
 };
@@ -284,8 +286,13 @@ http::Reply generation_reply(Endpoint endpoint, std::string_view body, const Ser
     return error_reply(ApiError{404, "model '" + parsed->model + "' does not exist; this server serves '" + model_id + "'",
                                 "invalid_request_error", "model", "model_not_found"});
   }
+  return parsed_generation_reply(endpoint, *parsed, model, model_id, std::move(ticket));
+}
+
+http::Reply parsed_generation_reply(Endpoint endpoint, const ParsedRequest& parsed, const ServeModel& model,
+                                    const std::string& model_id, Admission ticket) {
   AnswerShape shape;
-  auto job = build_job(endpoint, *parsed, model, shape);
+  auto job = build_job(endpoint, parsed, model, shape);
   if (!job) return error_reply(job.error());
   auto submitted = model.scheduler->submit(std::move(*job), std::move(ticket));
   if (!submitted) {
@@ -296,13 +303,14 @@ http::Reply generation_reply(Endpoint endpoint, std::string_view body, const Ser
   ResponseIds ids{response_id(endpoint == Endpoint::chat ? "chatcmpl-" : "cmpl-"), std::int64_t(std::time(nullptr)),
                   model_id};
   http::Reply reply;
-  if (parsed->stream) {
+  if (parsed.stream) {
     reply.content_type = "text/event-stream";
     reply.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};  // nginx: each event at once
-    reply.stream = std::make_shared<SseAnswer>(*submitted, std::move(ids), endpoint, parsed->include_usage,
-                                               parsed->logprobs, shape);
+    reply.stream = std::make_shared<SseAnswer>(*submitted, std::move(ids), endpoint, parsed.include_usage,
+                                               parsed.logprobs, shape, model.hold);
   } else {
-    reply.deferred = std::make_shared<BlockingAnswer>(*submitted, std::move(ids), endpoint, parsed->logprobs, shape);
+    reply.deferred =
+        std::make_shared<BlockingAnswer>(*submitted, std::move(ids), endpoint, parsed.logprobs, shape, model.hold);
   }
   return reply;
 }

@@ -28,11 +28,19 @@ struct ServeModel {
   // The grammar engine's view of the vocabulary (null: constrained requests get 400).
   std::shared_ptr<const grammar::TokenIndex> token_index;
   ServeVision vision;  // tower null: image_url parts get 400
+  // Kept by each reply until it is sent: what the reply still reads after its request ended (the
+  // chat format's tool markup), so a model unloaded meanwhile does not take it away. Null: the
+  // pointers above outlive every reply (a model that is never unloaded).
+  std::shared_ptr<const void> hold;
 };
 
 // The reply to one admitted generation request (`ticket`: its place in the scheduler, given
 // back when the request is refused).
 http::Reply generation_reply(Endpoint endpoint, std::string_view body, const ServeModel& model,
                              const std::string& model_id, Admission ticket);
+// The same for a request parsed already, whose `model` names `model_id` (several models: the
+// server parsed it to find its model).
+http::Reply parsed_generation_reply(Endpoint endpoint, const ParsedRequest& parsed, const ServeModel& model,
+                                    const std::string& model_id, Admission ticket);
 
 }  // namespace waste::serve

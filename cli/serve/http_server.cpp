@@ -2,6 +2,7 @@
 
 #include <ctime>
 #include <exception>
+#include <mutex>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -35,7 +36,11 @@ class CountedAnswer final : public http::DeferredReply {
       : inner_(std::move(inner)), metrics_(metrics), route_(std::move(route)) {}
   std::optional<http::Reply> poll() override {
     std::optional<http::Reply> reply = inner_->poll();
-    if (reply) metrics_.count_request(route_, reply->status);
+    if (reply && reply->deferred) {  // answered later still (a request that waited for its model)
+      reply->deferred = std::make_shared<CountedAnswer>(std::move(reply->deferred), metrics_, route_);
+    } else if (reply) {
+      metrics_.count_request(route_, reply->status);
+    }
     return reply;
   }
   void client_gone() override {
@@ -48,6 +53,63 @@ class CountedAnswer final : public http::DeferredReply {
   Metrics& metrics_;
   std::string route_;
 };
+
+// A request whose model is being loaded: nothing is sent while it waits (the status depends on the
+// load: 507 or 500 when it fails); once the load is over, `next` (the place claimed and the reply
+// built) runs on a worker, and its reply is this one's.
+class AwaitModel final : public http::DeferredReply {
+ public:
+  using Next = std::function<http::Reply(ModelSet::Waiter)>;
+  AwaitModel(ModelSet::Waiter waiter, Next next, boost::asio::thread_pool& workers)
+      : waiter_(std::move(waiter)), next_(std::move(next)), workers_(workers), state_(std::make_shared<State>()) {}
+  ~AwaitModel() override { client_gone(); }
+
+  std::optional<http::Reply> poll() override {
+    if (!posted_) {
+      if (!waiter_.done()) return std::nullopt;
+      posted_ = true;
+      boost::asio::post(workers_, [state = state_, next = next_, waiter = std::move(waiter_)]() mutable {
+        http::Reply reply;
+        try {
+          reply = next(std::move(waiter));
+        } catch (const std::exception& e) {  // never out of a worker
+          reply = error_reply(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
+        }
+        std::lock_guard lock(state->mutex);
+        if (!state->gone) state->reply = std::move(reply);  // else dropped: its stream is cancelled
+      });
+      return std::nullopt;
+    }
+    std::lock_guard lock(state_->mutex);
+    return std::exchange(state_->reply, std::nullopt);
+  }
+  void client_gone() override {
+    std::optional<http::Reply> dropped;
+    {
+      std::lock_guard lock(state_->mutex);
+      state_->gone = true;
+      dropped = std::exchange(state_->reply, std::nullopt);
+    }
+    if (dropped && dropped->deferred) dropped->deferred->client_gone();
+    if (dropped && dropped->stream) dropped->stream->client_gone();
+    if (!posted_) waiter_ = ModelSet::Waiter();  // no longer waiting
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::optional<http::Reply> reply;
+    bool gone = false;
+  };
+  ModelSet::Waiter waiter_;
+  Next next_;
+  boost::asio::thread_pool& workers_;
+  std::shared_ptr<State> state_;
+  bool posted_ = false;  // poll() and client_gone() run on the connection's strand
+};
+
+// ready(ServeModel)'s model: pointers the caller owns.
+struct BorrowedModel final : LoadedModel {};
 
 }  // namespace
 
@@ -64,9 +126,22 @@ Status HttpServer::start() {
   return ok();
 }
 
-void HttpServer::ready(ServeModel model) {
-  model_ = model;
+void HttpServer::ready(ModelSet& models) {
+  models_ = &models;
   phase_.store(Phase::ready, std::memory_order_release);
+}
+
+void HttpServer::ready(ServeModel model) {
+  ModelSpec spec{"", config_.model_id};
+  own_models_ = std::make_unique<ModelSet>(
+      std::vector<ModelConfig>{{spec, {}}}, ModelSetOptions{},
+      [model](const ModelSpec&, std::uint64_t) -> Result<std::unique_ptr<LoadedModel>> {
+        auto borrowed = std::make_unique<BorrowedModel>();
+        borrowed->serve = model;
+        return std::unique_ptr<LoadedModel>(std::move(borrowed));
+      });
+  (void)own_models_->load_now(config_.model_id);
+  ready(*own_models_);
 }
 
 void HttpServer::draining() { phase_.store(Phase::draining, std::memory_order_release); }
@@ -76,6 +151,7 @@ void HttpServer::stop() {
   if (workers_) workers_->join();
   transport_.reset();
   workers_.reset();
+  if (own_models_) own_models_->stop();
 }
 
 bool HttpServer::authorized(const http::HttpRequest& request) const {
@@ -122,20 +198,30 @@ http::Reply HttpServer::route(const http::HttpRequest& request) {
     }
   }
   if (get && path == "/metrics") {
-    const Scheduler* scheduler = phase() == Phase::loading ? nullptr : model_.scheduler;
     http::Reply reply;
     reply.content_type = "text/plain; version=0.0.4";
-    reply.body = metrics_.render(scheduler);
+    reply.body = metrics_.render(phase() == Phase::loading ? nullptr : models_, config_.several_models);
     return reply;
   }
-  if (get && path == "/v1/models") return json_reply(200, models_json(config_.model_id, created_));
+  const bool loading = phase() == Phase::loading;
+  if (get && path == "/v1/models") {
+    if (loading) {
+      json one = config_.several_models ? model_json(config_.model_id, created_, "loading")
+                                        : model_json(config_.model_id, created_);
+      return json_reply(200, json{{"object", "list"}, {"data", json::array({one})}});
+    }
+    json data = json::array();
+    models_->visit([&](const ModelView& m) { data.push_back(model_json(m.id, created_, state_name(m.state))); });
+    return json_reply(200, json{{"object", "list"}, {"data", std::move(data)}});
+  }
   if (get && path.rfind("/v1/models/", 0) == 0 && path.size() > 11) {
     const std::string id = path.substr(11);
-    if (id != config_.model_id) {
+    if (loading ? id != config_.model_id : !models_->contains(id)) {
       return error_reply(ApiError{404, "model '" + id + "' does not exist", "invalid_request_error", "model",
                                   "model_not_found"});
     }
-    return json_reply(200, model_json(config_.model_id, created_));
+    if (loading) return json_reply(200, model_json(config_.model_id, created_, "loading"));
+    return json_reply(200, model_json(id, created_, state_name(models_->state(id))));
   }
   return error_reply(ApiError{404, "no route " + request.method + " " + path, "not_found_error", "", ""});
 }
@@ -150,23 +236,68 @@ void HttpServer::generate(Endpoint endpoint, http::HttpRequest request, http::Re
   };
   const Phase now = phase();
   if (now != Phase::ready) return refuse_now(unavailable(now == Phase::loading ? "loading model" : "draining"));
-  auto ticket = model_.scheduler->reserve();
-  if (!ticket) return refuse_now(ticket.error());
-  boost::asio::post(*workers_, [this, endpoint, label, request = std::move(request), respond = std::move(respond),
-                                ticket = std::move(*ticket)]() mutable {
-    http::Reply reply;
-    try {
-      reply = generation_reply(endpoint, request.body, model_, config_.model_id, std::move(ticket));
-    } catch (const std::exception& e) {  // never out of a worker (it would end the process)
-      reply = error_reply(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
-    }
+  const auto finish = [this, label](http::Reply reply, const http::Respond& respond) {
     if (reply.deferred) {
       reply.deferred = std::make_shared<CountedAnswer>(std::move(reply.deferred), metrics_, label);
     } else {
       metrics_.count_request(label, reply.status);
     }
     respond(std::move(reply));
+  };
+  // One model, loaded: its place first (429 before any parsing), as a single-model server does.
+  if (models_->ids().size() == 1) {
+    const std::string& only = models_->ids().front();
+    ModelSet::Acquired got = models_->acquire(only, /*start_load=*/false);
+    if (auto* error = std::get_if<ApiError>(&got)) return refuse_now(*error);
+    if (auto* place = std::get_if<ModelSet::Place>(&got)) {
+      boost::asio::post(*workers_, [this, endpoint, finish, request = std::move(request), respond = std::move(respond),
+                                    place = std::move(*place), only]() mutable {
+        http::Reply reply;
+        try {
+          reply = generation_reply(endpoint, request.body, place.model, only, std::move(place.ticket));
+        } catch (const std::exception& e) {  // never out of a worker (it would end the process)
+          reply = error_reply(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
+        }
+        finish(std::move(reply), respond);
+      });
+      return;
+    }
+  }
+  // Several models, or one that is not loaded: the body says which; its place (or its load) after.
+  boost::asio::post(*workers_, [this, endpoint, finish, request = std::move(request),
+                                respond = std::move(respond)]() mutable {
+    http::Reply reply;
+    try {
+      reply = parse_and_answer(endpoint, request.body);
+    } catch (const std::exception& e) {  // never out of a worker (it would end the process)
+      reply = error_reply(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", ""});
+    }
+    finish(std::move(reply), respond);
   });
+}
+
+http::Reply HttpServer::parse_and_answer(Endpoint endpoint, const std::string& body) {
+  auto parsed = parse_request(endpoint, body);
+  if (!parsed) return error_reply(parsed.error());
+  if (!models_->contains(parsed->model)) return error_reply(models_->unknown_model(parsed->model));
+  auto shared = std::make_shared<const ParsedRequest>(std::move(*parsed));
+  return answer(endpoint, shared, models_->acquire(shared->model));
+}
+
+http::Reply HttpServer::answer(Endpoint endpoint, const std::shared_ptr<const ParsedRequest>& parsed,
+                               ModelSet::Acquired got) {
+  if (auto* error = std::get_if<ApiError>(&got)) return error_reply(*error);
+  if (auto* place = std::get_if<ModelSet::Place>(&got)) {
+    return parsed_generation_reply(endpoint, *parsed, place->model, parsed->model, std::move(place->ticket));
+  }
+  http::Reply reply;
+  reply.deferred = std::make_shared<AwaitModel>(
+      std::move(std::get<ModelSet::Waiter>(got)),
+      [this, endpoint, parsed](ModelSet::Waiter waiter) {
+        return answer(endpoint, parsed, models_->claim(std::move(waiter)));
+      },
+      *workers_);
+  return reply;
 }
 
 }  // namespace waste::serve

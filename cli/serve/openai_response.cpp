@@ -166,6 +166,12 @@ json model_json(const std::string& id, std::int64_t created) {
   return json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "waste"}};
 }
 
+json model_json(const std::string& id, std::int64_t created, const std::string& status) {
+  json doc = model_json(id, created);
+  doc["status"] = status;
+  return doc;
+}
+
 json models_json(const std::string& id, std::int64_t created) {
   return json{{"object", "list"}, {"data", json::array({model_json(id, created)})}};
 }

@@ -73,5 +73,8 @@ nlohmann::json usage_chunk_json(const ResponseIds& ids, Endpoint endpoint, int p
 // GET /v1/models and /v1/models/{id}.
 nlohmann::json model_json(const std::string& id, std::int64_t created);
 nlohmann::json models_json(const std::string& id, std::int64_t created);
+// One model of a server that loads its models on demand: model_json plus "status" ("loaded",
+// "unloaded", "loading", "unloading"), a field OpenAI's Model does not have (clients ignore it).
+nlohmann::json model_json(const std::string& id, std::int64_t created, const std::string& status);
 
 }  // namespace waste::serve

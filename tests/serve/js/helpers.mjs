@@ -10,10 +10,11 @@ export const bin = path.join(process.env.WASTE_BIN_DIR ?? 'build/cli', 'waste');
 export const sourceDir = process.env.WASTE_SOURCE_DIR ?? process.cwd();
 export const k3Format = path.join(sourceDir, 'configs/chat/kimi-k3.json');
 
-export function makeContainer() {
+// `preset` and `name`: another synth preset under another folder name (NAME.waste).
+export function makeContainer({ preset = 'tiny', name = 'tiny' } = {}) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'waste-serve-'));
-  const model = path.join(dir, 'tiny.waste');
-  const r = spawnSync(bin, ['synth', '--preset', 'tiny', '--tokenizer', '--chat-format', k3Format, '--out', model], { encoding: 'utf8', timeout: 120000 });
+  const model = path.join(dir, `${name}.waste`);
+  const r = spawnSync(bin, ['synth', '--preset', preset, '--tokenizer', '--chat-format', k3Format, '--out', model], { encoding: 'utf8', timeout: 120000 });
   if (r.status !== 0) throw new Error(`waste synth failed: ${r.stderr}`);
   return { model, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
@@ -29,7 +30,12 @@ export function withTimeout(promise, ms, what) {
 // Starts `waste serve MODEL --port 0 ...`; resolves once it prints "ready" with {url, port, proc, stop()}.
 // `env`: variables added to this process's environment for the server.
 export async function startServer(model, extra = [], { env = {} } = {}) {
-  const args = ['serve', model, '--port', '0', '--threads', '1', ...(extra.includes('--ctx') ? [] : ['--ctx', '512']), ...extra];
+  return startServerWith([model, ...extra], { env });
+}
+
+// The same with the models given in `args` as they come (e.g. ['--model', A, '--model', B, ...]).
+export async function startServerWith(extra, { env = {} } = {}) {
+  const args = ['serve', '--port', '0', '--threads', '1', ...(extra.includes('--ctx') ? [] : ['--ctx', '512']), ...extra];
   const proc = spawn(bin, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   let stderr = '';
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
