@@ -93,13 +93,15 @@ struct OpenedModel final : serve::LoadedModel {
   std::optional<serve::Scheduler> scheduler;
 };
 
-// Opens one model as `waste run` would (open_engine: its container's daemon, started now with
-// `budget_bytes` as its --budget when that is not 0, else with the command's --budget).
+// Opens one model as `waste run` would (open_engine: its container's daemon, or one started now).
+// Under a --budget the models share, the daemon started now gets the decision's `budget_bytes`
+// as its own explicit --budget; without one it sizes itself as for `waste run` (automatic, under
+// the machine cap, growing for its clients), so other commands on the container attach as always.
 Result<std::unique_ptr<serve::LoadedModel>> load_model(const ServeArgs& a, const serve::ModelSpec& spec,
                                                       std::uint64_t budget_bytes) {
   EngineArgs args = a.engine;
   args.model = spec.path.string();
-  if (budget_bytes > 0) args.budget = std::to_string(budget_bytes);
+  if (budget_bytes > 0 && !a.engine.budget.empty()) args.budget = std::to_string(budget_bytes);
   args.sequences = a.scheduler.parallel;  // the daemon admits every slot's state
   auto model = std::make_unique<OpenedModel>();
   auto engine = open_engine(args);
@@ -322,6 +324,7 @@ const CommandRegistration kRegistration{Command{
                      "names it; repeatable. A directory of containers serves each of them. With several models "
                      "--budget is what they share")
           ->type_name("PATH[=ID]")
+          ->default_str("none")
           ->allow_extra_args(false);
       sub.add_option("--idle-unload", args->idle_unload,
                      "Unload a model after this many seconds without requests (0 = never); it loads again on the "

@@ -123,9 +123,7 @@ ModelSet::Acquired ModelSet::acquire(const std::string& id, bool start_load) {
     entry->active_at = Clock::now();
     return Place{entry->model->serve, std::move(*ticket)};
   }
-  if (!start_load) {
-    return ApiError{503, "model '" + id + "' is not loaded", "service_unavailable_error", "model", ""};
-  }
+  if (!start_load) return Waiter();  // not loaded: nothing started, nothing counted
   if (!entry->pending) {
     entry->pending = std::make_shared<Pending>();
     queue_.push_back(entry);
@@ -224,7 +222,7 @@ void ModelSet::load_one(std::unique_lock<std::mutex>& lock, Entry& entry) {
     auto decision = decide_load(id, entry.config.footprint, *options_.budget, others, std::move(held), entries_.size());
     if (!decision) {
       ++entry.counters.refusals;
-      log("waste serve: model '" + id + "' refused: " + decision.error().message);
+      log("waste serve: " + decision.error().message + " (507)");
       return finish(decision.error());
     }
     for (const std::string& victim_id : decision->unload) {

@@ -121,7 +121,7 @@ class ModelSet {
   // A place on model `id`: a Place when it is loaded (429 when its queue is full), a Waiter while
   // it loads (a load is started when none is under way and `start_load`), or an error: 404
   // model_not_found for an unknown id, 503 while draining. Without `start_load`, a model that is
-  // not loaded gives the 503 "not loaded" error instead of a Waiter (a fast path's probe).
+  // not loaded gives an empty Waiter (id() ""): no load started (a fast path's probe).
   Acquired acquire(const std::string& id, bool start_load = true);
   // The place a waiter waited for, once done(): a Place, or the load's error (507, 500), or a
   // new Waiter when the model was unloaded again before the claim.

@@ -391,7 +391,7 @@ TEST_CASE("ModelSet: 507 before loading, an idle model unloaded for room, a fail
   CHECK(std::get<ApiError>(refused).status == 507);
   CHECK(std::get<ApiError>(refused).message ==
         "model 'a' does not fit the budget: it needs 1000 B (its memory plan's floor for 2 sequences at ctx 256), "
-        "500 B of the budget 1500 B (--budget 1500) is left; 'b' holds 1000 B (in use)");
+        "500 B of the budget 1.5 KB (--budget 1500) is left; 'b' holds 1000 B (in use)");
   CHECK(set.state("a") == ModelState::unloaded);
   CHECK(set.state("b") == ModelState::loaded);
   auto& place = std::get<ModelSet::Place>(b);
@@ -451,8 +451,11 @@ TEST_CASE("HttpServer with several models: each request answered by the model it
     http_test::RawSocket s(server.port());
     REQUIRE(s.send_all("GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
     const auto answer = http_test::parse_answer(s.read_all(10s));
+    INFO(answer.head << answer.body);
+    REQUIRE(answer.status == 200);
     json statuses = json::object();
-    for (const json& m : json::parse(answer.body)["data"]) statuses[m["id"].get<std::string>()] = m["status"];
+    const json doc = json::parse(answer.body);
+    for (const json& m : doc["data"]) statuses[m["id"].get<std::string>()] = m["status"];
     return statuses;
   };
   CHECK(models() == json{{"tiny", "unloaded"}, {"other", "unloaded"}});

@@ -107,7 +107,7 @@ test('a model that cannot fit the budget gets 507 naming it, and the other keeps
 });
 
 test('a budget for one model at a time: the idle one is unloaded for the other, then --idle-unload', async () => {
-  const server = await start(['--budget', '9M', '--idle-unload', '2', '--model', `${small.model}=small`, '--model', `${tiny.model}=tiny`]);
+  const server = await start(['--budget', '9M', '--idle-unload', '3', '--model', `${small.model}=small`, '--model', `${tiny.model}=tiny`]);
   assert.deepEqual(await answers(client(server), 'small'), singles.small);
   assert.deepEqual(await statuses(server), { small: 'loaded', tiny: 'unloaded' });
   assert.deepEqual(await answers(client(server), 'tiny'), singles.tiny);
