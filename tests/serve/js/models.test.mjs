@@ -6,8 +6,10 @@
 // one for the other; --idle-unload unloads an idle model.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import OpenAI from 'openai';
-import { makeContainer, startServer, startServerWith, withTimeout } from './helpers.mjs';
+import { bin, makeContainer, startServer, startServerWith, withTimeout } from './helpers.mjs';
 
 let tiny, small;            // synth tiny (Kimi-Linear shapes) and tiny-k3 (K3 shapes), both with the K3 chat.json
 const singles = {};         // id -> the answers of a server of that model alone
@@ -24,6 +26,18 @@ async function answers(openai, model) {
   assert.equal(chat.model, model);
   assert.equal(completion.model, model);
   return { chat: chat.choices[0].message.content, completion: completion.choices[0].text };
+}
+
+// The waste-ioserver processes serving `model` (their command lines name it).
+function daemonsOf(model) {
+  const pids = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmd = '';
+    try { cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8'); } catch { continue; }
+    const args = cmd.split('\0');
+    if (args[0].endsWith('waste-ioserver') && args.includes(model)) pids.push(pid);
+  }
+  return pids;
 }
 
 async function statuses(server) {
@@ -80,6 +94,14 @@ test('two models on one server: loaded on first use, each request answered by th
   await assert.rejects(client(server).chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'hi' }] }),
     (e) => e.status === 404 && e.code === 'model_not_found' && e.param === 'model' &&
       e.error.message === "model 'nope' does not exist; this server serves 'tiny', 'small'");
+  // `waste run` on a served container attaches to the same daemon, as it does beside `waste serve MODEL`.
+  const daemons = daemonsOf(tiny.model);
+  assert.equal(daemons.length, 1, 'one daemon for tiny');
+  const run = spawnSync(bin, ['run', tiny.model, '--ids', '5,22,39', '-n', '4', '--threads', '1', '--ctx', '512'],
+    { encoding: 'utf8', timeout: 60000 });
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(run.stdout.trim().split(/\s+/).length, 4);
+  assert.deepEqual(daemonsOf(tiny.model), daemons);
   const metrics = await (await fetch(`${server.url}/metrics`)).text();
   assert.match(metrics, /^waste_model_state\{model="tiny",state="loaded"\} 1$/m);
   assert.match(metrics, /^waste_generated_tokens_total\{model="small"\} \d+$/m);
