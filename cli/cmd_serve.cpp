@@ -252,6 +252,16 @@ int serve_main(ServeArgs a) {
       return report_error("serve", "--chat-format applies to one model; with several, each container's chat.json is used");
     }
     set_options.budget = server_budget(a);
+    if (set_options.budget) {
+      for (const serve::ModelConfig& c : configs) {
+        if (c.footprint.floor_bytes > set_options.budget->bytes) {
+          std::fprintf(stderr, "waste serve: warning: model '%s' needs %s, more than the budget %s (%s): requests for it "
+                               "will get 507\n",
+                       c.spec.id.c_str(), format_bytes(c.footprint.floor_bytes).c_str(),
+                       format_bytes(set_options.budget->bytes).c_str(), set_options.budget->source.c_str());
+        }
+      }
+    }
     if (a.engine.budget.empty()) set_options.others_bytes = others_in_ledger(configs);
     set_options.idle_unload = std::chrono::seconds(a.idle_unload.value_or(kDefaultIdleUnloadSeconds));
   } else {

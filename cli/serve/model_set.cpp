@@ -185,7 +185,12 @@ void ModelSet::loader_loop() {
       continue;
     }
     unload_idle(lock);
-    wake_.wait_for(lock, options_.tick, [&] { return stopping_ || !queue_.empty(); });
+    const auto woken = [&] { return stopping_ || !queue_.empty(); };
+    if (options_.idle_unload.count() > 0) {
+      wake_.wait_for(lock, options_.tick, woken);
+    } else {
+      wake_.wait(lock, woken);  // nothing to look for between loads
+    }
   }
 }
 

@@ -110,6 +110,7 @@ test('two models on one server: loaded on first use, each request answered by th
 test('a model that cannot fit the budget gets 507 naming it, and the other keeps serving', async () => {
   // tiny-k3's floor (5.4 MB at ctx 4096, what its daemon checks) fits 7M; tiny's (8.0 MB) does not.
   const server = await start(['--budget', '7M', '--model', `${small.model}=small`, '--model', `${tiny.model}=big`]);
+  assert.match(server.stderr(), /waste serve: warning: model 'big' needs 8\.0 MB, more than the budget 7\.0 MB \(--budget 7M\): requests for it will get 507/);
   assert.deepEqual(await answers(client(server), 'small'), singles.small);
   const retried = new OpenAI({ apiKey: 'unused', baseURL: `${server.url}/v1`, maxRetries: 2, timeout: 120000 });
   let sends = 0;
