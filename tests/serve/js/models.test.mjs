@@ -3,7 +3,7 @@
 // the model it names (the same text as a server of that model alone, concurrently too), 404s an
 // unknown id; with a small --budget a model whose floor does not fit gets 507 naming the budget
 // (not retried) while the other keeps serving; a budget for one model at a time unloads the idle
-// one for the other; --idle-unload unloads an idle model.
+// one for the other; --idle-unload unloads an idle model, and its daemon, left without a client, exits.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -105,6 +105,7 @@ test('two models on one server: loaded on first use, each request answered by th
   const metrics = await (await fetch(`${server.url}/metrics`)).text();
   assert.match(metrics, /^waste_model_state\{model="tiny",state="loaded"\} 1$/m);
   assert.match(metrics, /^waste_generated_tokens_total\{model="small"\} \d+$/m);
+  await server.stop();
 });
 
 test('a model that cannot fit the budget gets 507 naming it, and the other keeps serving', async () => {
@@ -127,6 +128,7 @@ test('a model that cannot fit the budget gets 507 naming it, and the other keeps
   assert.deepEqual(await statuses(server), { small: 'loaded', big: 'unloaded' });
   assert.deepEqual(await answers(retried, 'small'), singles.small);
   assert.match(await (await fetch(`${server.url}/metrics`)).text(), /^waste_model_loads_total\{model="big",result="refused"\} 1$/m);
+  await server.stop();
 });
 
 test('a budget for one model at a time: the idle one is unloaded for the other, then --idle-unload', async () => {
@@ -138,8 +140,13 @@ test('a budget for one model at a time: the idle one is unloaded for the other, 
   assert.deepEqual(await answers(client(server), 'small'), singles.small);
   assert.deepEqual(await statuses(server), { small: 'loaded', tiny: 'unloaded' });
   assert.match(server.stderr(), /waste serve: model 'small' unloaded to make room for 'tiny'/);
+  assert.equal(daemonsOf(small.model).length, 1);
   assert.equal(await waitForStatus(server, 'small', 'unloaded', 15000), 'unloaded');
   assert.match(server.stderr(), /waste serve: model 'small' unloaded after [\d.]+ s without requests/);
+  // Its engine closed, the daemon lease went with it: the daemon (--linger 0) exits.
+  const deadline = Date.now() + 15000;
+  while (daemonsOf(small.model).length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(daemonsOf(small.model), []);
   const metrics = await (await fetch(`${server.url}/metrics`)).text();
   assert.match(metrics, /^waste_model_unloads_total\{model="small",reason="room"\} 1$/m);
   assert.match(metrics, /^waste_model_unloads_total\{model="small",reason="idle"\} 1$/m);
