@@ -31,7 +31,7 @@ struct ServeModel {
   // Kept by each reply until it is sent: what the reply still reads after its request ended (the
   // chat format's tool markup), so a model unloaded meanwhile does not take it away. Null: the
   // pointers above outlive every reply (a model that is never unloaded).
-  std::shared_ptr<const void> hold;
+  std::shared_ptr<const void> hold = nullptr;
 };
 
 // The reply to one admitted generation request (`ticket`: its place in the scheduler, given

@@ -115,39 +115,40 @@ ModelSet::Acquired ModelSet::acquire(const std::string& id, bool start_load) {
   Entry* entry = find(id);
   if (!entry) return unknown_model(id);
   std::lock_guard lock(mutex_);
+  return acquire_locked(*entry, start_load);
+}
+
+ModelSet::Acquired ModelSet::acquire_locked(Entry& entry, bool start_load) {
   if (draining_ || stopping_) return shutting_down();
-  if (entry->state == ModelState::loaded) {
-    auto ticket = entry->model->serve.scheduler->reserve();
+  if (entry.state == ModelState::loaded) {
+    auto ticket = entry.model->serve.scheduler->reserve();
     if (!ticket) return ticket.error();
-    entry->last_used = ++clock_;
-    entry->active_at = Clock::now();
-    return Place{entry->model->serve, std::move(*ticket)};
+    entry.last_used = ++clock_;
+    entry.active_at = Clock::now();
+    return Place{entry.model->serve, std::move(*ticket)};
   }
   if (!start_load) return Waiter();  // not loaded: nothing started, nothing counted
-  if (!entry->pending) {
-    entry->pending = std::make_shared<Pending>();
-    queue_.push_back(entry);
+  if (!entry.pending) {
+    entry.pending = std::make_shared<Pending>();
+    queue_.push_back(&entry);
     wake_.notify_one();
   }
-  ++entry->waiting;
+  ++entry.waiting;
   Waiter waiter;
   waiter.set_ = this;
-  waiter.id_ = id;
-  waiter.pending_ = entry->pending;
+  waiter.id_ = entry.config.spec.id;
+  waiter.pending_ = entry.pending;
   return waiter;
 }
 
 ModelSet::Acquired ModelSet::claim(Waiter waiter) {
   Entry* entry = find(waiter.id_);
   if (!entry || !waiter.set_) return shutting_down();
-  std::shared_ptr<Pending> pending = waiter.pending_;
-  {
-    std::lock_guard lock(mutex_);
-    --entry->waiting;
-    waiter.set_ = nullptr;  // counted off here
-    if (pending && pending->error) return *pending->error;
-  }
-  return acquire(waiter.id_);
+  std::lock_guard lock(mutex_);
+  --entry->waiting;
+  waiter.set_ = nullptr;  // counted off here; the place is taken under the same lock
+  if (waiter.pending_ && waiter.pending_->error) return *waiter.pending_->error;
+  return acquire_locked(*entry, /*start_load=*/true);
 }
 
 Status ModelSet::load_now(const std::string& id) {

@@ -150,6 +150,7 @@ class ModelSet {
   void cancel();  // stop every loaded model's scheduler (cancels what is left; the drain deadline)
 
  private:
+  Acquired acquire_locked(Entry& entry, bool start_load);  // under the lock
   void loader_loop();
   void load_one(std::unique_lock<std::mutex>& lock, Entry& entry);
   void unload_idle(std::unique_lock<std::mutex>& lock);
