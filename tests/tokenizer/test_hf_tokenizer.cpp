@@ -160,7 +160,8 @@ TEST_CASE("hazard: a tokenizer.json the rank file cannot reproduce is refused wi
   bad = convert::convert_hf_tokenizer(t.dump(), "tok.json");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message ==
-        "tok.json: pre_tokenizer has 0 Split patterns; exactly one Split with a Regex pattern is converted");
+        "tok.json: pre_tokenizer has 0 Split patterns; one Split with a Regex pattern, or DeepSeek-V4.1's three, is "
+        "converted");
 
   t = make_tokenizer_json();
   t["model"]["vocab"].erase(escape("\x07"));
