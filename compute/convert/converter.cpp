@@ -135,12 +135,8 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   if (!hf_tokenizer) return std::unexpected(hf_tokenizer.error());
   std::vector<std::string> notes;
   if (*hf_tokenizer) {
-    // The public engine's key; absent means Kimi's pattern (with the Han branch).
-    if (!(*hf_tokenizer)->han_split) skeleton.config_json["tokenizer_han_split"] = false;
-    // The public engine's key for DeepSeek-V4.1's three splits; absent means 0.
-    if ((*hf_tokenizer)->tokenizer_pattern != 0) {
-      skeleton.config_json["tokenizer_pattern"] = (*hf_tokenizer)->tokenizer_pattern;
-    }
+    // The public engine's keys; absent means Kimi's pattern (with the Han branch).
+    add_pattern_keys(**hf_tokenizer, skeleton.config_json);
     if (c.eos_token_ids.empty()) {
       // The eos comes from the model's config or the tokenizer's, never from the vocabulary's end.
       auto eos = hf_eos_token_id(o.src, **hf_tokenizer);

@@ -229,6 +229,11 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
   return out;
 }
 
+void add_pattern_keys(const HfTokenizer& hf, nlohmann::json& config) {
+  if (!hf.han_split) config["tokenizer_han_split"] = false;
+  if (hf.tokenizer_pattern != tokenizer::kTokenizerPatternCl100k) config["tokenizer_pattern"] = hf.tokenizer_pattern;
+}
+
 std::string specials_json(const std::vector<HfAddedToken>& added) {
   json out = json::array();
   for (const auto& a : added) out.push_back({{"id", a.id}, {"text", a.text}});

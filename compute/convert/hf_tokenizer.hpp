@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "shared/result.hpp"
 
 namespace waste::convert {
@@ -48,6 +50,11 @@ struct HfTokenizer {
 const std::vector<char32_t>& gpt2_byte_chars();
 
 Result<HfTokenizer> convert_hf_tokenizer(std::string_view json_text, std::string_view origin);
+
+// The manifest config keys (the public engine's) that make a container select this tokenizer's
+// pattern (tokenizer::pattern_for_config): `tokenizer_han_split: false` for GLM's,
+// `tokenizer_pattern: 1` for DeepSeek-V4.1's splits; nothing for Kimi's (the default).
+void add_pattern_keys(const HfTokenizer& hf, nlohmann::json& config);
 
 // specials.json text ([{"id", "text"}], sorted by id) for the added tokens.
 std::string specials_json(const std::vector<HfAddedToken>& added);

@@ -223,6 +223,11 @@ TEST_CASE("a DeepSeek tokenizer.json converts: three splits found, specials insi
   CHECK(hf->rank_file.find(" 0\n") == std::string::npos);
   CHECK(hf->rank_file.find(" 2\n") == std::string::npos);
   CHECK(hf->rank_file.ends_with("MzQ= 269\n"));  // "34"
+  // The manifest keys the converter writes select the same splits again.
+  json config = json::object();
+  convert::add_pattern_keys(*hf, config);
+  CHECK(config == json::parse(R"({"tokenizer_pattern": 1})"));
+  CHECK(*tokenizer::pattern_for_config(config) == tokenizer::kDeepSeekPattern);
   // specials.json carries the non-ASCII markers as UTF-8.
   CHECK(convert::specials_json(hf->added).find("\"text\": \"" + kBos + "\"") != std::string::npos);
 }
