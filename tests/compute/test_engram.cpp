@@ -14,6 +14,7 @@
 #include "compute/engram/engram_layout.hpp"
 #include "compute/engram/ngram_hash.hpp"
 #include "compute/engram/primes.hpp"
+#include "compute/engram/token_map.hpp"
 
 using namespace waste;
 using namespace waste::engram;
@@ -238,4 +239,30 @@ TEST_CASE("hazard: engram row ids refuse tokens outside the map and mismatched f
   restored = history.restore(std::vector<std::int32_t>{3, -2});
   REQUIRE_FALSE(restored);
   CHECK(restored.error().message == "engram history: entry -2 is below -1");
+}
+
+TEST_CASE("engram: the compressed token map's normalization, worked by hand", "[engram]") {
+  CHECK(engram_normalize(" The") == "the");
+  CHECK(engram_normalize("CAFE\xCC\x81") == "cafe");                 // the accent is a mark: removed
+  CHECK(engram_normalize("\xEF\xBC\xB4\xEF\xBC\xA8\xEF\xBC\xA5") == "the");  // fullwidth THE (NFKC)
+  CHECK(engram_normalize("  hello\tworld\r\n") == "hello world");
+  CHECK(engram_normalize(" ") == " ");                                // a lone space survives the trim
+  CHECK(engram_normalize("\xE3\x80\x80") == " ");                    // so does U+3000 (NFKC: a space)
+  CHECK(engram_normalize(" \n ") == " ");
+  CHECK(engram_normalize("\xC4\xB0") == "i");                         // dotted I: I + U+0307, mark removed
+  CHECK(engram_normalize("\xCC\x81").empty());                        // a lone mark normalizes to nothing
+
+  // Ids in order of first appearance; the lone mark keys by its raw text, partial UTF-8 and
+  // U+FFFD by the spelling, in the same key space as the texts (as the reference's one dict):
+  // the text "a" meets the spelling "a".
+  const std::vector<TokenText> vocab = {{"the", "the"},  {" THE", "\xC4\xA0THE"}, {"\xCC\x81", "x"},
+                                        {"\xE8", "a"},   {"\xE8\x82", "b"},        {"\xEF\xBF\xBD", "c"},
+                                        {"a", "z"},       {"\xE8", "a"}};
+  auto map = derive_compressed_token_map(vocab);
+  REQUIRE(map.has_value());
+  CHECK(map->map == std::vector<std::int32_t>{0, 0, 1, 2, 3, 4, 2, 2});
+  CHECK(map->size == 5);
+  auto empty = derive_compressed_token_map({});
+  REQUIRE_FALSE(empty);
+  CHECK(empty.error().message == "compressed token map: the vocabulary is empty");
 }

@@ -15,6 +15,12 @@ layout and n-gram hash state), not from the engine:
     sequence start or dead; rolling XOR of id * multiplier (int64), after each s >= 1 taken modulo
     each head's prime plus its offset.
 
+  * the compressed token map: each token's decoded text (bytes) is keyed by its vocabulary
+    spelling when it is not valid UTF-8 or holds U+FFFD, else normalized: NFKC, NFD, marks
+    (category M*) removed, each character lowercased alone, [ \t\r\n]+ -> one space, a text of
+    exactly one space kept through the White_Space trim by a sentinel; empty -> the raw text; ids
+    handed out in order of first appearance.
+
 Checks: primes equal (and, for the released sizes, they sum to the published
 engram_num_embeddings); multipliers equal bit for bit on the released sizes, seed 0, seeds above
 2**32, numpy's 32-bit draw path and a bound of 1; the engram.json the engine writes and reads back
@@ -27,8 +33,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 
 try:
     import numpy as np
@@ -102,6 +110,54 @@ def oracle_rows(layers, token_map, pad, max_n, heads, tokens, dead):
     return out.reshape(-1)
 
 
+# Unicode's White_Space property (PropList.txt), which the reference's trim strips.
+WHITE_SPACE = {chr(c) for c in [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
+                                0x2029, 0x202F, 0x205F, 0x3000]}
+SENTINEL = "\ue000"
+
+
+def oracle_normalize(text):
+    s = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", text))
+    s = "".join(c.lower() for c in s if not unicodedata.category(c).startswith("M"))
+    s = re.sub(r"[ \t\r\n]+", " ", s)
+    if s == " ":
+        s = SENTINEL
+    while s and s[0] in WHITE_SPACE:
+        s = s[1:]
+    while s and s[-1] in WHITE_SPACE:
+        s = s[:-1]
+    return s.replace(SENTINEL, " ")
+
+
+def oracle_token_map(texts):
+    key_to_id, out = {}, []
+    for raw, spelling in texts:
+        try:
+            text = raw.decode("utf-8")
+            partial = "\ufffd" in text
+        except UnicodeDecodeError:
+            partial = True
+        if partial:
+            key = spelling
+        else:
+            key = oracle_normalize(text) or text
+        out.append(key_to_id.setdefault(key, len(key_to_id)))
+    return out, len(key_to_id)
+
+
+# Token texts chosen to exercise each step of the chain (all from Unicode versions both ICU and
+# Python know): case, accents composed and not, compatibility forms, whitespace-only tokens,
+# partial UTF-8, U+FFFD, specials with fullwidth bars, Greek sigma, sharp s, dotted I, Hangul.
+TOKEN_TEXTS = [
+    " The", "the", "THE", " the", "The ", "caf\u00e9", "cafe", "CAFE\u0301", "\uff34\uff28\uff25", "\ufb01le", "file",
+    " ", "  ", "\n", "\t\t", " \n ", "\u00a0", "\u3000", "\u2028x", "x\u2028", "\u0301", "\u20dd", "\u00ad",
+    "<\uff5cUser\uff5c>", "<|User|>", "<|user|>", "\u03a3", "\u03c3", "\u03c2", "\u00df", "\u1e9e", "\u0130",
+    "i", "\u01c5", "dz", "\ud55c", "\u1112\u1161\u11ab", "\ue000", " \ue000 ", "\ufffd", "A\u0308B", "\u2163",
+    "iv", "\u00bd", "1/2", "\u212b", "\u00e5", "  hello\tworld\r\n", "hello world", "\u0345", "\u1f80",
+]
+PARTIAL = [b"\xe8", b"\xe8\x82", b"\xff", b"\x82"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dump-tool", required=True)
@@ -134,7 +190,12 @@ def main():
     # Repeated tokens: the same n-gram twice must give the same rows.
     sequences.append({"tokens": [5, 6, 7, 8, 5, 6, 7, 8], "dead": [0] * 8, "chunk": 3})
 
-    case = dict(prime_cases=prime_cases, multiplier_cases=multiplier_cases, layout=layout, sequences=sequences)
+    texts = [(t.encode("utf-8"), f"tok{i}") for i, t in enumerate(TOKEN_TEXTS)]
+    texts += [(b, f"partial{i}") for i, b in enumerate(PARTIAL)]
+    texts += [(b"\xe8", "partial0")]  # the same spelling again shares its id
+    token_texts = [{"hex": raw.hex(), "spelling": spelling} for raw, spelling in texts]
+    case = dict(prime_cases=prime_cases, multiplier_cases=multiplier_cases, layout=layout, sequences=sequences,
+                token_texts=token_texts)
     case_path = os.path.join(a.workdir, "case.json")
     with open(case_path, "w") as f:
         json.dump(case, f)
@@ -177,6 +238,17 @@ def main():
     last = np.asarray(got["rows"][-1], np.int64).reshape(8, 3, -1)
     check(np.array_equal(last[7], last[3]) and not np.array_equal(last[7], last[6]),
           "the same 4-gram gives the same rows, another does not")
+    want_map, want_size = oracle_token_map(texts)
+    check(got["token_map"] == want_map and got["token_map_size"] == want_size,
+          f"compressed token map ({want_size} ids for {len(texts)} tokens)")
+    if got["token_map"] != want_map:
+        for (raw, _), g, w in zip(texts, got["token_map"], want_map):
+            if g != w:
+                print(f"     {raw!r}: engine {g}, oracle {w}")
+    # The chain must matter: case, accents, compatibility forms and spaces collapse.
+    ids = dict(zip(TOKEN_TEXTS, want_map))
+    check(ids[" The"] == ids["the"] == ids["THE"] == ids["\uff34\uff28\uff25"] and ids["caf\u00e9"] == ids["cafe"]
+          and ids[" "] == ids["  "] != ids["\u0301"], "the normalization merges what it should")
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

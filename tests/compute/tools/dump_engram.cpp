@@ -5,11 +5,13 @@
 //             "multiplier_cases": [[layer_id, max_ngram_size, compressed_vocab_size], ...],
 //             "layout": {"layer_ids", "max_ngram_size", "n_heads", "head_dim", "engram_vocab_size",
 //                        "compressed_vocab_size", "pad_token_id" (a raw id), "token_map": [int]},
-//             "sequences": [{"tokens": [int], "dead": [0|1], "chunk": int}, ...]}
+//             "sequences": [{"tokens": [int], "dead": [0|1], "chunk": int}, ...],
+//             "token_texts": [{"hex": "bytes of the decoded token", "spelling": "vocabulary key"}, ...]}
 // Derives the layout in C++, writes engram.json + engram-tokmap.bin to OUT_DIR and reads them back
 // through the parser, then hashes each sequence from a fresh history in calls of `chunk` tokens
 // (the history carried between calls, and once saved and restored into a new history halfway).
-// Prints {"primes": [...], "multipliers": [...], "layers": [...as engram.json], "rows": [[...]]}.
+// Prints {"primes": [...], "multipliers": [...], "layers": [...as engram.json], "rows": [[...]],
+// "token_map": [...], "token_map_size": int} (the last two derived from token_texts).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +25,7 @@
 #include "compute/engram/engram_layout.hpp"
 #include "compute/engram/ngram_hash.hpp"
 #include "compute/engram/primes.hpp"
+#include "compute/engram/token_map.hpp"
 
 using namespace waste;
 using nlohmann::json;
@@ -106,6 +109,20 @@ int main(int argc, char** argv) {
     rows.push_back(all);
   }
   result["rows"] = rows;
+
+  std::vector<engram::TokenText> texts;
+  for (const auto& t : c.value("token_texts", json::array())) {
+    const auto hex = t.at("hex").get<std::string>();
+    std::string bytes;
+    for (std::size_t i = 0; i + 1 < hex.size(); i += 2) bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    texts.push_back({bytes, t.at("spelling").get<std::string>()});
+  }
+  if (!texts.empty()) {
+    auto map = engram::derive_compressed_token_map(texts);
+    if (!map) return fail(map.error().message);
+    result["token_map"] = map->map;
+    result["token_map_size"] = map->size;
+  }
   std::printf("%s\n", result.dump().c_str());
   return 0;
 }
