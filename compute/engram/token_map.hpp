@@ -23,7 +23,10 @@
 namespace waste::engram {
 
 struct TokenText {
-  std::string text;      // the decoded bytes of the one token (an added token's content)
+  // What decoding the one id gives: a BPE token's bytes; for an added token, what a ByteLevel
+  // decoder makes of its content (the bytes its characters stand for when every one is in GPT-2's
+  // byte map, else the content's own UTF-8).
+  std::string text;
   std::string spelling;  // the vocabulary's key for it (GPT-2 escaped), used for partial UTF-8
 };
 
