@@ -79,8 +79,8 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
 
   HfTokenizer out;
   // ---- The pre-tokenizer pattern(s): ones this engine implements, or refused.
-  std::vector<const json*> splits;  // into doc, which outlives them
-  const json& pre_tokenizer = doc.contains("pre_tokenizer") ? doc["pre_tokenizer"] : json();
+  const json pre_tokenizer = doc.value("pre_tokenizer", json());
+  std::vector<const json*> splits;  // into pre_tokenizer, which outlives them
   split_nodes(pre_tokenizer, splits);
   std::vector<std::string> patterns;
   for (std::size_t i = 0; i < splits.size(); ++i) {
