@@ -21,6 +21,7 @@
 #include "compute/convert/source_config.hpp"
 #include "compute/convert/tokenizer_files.hpp"
 #include "compute/convert/trunk_quant.hpp"
+#include "compute/tokenizer/pre_tokenizer.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/container_writer.hpp"
 #include "shared/container/file_io.hpp"
@@ -134,8 +135,8 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   if (!hf_tokenizer) return std::unexpected(hf_tokenizer.error());
   std::vector<std::string> notes;
   if (*hf_tokenizer) {
-    // The public engine's key; absent means Kimi's pattern (with the Han branch).
-    if (!(*hf_tokenizer)->han_split) skeleton.config_json["tokenizer_han_split"] = false;
+    // The public engine's keys; absent means Kimi's pattern (with the Han branch).
+    add_pattern_keys(**hf_tokenizer, skeleton.config_json);
     if (c.eos_token_ids.empty()) {
       // The eos comes from the model's config or the tokenizer's, never from the vocabulary's end.
       auto eos = hf_eos_token_id(o.src, **hf_tokenizer);
@@ -151,7 +152,10 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
     }
     notes.push_back("tokenizer.json re-encoded as tokenizer.model (" + std::to_string((*hf_tokenizer)->n_tokens) +
                     " tokens, " + std::to_string((*hf_tokenizer)->added.size()) + " added tokens as specials, " +
-                    ((*hf_tokenizer)->han_split ? "Kimi's pattern" : "no Han branch in its pattern") + ")");
+                    ((*hf_tokenizer)->tokenizer_pattern == tokenizer::kTokenizerPatternDeepSeek
+                         ? "DeepSeek-V4.1's three splits"
+                         : ((*hf_tokenizer)->han_split ? "Kimi's pattern" : "no Han branch in its pattern")) +
+                    ")");
   }
   skeleton.quant.stages = o.stages;
   skeleton.quant.entries = o.entries;

@@ -36,14 +36,13 @@ std::string base64(std::string_view bytes) {
   return out;
 }
 
-// The Split pre-tokenizer patterns anywhere in the pre_tokenizer tree (Sequence nests them).
-void split_patterns(const json& node, std::vector<const json*>& out, int depth = 0) {
+// The Split pre-tokenizers anywhere in the pre_tokenizer tree (Sequence nests them), in the order
+// they apply.
+void split_nodes(const json& node, std::vector<const json*>& out, int depth = 0) {
   if (!node.is_object() || depth > 16) return;
-  if (auto t = node.find("type"); t != node.end() && *t == "Split") {
-    if (auto p = node.find("pattern"); p != node.end()) out.push_back(&*p);
-  }
+  if (auto t = node.find("type"); t != node.end() && *t == "Split") out.push_back(&node);
   if (auto seq = node.find("pretokenizers"); seq != node.end() && seq->is_array()) {
-    for (const auto& child : *seq) split_patterns(child, out, depth + 1);
+    for (const auto& child : *seq) split_nodes(child, out, depth + 1);
   }
 }
 
@@ -79,25 +78,67 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
   }
 
   HfTokenizer out;
-  // ---- The pre-tokenizer pattern: one this engine implements, or refused.
-  std::vector<const json*> patterns;  // into pre_tokenizer, which outlives them
+  // ---- The pre-tokenizer pattern(s): ones this engine implements, or refused.
   const json pre_tokenizer = doc.value("pre_tokenizer", json());
-  split_patterns(pre_tokenizer, patterns);
-  if (patterns.size() != 1 || !patterns[0]->is_object() || !patterns[0]->contains("Regex") ||
-      !(*patterns[0])["Regex"].is_string()) {
+  std::vector<const json*> splits;  // into pre_tokenizer, which outlives them
+  split_nodes(pre_tokenizer, splits);
+  std::vector<std::string> patterns;
+  for (std::size_t i = 0; i < splits.size(); ++i) {
+    const json& split = *splits[i];
+    const json pattern = split.value("pattern", json());
+    if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string()) {
+      return std::unexpected(fail("pre_tokenizer Split " + std::to_string(i + 1) + " has no Regex pattern (" +
+                                  pattern.dump() + "); only Regex Splits are converted").error());
+    }
+    if (const json behavior = split.value("behavior", json("Isolated")); behavior != "Isolated") {
+      return std::unexpected(fail("pre_tokenizer Split " + std::to_string(i + 1) + " has behavior " +
+                                  behavior.dump() + "; only \"Isolated\" is implemented").error());
+    }
+    if (split.value("invert", json(false)) != false) {
+      return std::unexpected(fail("pre_tokenizer Split " + std::to_string(i + 1) +
+                                  " is inverted; only matches as pieces are implemented").error());
+    }
+    patterns.push_back(pattern["Regex"].get<std::string>());
+  }
+  const bool deepseek = patterns.size() == tokenizer::kDeepSeekSplits.size() &&
+                        std::equal(patterns.begin(), patterns.end(), tokenizer::kDeepSeekSplits.begin());
+  if (deepseek) {
+    out.tokenizer_pattern = tokenizer::kTokenizerPatternDeepSeek;
+    out.han_split = true;  // its CJK split is unconditional; no tokenizer_han_split key
+  } else if (patterns.size() != 1) {
     return std::unexpected(
         fail("pre_tokenizer has " + std::to_string(patterns.size()) +
-             " Split patterns; exactly one Split with a Regex pattern is converted").error());
-  }
-  const std::string pattern = (*patterns[0])["Regex"].get<std::string>();
-  if (pattern == tokenizer::kCl100kPattern) {
+             " Split patterns; one Split with a Regex pattern, or DeepSeek-V4.1's three, is converted").error());
+  } else if (patterns[0] == tokenizer::kCl100kPattern) {
     out.han_split = false;
-  } else if (pattern == tokenizer::kKimiPattern) {
+  } else if (patterns[0] == tokenizer::kKimiPattern) {
     out.han_split = true;
   } else {
-    return std::unexpected(fail("pre-tokenizer pattern " + json(pattern).dump() +
+    return std::unexpected(fail("pre-tokenizer pattern " + json(patterns[0]).dump() +
                                 " is not one WASTE implements (GLM's, with no Han branch, or Kimi's)").error());
   }
+
+  // ---- Added tokens: specials (markup-matched), out of the rank file. Read first: an added
+  // token may also sit in the vocabulary (DeepSeek's ids 0..2) and is not byte-level text there.
+  if (auto at = doc.find("added_tokens"); at != doc.end() && !at->is_null()) {
+    if (!at->is_array()) return std::unexpected(fail("added_tokens is not an array").error());
+    for (const auto& t : *at) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || t["id"].get<std::int64_t>() < 0 ||
+          t["id"].get<std::int64_t>() >= (1 << 24) || !t.contains("content") || !t["content"].is_string() ||
+          t["content"].get<std::string>().empty()) {
+        return std::unexpected(fail("added token " + t.dump() + " lacks an id 0..16777215 or a content").error());
+      }
+      out.added.push_back({int(t["id"].get<std::int64_t>()), t["content"].get<std::string>()});
+    }
+  }
+  std::sort(out.added.begin(), out.added.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
+  for (std::size_t i = 1; i < out.added.size(); ++i) {
+    if (out.added[i].id == out.added[i - 1].id) {
+      return std::unexpected(fail("added token id " + std::to_string(out.added[i].id) + " is used twice").error());
+    }
+  }
+  std::unordered_map<std::string, int> added_id_of;
+  for (const auto& a : out.added) added_id_of.emplace(a.text, a.id);
 
   // ---- Vocabulary: GPT-2 escaped text -> raw bytes, by id.
   std::unordered_map<char32_t, std::uint8_t> byte_of;
@@ -112,6 +153,11 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
       return std::unexpected(fail("model.vocab[" + json(t).dump() + "] is not a token id 0..16777215").error());
     }
     const int id = int(it->get<std::int64_t>());
+    if (auto added = added_id_of.find(t); added != added_id_of.end() && added->second == id) {
+      ++out.n_inline_specials;  // a special inside the BPE table: no bytes, no rank
+      id_of_text[t] = id;
+      continue;
+    }
     std::string raw;
     for (std::size_t i = 0; i < t.size();) {
       char32_t cp = 0;
@@ -167,24 +213,6 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
   }
   out.n_merges = int(merges.size());
 
-  // ---- Added tokens: specials (markup-matched), out of the rank file.
-  if (auto at = doc.find("added_tokens"); at != doc.end() && !at->is_null()) {
-    if (!at->is_array()) return std::unexpected(fail("added_tokens is not an array").error());
-    for (const auto& t : *at) {
-      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || t["id"].get<std::int64_t>() < 0 ||
-          t["id"].get<std::int64_t>() >= (1 << 24) || !t.contains("content") || !t["content"].is_string() ||
-          t["content"].get<std::string>().empty()) {
-        return std::unexpected(fail("added token " + t.dump() + " lacks an id 0..16777215 or a content").error());
-      }
-      out.added.push_back({int(t["id"].get<std::int64_t>()), t["content"].get<std::string>()});
-    }
-  }
-  std::sort(out.added.begin(), out.added.end(), [](const auto& x, const auto& y) { return x.id < y.id; });
-  for (std::size_t i = 1; i < out.added.size(); ++i) {
-    if (out.added[i].id == out.added[i - 1].id) {
-      return std::unexpected(fail("added token id " + std::to_string(out.added[i].id) + " is used twice").error());
-    }
-  }
   for (const auto& a : out.added) by_id.erase(a.id);  // an added token is matched whole, never merged into
   bool single[256] = {};
   for (const auto& kv : by_id) if (kv.second.size() == 1) single[std::uint8_t(kv.second[0])] = true;
@@ -199,6 +227,11 @@ Result<HfTokenizer> convert_hf_tokenizer(std::string_view text, std::string_view
   }
   out.n_tokens = int(by_id.size());
   return out;
+}
+
+void add_pattern_keys(const HfTokenizer& hf, nlohmann::json& config) {
+  if (!hf.han_split) config["tokenizer_han_split"] = false;
+  if (hf.tokenizer_pattern != tokenizer::kTokenizerPatternCl100k) config["tokenizer_pattern"] = hf.tokenizer_pattern;
 }
 
 std::string specials_json(const std::vector<HfAddedToken>& added) {

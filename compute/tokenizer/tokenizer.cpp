@@ -33,12 +33,22 @@ Result<Tokenizer> Tokenizer::load(const std::filesystem::path& container_dir) {
   if (!text) return std::unexpected(text.error());
   const auto doc = nlohmann::json::parse(*text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) return make_error(Errc::format, manifest.string() + ": not a JSON object");
-  auto pattern = tokenizer::pattern_for_config(doc.value("config", nlohmann::json()));
+  const nlohmann::json config = doc.value("config", nlohmann::json());
+  auto pattern = tokenizer::pattern_for_config(config);
   if (!pattern) return std::unexpected(pattern.error().with_context(manifest.string()));
-  return load(container_dir, *pattern);
+  auto tok = load(container_dir, *pattern);
+  if (!tok) return tok;
+  // A stated BOS that is one of the specials (DeepSeek: 0); otherwise the n_base() default.
+  if (config.is_object()) {
+    if (auto bos = config.find("bos_token_id"); bos != config.end() && bos->is_number_integer()) {
+      const auto id = bos->get<std::int64_t>();
+      if (id >= 0 && id < tok->vocab() && tok->is_special(static_cast<int>(id))) tok->set_bos(static_cast<int>(id));
+    }
+  }
+  return tok;
 }
 
-Result<Tokenizer> Tokenizer::load(const std::filesystem::path& container_dir, std::string_view pattern) {
+Result<Tokenizer> Tokenizer::load(const std::filesystem::path& container_dir, tokenizer::Pattern pattern) {
   std::filesystem::path rank_file = container_dir / "tokenizer.model";
   std::error_code ec;
   if (!std::filesystem::exists(rank_file, ec) && std::filesystem::exists(container_dir / "tiktoken.model", ec)) {
@@ -50,7 +60,7 @@ Result<Tokenizer> Tokenizer::load(const std::filesystem::path& container_dir, st
 }
 
 Result<Tokenizer> Tokenizer::load_files(const std::filesystem::path& rank_file,
-                                        const std::filesystem::path& specials_file, std::string_view pattern) {
+                                        const std::filesystem::path& specials_file, tokenizer::Pattern pattern) {
   auto rank_text = read_file(rank_file);
   if (!rank_text) return std::unexpected(rank_text.error());
   std::vector<Special> specials;
@@ -67,7 +77,7 @@ Result<Tokenizer> Tokenizer::load_files(const std::filesystem::path& rank_file,
 }
 
 Result<Tokenizer> Tokenizer::from_ranks(std::string_view rank_file_text, std::vector<Special> specials,
-                                        std::string_view pattern) {
+                                        tokenizer::Pattern pattern) {
   auto pre = tokenizer::PreTokenizer::create(pattern);
   if (!pre) return std::unexpected(pre.error());
   auto entries = tokenizer::parse_rank_file(rank_file_text, "rank file");
@@ -85,8 +95,9 @@ Result<Tokenizer> Tokenizer::from_ranks(std::string_view rank_file_text, std::ve
       return make_error(Errc::format, std::string("rank file: byte ") + hex + " has no token of its own");
     }
   }
-  int max_id = -1;
-  for (const auto& e : *entries) max_id = std::max(max_id, e.rank);
+  int max_rank = -1;
+  for (const auto& e : *entries) max_rank = std::max(max_rank, e.rank);
+  int max_id = max_rank;
   for (const auto& s : specials) max_id = std::max(max_id, s.id);
   tok.tokens_.assign(static_cast<std::size_t>(max_id) + 1, std::string{});
   tok.special_flags_.assign(tok.tokens_.size(), false);
@@ -100,7 +111,7 @@ Result<Tokenizer> Tokenizer::from_ranks(std::string_view rank_file_text, std::ve
     slot = s.text;
     tok.special_flags_[static_cast<std::size_t>(s.id)] = true;
   }
-  tok.n_base_ = static_cast<int>(entries->size());
+  tok.n_base_ = max_rank + 1;  // = the entry count for a rank file without gaps
   tok.bos_ = tok.n_base_;
   tok.eos_ = tok.n_base_ + 2;
   tok.specials_ = tokenizer::SpecialMatcher(std::move(specials));

@@ -24,16 +24,20 @@ using tokenizer::Special;
 class Tokenizer {
  public:
   // Reads `tokenizer.model` (or `tiktoken.model`) and, if present, `specials.json` from a container
-  // directory. The pattern is the container's: Kimi's, unless its manifest.json says
-  // `"tokenizer_han_split": false` in its config (GLM: pattern_for_config).
+  // directory. The pattern is the container's: Kimi's, unless its manifest.json's config says
+  // `"tokenizer_han_split": false` (GLM) or `"tokenizer_pattern": 1` (DeepSeek-V4.1):
+  // pattern_for_config. A config `bos_token_id` that names a special becomes bos() (DeepSeek's
+  // BOS is id 0, inside the BPE table).
   static Result<Tokenizer> load(const std::filesystem::path& container_dir);
-  static Result<Tokenizer> load(const std::filesystem::path& container_dir, std::string_view pattern);
+  static Result<Tokenizer> load(const std::filesystem::path& container_dir, tokenizer::Pattern pattern);
   // Explicit files; an empty specials path means no specials.
   static Result<Tokenizer> load_files(const std::filesystem::path& rank_file,
                                       const std::filesystem::path& specials_file,
-                                      std::string_view pattern = tokenizer::kKimiPattern);
+                                      tokenizer::Pattern pattern = tokenizer::kKimiPattern);
+  // Specials may take ids the rank file leaves out, below its highest rank too (DeepSeek's BOS,
+  // EOS and PAD are ids 0..2 of its BPE table); an id both use is an error.
   static Result<Tokenizer> from_ranks(std::string_view rank_file_text, std::vector<Special> specials,
-                                      std::string_view pattern = tokenizer::kKimiPattern);
+                                      tokenizer::Pattern pattern = tokenizer::kKimiPattern);
 
   // Plain mode: special texts are ordinary text, so user input can never forge a control token.
   std::vector<int> encode(std::string_view text) const;
@@ -50,7 +54,9 @@ class Tokenizer {
   bool valid_id(int id) const noexcept;
   bool is_special(int id) const noexcept;
 
+  // n_base() unless set: the first id after the BPE table (Kimi's layout).
   int bos() const noexcept { return bos_; }
+  void set_bos(int id) noexcept { bos_ = id; }
   int eos() const noexcept { return eos_; }
   // config.eos_token_id overrides the default when > 0 (reference §5.2).
   void set_eos(int id) noexcept {
@@ -66,6 +72,7 @@ class Tokenizer {
   // Every id that ends generation as an eos: {eos()} unless a list was set.
   std::vector<int> eos_ids() const { return eos_ids_.empty() ? std::vector<int>{eos_} : eos_ids_; }
   int vocab() const noexcept { return static_cast<int>(tokens_.size()); }
+  // One past the highest rank of the rank file: the first id after the BPE table.
   int n_base() const noexcept { return n_base_; }
   std::optional<int> special_id(std::string_view text) const;
   const std::vector<Special>& specials() const noexcept { return specials_.specials(); }

@@ -111,6 +111,15 @@ TEST_CASE("tokenizer.json re-encoded: bytes undone, ranks = ids, added tokens ap
   auto k = convert::convert_hf_tokenizer(make_tokenizer_json(tokenizer::kKimiPattern).dump(), "tokenizer.json");
   REQUIRE(k.has_value());
   CHECK(k->han_split);
+
+  // The manifest keys the converter writes select each pattern again.
+  json glm_config = json::object();
+  convert::add_pattern_keys(*hf, glm_config);
+  CHECK(glm_config == json::parse(R"({"tokenizer_han_split": false})"));
+  CHECK(*tokenizer::pattern_for_config(glm_config) == tokenizer::kGlmPattern);
+  json kimi_config = json::object();
+  convert::add_pattern_keys(*k, kimi_config);
+  CHECK(kimi_config == json::object());
 }
 
 TEST_CASE("hazard: a tokenizer.json the rank file cannot reproduce is refused with the reason", "[tokenizer][hf]") {
@@ -160,7 +169,8 @@ TEST_CASE("hazard: a tokenizer.json the rank file cannot reproduce is refused wi
   bad = convert::convert_hf_tokenizer(t.dump(), "tok.json");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().message ==
-        "tok.json: pre_tokenizer has 0 Split patterns; exactly one Split with a Regex pattern is converted");
+        "tok.json: pre_tokenizer has 0 Split patterns; one Split with a Regex pattern, or DeepSeek-V4.1's three, is "
+        "converted");
 
   t = make_tokenizer_json();
   t["model"]["vocab"].erase(escape("\x07"));
