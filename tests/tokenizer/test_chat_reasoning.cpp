@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -412,6 +414,11 @@ TEST_CASE("waste convert writes GLM's chat.json as configs ships it", "[tokenize
   const std::string text = waste::convert::chat_format_for("Glm5NextForConditionalGeneration");
   REQUIRE_FALSE(text.empty());
   CHECK(waste::convert::chat_format_for("glm5-next") == text);
+  // Byte for byte the file (compiled in from it), its declaration body included.
+  std::ifstream file(kConfigs / "glm-5.json", std::ios::binary);
+  const std::string shipped_text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  CHECK(text == shipped_text);
+  CHECK(text.find("{tools}</tools>") != std::string::npos);
   auto converted = ChatFormat::parse(text, "converted");
   REQUIRE(converted.has_value());
   const ChatFormat shipped = load("glm-5.json");
