@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compute/convert/shipped_chat.hpp"
 #include "shared/container/file_io.hpp"
 
 namespace waste::convert {
@@ -25,26 +26,6 @@ constexpr const char* kK3Chat = R"({
  "user": ["<|open|>message role=\"user\"<|sep|>", "<|close|>message<|sep|><|end_of_msg|>"],
  "assistant": ["<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>", "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"],
  "open": "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>"
-}
-)";
-// Same text as configs/chat/glm-5.json (GLM-5.3-Flash's chat_template.jinja, model-families §1.4).
-constexpr const char* kGlmChat = R"({
- "prelude": "[gMASK]<sop>",
- "system": ["<|system|>", ""],
- "user": ["<|user|>", ""],
- "assistant": ["<|assistant|>", ""],
- "open": "<|assistant|>",
- "stop": "<|user|>",
- "think": ["<think>", "</think>"],
- "think_history": "keep",
- "effort": {"turn": "<|system|>Reasoning Effort: {effort}", "levels": {"low": "Low", "high": "High", "max": "Max"}, "default": "max"},
- "image": "<|begin_of_image|><|image|><|end_of_image|>",
- "tools": {
-  "style": "glm",
-  "declare": ["<|system|>", ""],
-  "call": ["<tool_call>", "</tool_call>"],
-  "result": ["<|observation|><tool_response>", "</tool_response>"]
- }
 }
 )";
 }  // namespace
@@ -78,7 +59,7 @@ std::string chat_format_for(const std::string& arch) {
   if (arch == "kimi-k3") return kK3Chat;
   // GLM-5.3-Flash: the architecture as its config names it (Glm5NextForConditionalGeneration /
   // Glm5NextForCausalLM) or the short name.
-  if (arch == "glm5-next" || arch.starts_with("Glm5Next")) return kGlmChat;
+  if (arch == "glm5-next" || arch.starts_with("Glm5Next")) return std::string(kShippedGlmChat);
   return {};
 }
 

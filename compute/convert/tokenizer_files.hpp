@@ -1,7 +1,7 @@
 // Tokenizer files of a converted container (reference §1.1, §5.5): tiktoken.model (or
 // tokenizer.model) copied as tokenizer.model; specials.json from tokenizer_config.json's
 // added_tokens_decoder, sorted by id; chat.json for the architecture (Kimi-Linear: the K2
-// im_* format, K3: the XTML message format, GLM-5.3: configs/chat/glm-5.json), refused when one of its
+// im_* format, K3: the XTML message format, GLM-5.3: configs/chat/glm-5.json, compiled in), refused when one of its
 // <|...|> markers is not a special token of this tokenizer. A checkpoint with no tiktoken file but a Hugging
 // Face tokenizer.json (GLM-5.3-Flash) has it re-encoded (compute/convert/hf_tokenizer.hpp): the rank file
 // from its vocabulary, specials.json from its added_tokens.

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compute/convert/shipped_chat.hpp"
+
 namespace waste {
 namespace {
 
@@ -40,6 +42,8 @@ Status read_string(const nlohmann::json& doc, const char* key, std::string& out,
   return check_length(out, where);
 }
 
+constexpr std::string_view kToolsPlaceholder = "{tools}";
+
 Result<ChatToolMarkup> read_tools(const nlohmann::json& doc, const std::string& origin) {
   const std::string where = origin + ": \"tools\"";
   if (!doc.is_object()) return make_error(Errc::format, where + " must be an object");
@@ -60,7 +64,28 @@ Result<ChatToolMarkup> read_tools(const nlohmann::json& doc, const std::string& 
   } else if (style != "json") {
     return make_error(Errc::format, where + ": \"style\" must be \"kimi\", \"json\" or \"glm\"");
   }
-  WASTE_TRY(read_pair(doc, "declare", tools.declare, where));
+  if (doc.contains("declare") && doc["declare"].is_array() && doc["declare"].size() == 3) {
+    const auto& declare = doc["declare"];
+    const std::string at = where + ": \"declare\"";
+    if (!declare[0].is_string() || !declare[1].is_string() || !declare[2].is_string()) {
+      return make_error(Errc::format, at + " must be an array of strings [prefix, suffix] or [prefix, body, suffix]");
+    }
+    tools.declare = {declare[0].get<std::string>(), declare[2].get<std::string>()};
+    tools.declare_body = declare[1].get<std::string>();
+    WASTE_TRY(check_length(tools.declare.prefix, at + "[0]"));
+    WASTE_TRY(check_length(tools.declare.suffix, at + "[2]"));
+    const std::size_t first = tools.declare_body.find(kToolsPlaceholder);
+    if (first == std::string::npos || tools.declare_body.find(kToolsPlaceholder, first + 1) != std::string::npos) {
+      return make_error(Errc::format, at + "[1] must hold {tools} once, where the tool list goes");
+    }
+  } else if (doc.contains("declare")) {
+    const auto& declare = doc["declare"];
+    if (!declare.is_array() || declare.size() != 2 || !declare[0].is_string() || !declare[1].is_string()) {
+      return make_error(Errc::format, where + ": \"declare\" must be an array of strings [prefix, suffix] or "
+                                              "[prefix, body, suffix]");
+    }
+    WASTE_TRY(read_pair(doc, "declare", tools.declare, where));
+  }
   WASTE_TRY(read_pair(doc, "section", tools.section, where));
   WASTE_TRY(read_pair(doc, "call", tools.call, where));
   WASTE_TRY(read_string(doc, "arguments", tools.arguments, where));
@@ -262,10 +287,6 @@ Result<std::optional<ChatFormat>> ChatFormat::load_from_container(const std::fil
 
 namespace {
 
-// GLM's markers around one argument of a call (single tokens of its vocabulary).
-constexpr std::string_view kGlmKeyOpen = "<arg_key>", kGlmKeyClose = "</arg_key>";
-constexpr std::string_view kGlmValueOpen = "<arg_value>", kGlmValueClose = "</arg_value>";
-
 // The function objects of a tools array (each tool's "function", else the tool itself).
 std::vector<nlohmann::json> declared_functions(std::string_view tools_json) {
   std::vector<nlohmann::json> out;
@@ -318,6 +339,18 @@ std::string python_json(const nlohmann::json& value) {
     return out + "]";
   }
   return dump(value);
+}
+
+const std::string& shipped_glm_declare_body() {
+  static const std::string body = [] {
+    // The file's own text, compiled in; its tools.declare is [prefix, body, suffix].
+    const auto doc = nlohmann::json::parse(convert::kShippedGlmChat, nullptr, false);
+    return doc.is_object() && doc.contains("tools") && doc["tools"].contains("declare") &&
+                   doc["tools"]["declare"].is_array() && doc["tools"]["declare"].size() == 3
+               ? doc["tools"]["declare"][1].get<std::string>()
+               : std::string(kToolsPlaceholder);
+  }();
+  return body;
 }
 
 std::string glm_tools_declaration(std::string_view tools_json) {
@@ -380,21 +413,17 @@ std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const C
       }
     }
     if (tools && !options.tools_json.empty()) {
+      const bool glm = tools->style == ToolCallStyle::glm;
+      // The body's text is the format's (markup: GLM's instructions name its call markers), the
+      // tool list the request's (plain).
+      const std::string& body = !tools->declare_body.empty() ? tools->declare_body
+                                : glm                          ? shipped_glm_declare_body()
+                                                               : std::string();
+      const std::size_t at = body.find(kToolsPlaceholder);
       append_markup(out, tools->declare.prefix);
-      if (tools->style == ToolCallStyle::glm) {
-        // GLM's own instructions around the signatures (markup: its call markers are tokens).
-        append_markup(out,
-                      "\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-                      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n");
-        append_plain(out, glm_tools_declaration(options.tools_json));
-        append_markup(out,
-                      "</tools>\n\nFor each function call, output the function name and arguments within the "
-                      "following XML format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>"
-                      "{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>"
-                      "...</tool_call>");
-      } else {
-        append_plain(out, std::string(options.tools_json));
-      }
+      if (at != std::string::npos) append_markup(out, body.substr(0, at));
+      append_plain(out, glm ? glm_tools_declaration(options.tools_json) : std::string(options.tools_json));
+      if (at != std::string::npos) append_markup(out, body.substr(at + kToolsPlaceholder.size()));
       append_markup(out, tools->declare.suffix);
     }
   }

@@ -56,12 +56,21 @@ struct ChatAffixes {
 // (Kimi K2's section tokens). json: call.prefix {"name": NAME, "arguments": ARGS} call.suffix.
 // glm: call.prefix NAME then <arg_key>K</arg_key><arg_value>V</arg_value> per argument, then
 // call.suffix (GLM's flat XML; V is a string as it is, any other JSON value as JSON); the
-// declaration turn holds GLM's instruction text and one JSON line per function.
+// declaration lists one JSON line per function (glm_tools_declaration()) in its body's {tools}.
 enum class ToolCallStyle : std::uint8_t { kimi, json, glm };
+
+// GLM's markers around one argument of a call (single special tokens of its vocabulary).
+inline constexpr std::string_view kGlmKeyOpen = "<arg_key>", kGlmKeyClose = "</arg_key>";
+inline constexpr std::string_view kGlmValueOpen = "<arg_value>", kGlmValueClose = "</arg_value>";
 
 struct ChatToolMarkup {
   ToolCallStyle style = ToolCallStyle::json;
-  ChatAffixes declare;    // a turn before every message: prefix, the tools array as JSON, suffix
+  ChatAffixes declare;    // a turn before every message: prefix, the body, suffix
+  // The declaration turn's body (markup) with "{tools}" once where the tool list goes (plain):
+  // the tools array as JSON, or for glm one JSON line per function. Empty: "{tools}" alone; for
+  // the glm style, the body of the shipped configs/chat/glm-5.json (compiled in), so a chat.json
+  // written before the body was a key renders as it did.
+  std::string declare_body;
   ChatAffixes section;    // around all calls of one assistant turn (empty for json)
   ChatAffixes call;       // around one call
   std::string arguments;  // kimi: between the id and the arguments
@@ -113,9 +122,10 @@ struct ChatFormat {
   // All fields optional: {"prelude": "...", "system": [p, s], "user": [p, s], "assistant": [p, s],
   // "open": "...", "stop": "...", "think": [open, close], "think_history": "current"|"keep",
   // "effort": {"turn": "...{effort}...", "levels": {"low": "Low", ...}, "range": [min, max],
-  // "default": "..."}, "image": "...", "tools": {"style": "kimi"|"json"|"glm", "declare": [p, s],
-  // "section": [p, s], "call": [p, s], "arguments": "...", "result": [p, s]}}. Standard JSON
-  // string escapes apply.
+  // "default": "..."}, "image": "...", "tools": {"style": "kimi"|"json"|"glm", "declare": [p, s]
+  // or [p, body, s], "section": [p, s], "call": [p, s], "arguments": "...", "result": [p, s]}}.
+  // Standard JSON string escapes apply. Every field is at most kMaxFieldBytes except the
+  // declaration body (which the reference engine never reads; the file limit bounds it).
   static Result<ChatFormat> parse(std::string_view json_text, std::string_view origin);
   static Result<ChatFormat> load(const std::filesystem::path& file);
   // The container's chat.json, or nullopt when it has none (raw continuation, no guessing).
@@ -168,8 +178,11 @@ std::vector<int> build_chat_prompt(const Tokenizer& tokenizer, const ChatFormat&
 // The prompt's segments tokenized each on its own (markup or plain).
 std::vector<int> tokenize_segments(const Tokenizer& tokenizer, std::span<const ChatSegment> segments);
 
-// GLM's declaration text around the functions (plain text, the template's own instructions).
+// GLM's tool list: one JSON line (python_json) per function of the tools array, each ended by
+// a newline (plain text; the instructions around it are the declaration body's).
 std::string glm_tools_declaration(std::string_view tools_json);
+// The declaration body of configs/chat/glm-5.json as compiled in (the glm style's fallback).
+const std::string& shipped_glm_declare_body();
 // A JSON value written as Python's json.dumps does by default (", " and ": " separators, no
 // ASCII escaping), the form GLM's template gives tool signatures and non-string arguments.
 std::string python_json(const nlohmann::json& value);

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/prompt/glm_call_plan.hpp"
 #include "shared/json_depth.hpp"
 
 namespace waste {
@@ -75,17 +76,33 @@ std::vector<ConstraintStage> call_stages(const Tokenizer& tokenizer, const std::
 // Every schema is compiled under the limits; its nesting is checked first without recursion
 // (the cache key's dump() and the compiler both recurse).
 std::expected<std::shared_ptr<const grammar::Grammar>, PromptError> compile_schema(
-    const nlohmann::json& schema, const std::string& param, const grammar::CompileLimits& limits) {
+    const nlohmann::json& schema, const std::string& param, const grammar::CompileLimits& limits,
+    std::string_view suffix) {
   if (nested_deeper_than(schema, limits.max_depth)) {
     return refuse(param, param + ": nesting deeper than " + std::to_string(limits.max_depth) + " (" +
                              limits.depth_option + ")");
   }
+  if (schema.is_null() && !suffix.empty()) return refuse(param, "'" + param + "': no schema to end with a marker");
+  // The suffix is part of the key, before the schema (whose dump runs to the end).
   const std::string key =
       schema.is_null() ? std::string("object")
                        : "schema:" + std::to_string(limits.max_depth) + ":" + std::to_string(limits.max_expansion) +
-                             ":" + schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+                             ":" + std::to_string(suffix.size()) + ":" + std::string(suffix) + ":" +
+                             schema.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (auto cached = grammar_cache().find(key)) return cached;
-  auto compiled = schema.is_null() ? grammar::compile_any_json_object() : grammar::compile_json_schema(schema, limits);
+  auto compiled = schema.is_null()   ? grammar::compile_any_json_object()
+                  : suffix.empty()   ? grammar::compile_json_schema(schema, limits)
+                                     : grammar::compile_json_schema_then(schema, suffix, limits);
+  if (!compiled) return refuse(param, "'" + param + "': " + compiled.error().message);
+  grammar_cache().insert(key, *compiled);
+  return *compiled;
+}
+
+std::expected<std::shared_ptr<const grammar::Grammar>, PromptError> compile_ebnf_cached(
+    const std::string& ebnf, const std::string& param, const grammar::CompileLimits& limits) {
+  const std::string key = "ebnf:" + std::to_string(limits.max_expansion) + ":" + ebnf;
+  if (auto cached = grammar_cache().find(key)) return cached;
+  auto compiled = grammar::compile_ebnf(ebnf, limits);
   if (!compiled) return refuse(param, "'" + param + "': " + compiled.error().message);
   grammar_cache().insert(key, *compiled);
   return *compiled;
@@ -126,10 +143,16 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
   }
   const ChatToolMarkup& markup = *format.tools;
   if (markup.style == ToolCallStyle::glm) {
-    // GLM's argument markers are special tokens, which a grammar stage never allows, and a
-    // string value has no end a grammar could see: a forced call is refused, not approximated.
-    return refuse("tool_choice", "'tool_choice': this model's tool-call markup (the glm style) cannot be forced; "
-                                 "use \"auto\"");
+    std::vector<std::size_t> chosen;
+    for (std::size_t i = 0; i < spec.tools.size(); ++i) {
+      if (spec.tool_choice != ToolChoice::named || spec.tools[i].name == spec.tool_choice_name) chosen.push_back(i);
+    }
+    if (chosen.empty()) {
+      return refuse("tool_choice", spec.tool_choice == ToolChoice::named
+                                       ? "'tool_choice': no tool is named \"" + spec.tool_choice_name + "\""
+                                       : "'tool_choice': \"required\" needs at least one tool");
+    }
+    return glm_call_plan(spec, chosen, markup, tokenizer, index, limits);
   }
   const bool kimi = markup.style == ToolCallStyle::kimi;
   const int call_index = spec.calls_in_history;

@@ -51,9 +51,14 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
     const OutputSpec& spec, const ChatFormat& format, const Tokenizer& tokenizer,
     const std::shared_ptr<const grammar::TokenIndex>& index, const grammar::CompileLimits& limits);
 
-// One schema (null = any JSON object) through the cache; refusals name `param`.
+// One schema (null = any JSON object) through the cache; refusals name `param`. A non-empty
+// `suffix`: the value is followed by these literal bytes (a plain-text end marker).
 std::expected<std::shared_ptr<const grammar::Grammar>, PromptError> compile_schema(
-    const nlohmann::json& schema, const std::string& param, const grammar::CompileLimits& limits);
+    const nlohmann::json& schema, const std::string& param, const grammar::CompileLimits& limits,
+    std::string_view suffix = {});
+// An EBNF grammar's text through the same cache; refusals name `param`.
+std::expected<std::shared_ptr<const grammar::Grammar>, PromptError> compile_ebnf_cached(
+    const std::string& ebnf, const std::string& param, const grammar::CompileLimits& limits);
 
 // A one-stage plan over an EBNF (GBNF-like) grammar's text; refusals name `param`.
 std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> grammar_plan(

@@ -6,6 +6,10 @@
 // immutable and shared; the per-sequence state holds the grammar::Matcher. A grammar stage ends
 // when its matcher is finished, or accepting right after a token ending in '}', ']' or '"' (a
 // complete JSON value: trailing whitespace the grammar may allow is not waited for).
+// A grammar stage may instead end with a closing special token (`close`: GLM's </arg_value> after a
+// value whose end no grammar can see, a bare number or a raw string): the token is allowed where
+// the grammar accepts, taken as the stage's last token, and forced once the grammar is finished
+// or a stop id was sampled where it accepts; such a stage never ends early at a bracket.
 // The mask is applied to the sequence's own copy of its logits, so batching cannot change it.
 #pragma once
 
@@ -27,6 +31,7 @@ struct ConstraintPlan;
 struct ConstraintStage {
   std::vector<int> forced;                          // non-empty: these tokens, in order
   std::shared_ptr<const grammar::Grammar> grammar;  // else: sample under this grammar until finished
+  int close = -1;  // >= 0: the grammar stage ends with this (special) token instead
   // A choice: when the grammar is finished, the plan whose text equals what it matched goes on.
   std::vector<std::pair<std::string, std::shared_ptr<const ConstraintPlan>>> branches;
 };
@@ -62,6 +67,7 @@ class ConstraintState {
   std::size_t forced_at_ = 0;  // next forced token of a forced stage
   std::optional<grammar::Matcher> matcher_;
   std::string matched_;        // a choice stage's bytes so far
+  bool closing_ = false;       // the stage's close token is forced next
 };
 
 class Sampler;

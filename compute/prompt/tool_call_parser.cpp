@@ -208,8 +208,8 @@ namespace {
 // The arguments object of a GLM call body after its name: <arg_key>K</arg_key><arg_value>V</arg_value>
 // pairs with only whitespace around them; nullopt when the body is not that.
 std::optional<std::string> glm_arguments(std::string_view body) {
-  constexpr std::string_view kKeyOpen = "<arg_key>", kKeyClose = "</arg_key>";
-  constexpr std::string_view kValueOpen = "<arg_value>", kValueClose = "</arg_value>";
+  constexpr std::string_view kKeyOpen = kGlmKeyOpen, kKeyClose = kGlmKeyClose;
+  constexpr std::string_view kValueOpen = kGlmValueOpen, kValueClose = kGlmValueClose;
   std::string json = "{";
   std::vector<std::string> keys;
   std::size_t at = skip_space(body, 0);

@@ -223,6 +223,81 @@ TEST_CASE("chatml's JSON form: forced calls (required between two tools, named) 
   }
 }
 
+TEST_CASE("GLM's markup: forced calls (required among three tools, named) parse into schema-valid arguments",
+          "[serve][scheduler][structured][glm]") {
+  auto engine = open_engine();
+  auto tokenizer = Tokenizer::load(test::tokenizer_container());
+  REQUIRE(tokenizer);
+  auto format = ChatFormat::load(std::filesystem::path(WASTE_SOURCE_DIR) / "configs/chat/glm-5.json");
+  REQUIRE(format);
+  const ChatStop stop = chat_stop(*tokenizer, *format);
+  auto index = grammar::build_token_index(*tokenizer, stop.ids);
+  REQUIRE(index);
+  const std::string tools = R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "required": ["unit"],
+      "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}}}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "required": ["zone", "utc"],
+      "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}, "utc": {"type": "boolean"}}}}},
+    {"type": "function", "function": {"name": "ping"}}])";
+  Scheduler scheduler(*engine, *tokenizer, {2, 8, 64});
+  const std::string messages = R"("messages": [{"role": "user", "content": "Go."}])";
+  int seed = 0;
+  for (const std::string choice : {std::string(R"("required")"), std::string(R"("required")"),
+                                   std::string(R"({"type": "function", "function": {"name": "get_time"}})")}) {
+    INFO(choice << " seed " << seed);
+    const ParsedRequest r = chat(R"({"model": "m", )" + messages + R"(, "tools": )" + tools + R"(, "tool_choice": )" +
+                                 choice + "}");
+    auto plan = make_constraint(r, *format, *tokenizer, *index);
+    INFO((plan ? std::string() : plan.error().message));
+    REQUIRE(plan);
+    GenerationJob job;
+    job.prompt = build_chat_prompt(*tokenizer, *format, r.messages, true, r.tools_json);
+    job.constraint = *plan;
+    job.sampling.temperature = 1.0f;
+    job.sampling.seed = std::uint64_t(20 + seed++);
+    job.max_tokens = 300;
+    job.stop_ids = stop.ids;
+    job.stop_texts = {stop.text};
+    auto s = scheduler.submit(job);
+    REQUIRE(s);
+    const Run run = drain(**s);
+    INFO(run.text);
+    CHECK(run.finish == Finish::stop);
+    CHECK(run.text.starts_with("<tool_call>"));
+    CHECK(run.text.ends_with("</tool_call>"));
+    const ParsedToolCalls calls = parse_tool_calls(*format->tools, run.text, "call_x_");
+    CHECK(calls.content.empty());
+    REQUIRE(calls.calls.size() == 1);
+    const std::string& name = calls.calls[0].name;
+    const json args = json::parse(calls.calls[0].arguments, nullptr, false);
+    REQUIRE(args.is_object());
+    if (r.tool_choice == ToolChoice::named) CHECK(name == "get_time");
+    if (name == "get_weather") {
+      CHECK(args.size() == 1);
+      CHECK((args["unit"] == "celsius" || args["unit"] == "fahrenheit"));
+    } else if (name == "get_time") {
+      CHECK(args.size() == 2);
+      REQUIRE(args["zone"].is_number_integer());
+      CHECK(args["zone"].get<int>() >= -12);
+      CHECK(args["zone"].get<int>() <= 14);
+      CHECK(args["utc"].is_boolean());
+    } else {
+      CHECK(name == "ping");
+      CHECK(args.empty());
+    }
+  }
+  // What the markup cannot carry faithfully: a 400 naming the property.
+  const ParsedRequest bad = chat(R"({"model": "m", )" + messages + R"(, "tool_choice": "required", "tools": [{"type":
+      "function", "function": {"name": "f", "parameters": {"type": "object", "required": ["s"], "properties":
+      {"s": {"type": "string", "pattern": "^a+$"}}}}}]})");
+  auto refused = make_constraint(bad, *format, *tokenizer, *index);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().status == 400);
+  CHECK(refused.error().param == "tools[0].function.parameters.properties.s");
+  CHECK(refused.error().message == "'tools[0].function.parameters.properties.s': \"pattern\" on a string cannot be "
+                                   "enforced in the glm tool-call markup (strings are written unquoted)");
+}
+
 TEST_CASE("A schema the grammar engine refuses is a 400 naming the parameter and the keyword", "[serve][structured]") {
   auto tokenizer = Tokenizer::load(test::tokenizer_container());
   REQUIRE(tokenizer);

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -345,27 +347,78 @@ TEST_CASE("GLM tool-call markup parses into calls, malformed calls fall back to 
   }
 }
 
-TEST_CASE("A forced GLM tool call is refused with an exact message", "[tokenizer]") {
-  const ChatFormat glm = load("glm-5.json");
-  const Tokenizer tok = glm_like();
-  waste::ToolDef tool;
-  tool.name = "get_weather";
-  std::vector<waste::ToolDef> tools = {tool};
-  waste::OutputSpec spec;
-  spec.tools = tools;
-  spec.tool_choice = waste::ToolChoice::named;
-  spec.tool_choice_name = "get_weather";
-  auto plan = waste::make_constraint_plan(spec, glm, tok, nullptr, {});
-  REQUIRE_FALSE(plan.has_value());
-  CHECK(plan.error().param == "tool_choice");
-  CHECK(plan.error().message ==
-        "'tool_choice': this model's tool-call markup (the glm style) cannot be forced; use \"auto\"");
+TEST_CASE("A glm chat.json whose declare has no body renders the shipped glm-5.json body", "[tokenizer]") {
+  // A container converted before the body was a key: its chat.json has declare [prefix, suffix].
+  const std::string old_format = R"({"system": ["<|system|>", ""], "user": ["<|user|>", ""],
+    "assistant": ["<|assistant|>", ""], "tools": {"style": "glm", "declare": ["<|system|>", ""],
+    "call": ["<tool_call>", "</tool_call>"], "result": ["<|observation|><tool_response>", "</tool_response>"]}})";
+  auto old = ChatFormat::parse(old_format, "old.json");
+  REQUIRE(old.has_value());
+  CHECK(old->tools->declare_body.empty());
+  const ChatFormat shipped = load("glm-5.json");
+  CHECK(shipped.tools->declare_body == waste::shipped_glm_declare_body());
+  const std::vector<ChatMessage> messages = {{ChatRole::user, "U"}};
+  ChatRender options;
+  options.tools_json = R"([{"function":{"name":"f","parameters":{"type":"object"}},"type":"function"}])";
+  options.start = true;
+  const auto segments = waste::render_chat(*old, messages, options);
+  CHECK(segments ==
+        std::vector<ChatSegment>{
+            M("<|system|>"),
+            M("\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+              "function signatures within <tools></tools> XML tags:\n<tools>\n"),
+            P(R"({"name": "f", "parameters": {"type": "object"}})" "\n"),
+            M("</tools>\n\nFor each function call, output the function name and arguments within the following XML "
+              "format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}</arg_value>"
+              "<arg_key>{arg-key-2}</arg_key><arg_value>{arg-value-2}</arg_value>...</tool_call>"),
+            M("<|user|>"), P("U"), M("<|assistant|>")});
+  // A body of {tools} alone: the list without instructions.
+  std::string bare = old_format;
+  bare.replace(bare.find(R"("declare": ["<|system|>", ""])"), 29, R"("declare": ["<|system|>", "{tools}", ""])");
+  auto plain = ChatFormat::parse(bare, "bare.json");
+  REQUIRE(plain.has_value());
+  CHECK(waste::render_chat(*plain, messages, options) ==
+        std::vector<ChatSegment>{M("<|system|>"), P(R"({"name": "f", "parameters": {"type": "object"}})" "\n"),
+                                 M("<|user|>"), P("U"), M("<|assistant|>")});
+}
+
+TEST_CASE("chat.json declare as [prefix, body, suffix]: the tool list at {tools}, exact refusals", "[tokenizer]") {
+  const std::string head = R"({"user": ["<u>", "</u>"], "tools": {"style": "json", "call": ["<c>", "</c>"], "declare": )";
+  auto json_style = ChatFormat::parse(head + R"(["<s>", "Tools:\n{tools}\nUse them.", "</s>"]}})", "c.json");
+  REQUIRE(json_style.has_value());
+  ChatRender options;
+  options.tools_json = R"([{"type":"function"}])";
+  options.open_model_turn = false;
+  CHECK(waste::render_chat(*json_style, std::vector<ChatMessage>{}, options) ==
+        std::vector<ChatSegment>{M("<s>"), M("Tools:\n"), P(R"([{"type":"function"}])"), M("\nUse them."), M("</s>")});
+  // Without a body, as before: the tools array alone.
+  auto pair = ChatFormat::parse(head + R"(["<s>", "</s>"]}})", "c.json");
+  REQUIRE(pair.has_value());
+  CHECK(waste::render_chat(*pair, std::vector<ChatMessage>{}, options) ==
+        std::vector<ChatSegment>{M("<s>"), P(R"([{"type":"function"}])"), M("</s>")});
+  // The body may be longer than a field (the reference engine never reads it); affixes may not.
+  CHECK(ChatFormat::parse(head + "[\"<s>\", \"" + std::string(300, 'x') + "{tools}\", \"\"]}}", "c.json").has_value());
+  CHECK(parse_error(head + R"(["<s>", "no placeholder", ""]}})") ==
+        "c.json: \"tools\": \"declare\"[1] must hold {tools} once, where the tool list goes");
+  CHECK(parse_error(head + R"(["<s>", "{tools}{tools}", ""]}})") ==
+        "c.json: \"tools\": \"declare\"[1] must hold {tools} once, where the tool list goes");
+  CHECK(parse_error(head + R"(["<s>", "{tools}", "", ""]}})") ==
+        "c.json: \"tools\": \"declare\" must be an array of strings [prefix, suffix] or [prefix, body, suffix]");
+  CHECK(parse_error(head + R"(["<s>", 1, ""]}})") ==
+        "c.json: \"tools\": \"declare\" must be an array of strings [prefix, suffix] or [prefix, body, suffix]");
+  CHECK(parse_error(head + "[\"" + std::string(128, 'p') + "\", \"{tools}\", \"\"]}}") ==
+        "c.json: \"tools\": \"declare\"[0] is 128 bytes; at most 127 are allowed");
 }
 
 TEST_CASE("waste convert writes GLM's chat.json as configs ships it", "[tokenizer]") {
   const std::string text = waste::convert::chat_format_for("Glm5NextForConditionalGeneration");
   REQUIRE_FALSE(text.empty());
   CHECK(waste::convert::chat_format_for("glm5-next") == text);
+  // Byte for byte the file (compiled in from it), its declaration body included.
+  std::ifstream file(kConfigs / "glm-5.json", std::ios::binary);
+  const std::string shipped_text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  CHECK(text == shipped_text);
+  CHECK(text.find("{tools}</tools>") != std::string::npos);
   auto converted = ChatFormat::parse(text, "converted");
   REQUIRE(converted.has_value());
   const ChatFormat shipped = load("glm-5.json");

@@ -4,6 +4,7 @@
 //
 //   compile_json_schema(schema)  JSON Schema (a subset of draft 2020-12) -> Grammar; a keyword we
 //                                do not enforce is refused with an error naming it (never ignored).
+//   compile_json_schema_then()   the same, followed by literal bytes (a value ended by a marker).
 //   compile_any_json_object()    any JSON object (OpenAI response_format {type: json_object}).
 //   compile_ebnf(text)           a GBNF-like grammar file (start rule `root`); errors carry line:col.
 //   build_token_index(...)       every token's bytes, sorted, plus the special and EOS ids; built once
@@ -45,6 +46,10 @@ struct CompileLimits {
 };
 
 Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema, const CompileLimits& limits = {});
+// The schema's value followed by the literal bytes `suffix` (a value ended by a plain-text
+// marker, e.g. GLM's </arg_value> where it is no special token).
+Result<std::shared_ptr<const Grammar>> compile_json_schema_then(const nlohmann::json& schema, std::string_view suffix,
+                                                                const CompileLimits& limits = {});
 Result<std::shared_ptr<const Grammar>> compile_any_json_object();
 Result<std::shared_ptr<const Grammar>> compile_ebnf(std::string_view text, const CompileLimits& limits = {});
 

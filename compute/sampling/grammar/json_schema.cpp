@@ -110,11 +110,12 @@ class SchemaCompiler {
  public:
   SchemaCompiler(const json& root, const CompileLimits& limits) : root_(root), limits_(limits) {}
 
-  Result<std::shared_ptr<const Grammar>> run() {
+  // The schema's value, then `suffix` (bytes, empty = none).
+  Result<std::shared_ptr<const Grammar>> run(std::string_view suffix = {}) {
     const int root = b_.declare("root");
     auto e = compile(root_, "");
     if (!e) return std::unexpected(e.error());
-    b_.define(root, std::move(*e));
+    b_.define(root, suffix.empty() ? std::move(*e) : Expr::seq({std::move(*e), Expr::literal(suffix)}));
     return b_.build(root, limits_, started_);
   }
 
@@ -582,6 +583,11 @@ class SchemaCompiler {
 
 Result<std::shared_ptr<const Grammar>> compile_json_schema(const nlohmann::json& schema, const CompileLimits& limits) {
   return SchemaCompiler(schema, limits).run();
+}
+
+Result<std::shared_ptr<const Grammar>> compile_json_schema_then(const nlohmann::json& schema, std::string_view suffix,
+                                                                const CompileLimits& limits) {
+  return SchemaCompiler(schema, limits).run(suffix);
 }
 
 Result<std::shared_ptr<const Grammar>> compile_any_json_object() {
