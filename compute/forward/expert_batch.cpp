@@ -21,11 +21,11 @@ constexpr std::int64_t kMinRowsPerJob = 64;
 
 int from_env() {
   const char* env = std::getenv("WASTE_PREFILL_MATMUL");
-  if (env == nullptr || *env == '\0') return 0;
+  if (env == nullptr || *env == '\0') return kPromptTokens;
   auto parsed = parse_min_tokens(env, "WASTE_PREFILL_MATMUL");
   if (!parsed) {
-    spdlog::warn("{}; prefill matrix products stay off", parsed.error().message);
-    return 0;
+    spdlog::warn("{}; prefill matrix products keep the default (prompt tokens)", parsed.error().message);
+    return kPromptTokens;
   }
   return *parsed;
 }
@@ -53,11 +53,11 @@ Books books_of(const ExpertContext& ex, const ExpertView& view, int kind) {
 }  // namespace
 
 int min_tokens() { return setting().load(std::memory_order_relaxed); }
-void set_min_tokens(int n) { setting().store(std::max(n, 0), std::memory_order_relaxed); }
+void set_min_tokens(int n) { setting().store(std::max(n, kPromptTokens), std::memory_order_relaxed); }
 
 Result<int> parse_min_tokens(std::string_view text, std::string_view what) {
   if (text == "off") return 0;
-  if (text == "on") return kOnMinTokens;
+  if (text == "on") return kPromptTokens;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= kMaxPrefillChunk) return n;

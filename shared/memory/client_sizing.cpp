@@ -36,7 +36,7 @@ std::uint64_t PrefillMoeSizes::bytes() const {
 
 std::uint64_t ForwardSizes::bytes() const {
   return (4 * hidden + stream + 2 * ffn + res_scores + res_mhc + 4 * pre_hidden + pre_stream + pre_blocks) * kF +
-         pre_live;
+         pre_live + pre_prompt;
 }
 
 std::uint64_t ClientSizes::scratch_bytes() const {
@@ -151,6 +151,7 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
   s.pre_stream = T * s.stream;
   s.pre_blocks = T * u(state_sizes(c, 1).max_blocks) * H;
   s.pre_live = T;
+  s.pre_prompt = T;
   return s;
 }
 

@@ -97,6 +97,7 @@ struct ForwardSizes {
   std::uint64_t pre_stream = 0;  // pre_x: T x stream (float)
   std::uint64_t pre_blocks = 0;  // T x max_blocks x hidden (float)
   std::uint64_t pre_live = 0;    // T (byte)
+  std::uint64_t pre_prompt = 0;  // T (byte): per token, prompt or decode (the per-token matmul rule)
   [[nodiscard]] std::uint64_t bytes() const;
 };
 
