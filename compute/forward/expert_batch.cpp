@@ -1,6 +1,8 @@
 // Prefill by matrix products: see expert_batch.hpp. Per expert, two pool jobs: gate and up rows
 // for every token (KernelTable::rvq_matmul), then the activation of those rows; then down rows
-// on the activations. The tokens' inputs are gathered into one [n][lat] block first.
+// on the activations. The tokens' inputs are gathered into one [n][lat] block first. Each
+// token's rows are rvq_matmul's for that token alone (its bits do not depend on n), and the
+// activation is elementwise, so every token gets the output it would get computed alone.
 #include "compute/forward/expert_batch.hpp"
 
 #include <algorithm>
