@@ -69,15 +69,16 @@ Result<int> parse_min_tokens(std::string_view text, std::string_view what) {
 }
 
 void run(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view, const float* xin,
-         std::int64_t xin_stride, std::span<const int> users, int top_k, float* ys, profile::Stopwatch& watch) {
-  thread_local std::vector<float> xs, as, bs, outs;
+         std::int64_t xin_stride, std::span<const int> users, int top_k, float* ys, PrefillMoeScratch& p,
+         profile::Stopwatch& watch) {
   const ExpertGeometry& g = ex.geometry;
   const int n = int(users.size());
   const int lat = g.cols[0], inter = g.rows[0], out_rows = g.rows[2];
-  float* x = grow(xs, std::size_t(n) * lat);
-  float* a = grow(as, std::size_t(n) * inter);
-  float* b = grow(bs, std::size_t(n) * inter);
-  float* y = grow(outs, std::size_t(n) * out_rows);
+  // Sized by the memory plan (sizing::prefill_moe_sizes): grow() never allocates there.
+  float* x = grow(p.mm_x, std::size_t(n) * lat);
+  float* a = grow(p.mm_a, std::size_t(n) * inter);
+  float* b = grow(p.mm_b, std::size_t(n) * inter);
+  float* y = grow(p.mm_y, std::size_t(n) * out_rows);
   for (int i = 0; i < n; ++i) {
     std::memcpy(x + std::int64_t(i) * lat, xin + std::int64_t(users[std::size_t(i)] / top_k) * xin_stride,
                 std::size_t(lat) * sizeof(float));

@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include "compute/forward/forward.hpp"
+#include "compute/forward/scratch.hpp"
 #include "shared/result.hpp"
 
 namespace waste::forward::expert_batch {
@@ -49,8 +50,10 @@ inline bool wanted_by_count(const ExpertGeometry& g, int n_users) {
 }
 
 // For each user u in `users` (u = token * top_k + slot), ys + u * lat = the expert's output on
-// the routed input xin + token * xin_stride. Timed as expert_matmul (one call per expert).
+// the routed input xin + token * xin_stride. Working rows in p.mm_* (at most p.tokens users: a
+// token routes to an expert once). Timed as expert_matmul (one call per expert).
 void run(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view, const float* xin,
-         std::int64_t xin_stride, std::span<const int> users, int top_k, float* ys, profile::Stopwatch& watch);
+         std::int64_t xin_stride, std::span<const int> users, int top_k, float* ys, PrefillMoeScratch& p,
+         profile::Stopwatch& watch);
 
 }  // namespace waste::forward::expert_batch

@@ -118,7 +118,7 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
       }
       if (m > u0) {
         expert_batch::run(exec, c, ex, ready->view, c.latent_dim > 0 ? p.xin.data() : x, c.latent_dim > 0 ? lat : hid,
-                          std::span<const int>(p.users.data() + u0, std::size_t(m - u0)), K, p.ys.data(), watch);
+                          std::span<const int>(p.users.data() + u0, std::size_t(m - u0)), K, p.ys.data(), p, watch);
       }
       for (int k = m; k < u1; ++k) {
         const int u = p.users[std::size_t(k)];
