@@ -31,6 +31,7 @@
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
+#include "compute/forward/expert_batch.hpp"
 #include "compute/io/daemon_attach.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -57,6 +58,7 @@ struct BenchArgs {
   std::string sweep_md, sweep_png; // --sweep outputs
   bool drop_caches = false;
   int prefill_chunk = 64;
+  std::string prefill_matmul;      // --prefill-matmul: WASTE_PREFILL_MATMUL's values, for A/B (empty: as set)
   std::string policy_sim;          // routing trace (JSON lines)
   std::string capacity;            // --policy-sim capacities
   int sim_lookahead = 0;           // --policy-sim: hinted next-layer experts per layer
@@ -200,6 +202,10 @@ std::vector<std::string> child_workload_args(const BenchArgs& a) {
                                 "--prefill-chunk", std::to_string(a.prefill_chunk)};
   if (a.engine.no_direct_io) args.push_back("--no-direct-io");
   if (a.engine.verify) args.push_back("--verify");
+  if (!a.prefill_matmul.empty()) {
+    args.push_back("--prefill-matmul");
+    args.push_back(a.prefill_matmul);
+  }
   if (a.profile) args.push_back("--profile");
   return args;
 }
@@ -379,6 +385,11 @@ int run_reader_sweep_mode(const BenchArgs& a) {
 }
 
 int run_bench(BenchArgs a) {
+  if (!a.prefill_matmul.empty()) {
+    auto rule = forward::expert_batch::parse_min_tokens(a.prefill_matmul, "--prefill-matmul");
+    if (!rule) return report_error("bench", rule.error());
+    forward::expert_batch::set_min_tokens(*rule);
+  }
   if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
   if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
   if (a.reader_sweep) return run_reader_sweep_mode(a);
@@ -450,6 +461,10 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--prefill-chunk", args->prefill_chunk, "Prompt tokens per prefill call (1 = token by token)")
           ->type_name("TOKENS")
           ->check(int_range("--prefill-chunk", 1, 64));
+      sub.add_option("--prefill-matmul", args->prefill_matmul,
+                     "Prompt tokens' experts by matrix products: on (the default), off (lookup tables, as decode) "
+                     "or a token count (experts routed to >= N tokens of a pass); overrides WASTE_PREFILL_MATMUL")
+          ->type_name("on|off|N");
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
       sub.add_flag("--embedding-on-disk", args->embedding_on_disk,

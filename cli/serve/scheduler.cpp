@@ -244,7 +244,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   int budget = options_.prefill_chunk;
   for (auto& slot : active) {
     if (slot->done || slot->next_token < 0) continue;
-    feeds.push_back({slot->sequence.get(), std::span<const int>(&slot->next_token, 1), {}});
+    feeds.push_back({slot->sequence.get(), std::span<const int>(&slot->next_token, 1), {}, FeedKind::decode});
     fed.push_back(slot.get());
     prefill_counts.push_back(0);
     --budget;
@@ -260,7 +260,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
     const auto rows = slot->embeddings.empty()
                           ? std::span<const float* const>()
                           : std::span<const float* const>(slot->embeddings).subspan(std::size_t(slot->prompt_fed), std::size_t(n));
-    feeds.push_back({slot->sequence.get(), std::span<const int>(slot->job.prompt.data() + slot->prompt_fed, n), rows});
+    feeds.push_back({slot->sequence.get(), std::span<const int>(slot->job.prompt.data() + slot->prompt_fed, n), rows,
+                     FeedKind::prompt});
     fed.push_back(slot.get());
     prefill_counts.push_back(n);
     budget -= n;
@@ -331,8 +332,12 @@ Status Scheduler::encode_images(Slot& slot) {
 void Scheduler::end(Slot& slot, Finish reason, std::string error) {
   // A request that ended well leaves its state: the prompt and the generated tokens fed (the
   // last one sampled never is). Stored before the stream finishes, so a client that saw the
-  // finish sees it in the counters.
+  // finish sees it in the counters. Only when decode steps give the bits a prefill of the same
+  // tokens gives: under the per-token rule (prompt tokens by matrix products, decode steps by
+  // LUT, Engine::decode_matches_prompt) the generated tokens' state is not what the next turn
+  // would prefill, so that turn resumes from the prompt's snapshot and prefills the answer.
   if ((reason == Finish::stop || reason == Finish::length) && !slot.key.empty() && slot.sequence &&
+      engine_.decode_matches_prompt() &&
       slot.prompt_fed == int(slot.job.prompt.size()) && slot.generated >= 1) {
     remember(slot, slot.job.prompt.size() + std::size_t(slot.generated - 1));
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "compute/forward/expert_batch.hpp"
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
 #include "compute/api/engine_open.hpp"
@@ -50,10 +51,12 @@ struct Engine::Impl {
   std::unique_ptr<forward::Forward> forward;
 
   // One decode step or one prefill chunk, timed into the profile when it is on.
-  Status feed(std::span<const int> tokens, std::span<const float* const> embeddings = {}) {
+  // `prompt`: prompt tokens (forward::Forward::prefill's `prompt`), else decode steps.
+  Status feed(std::span<const int> tokens, std::span<const float* const> embeddings, bool prompt) {
     const auto start = options.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    Status s = tokens.size() == 1 ? forward->step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0])
-                                  : forward->prefill(tokens, state, logits, embeddings);
+    Status s = tokens.size() == 1 && !prompt
+                   ? forward->step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0])
+                   : forward->prefill(tokens, state, logits, embeddings, prompt);
     have_logits = bool(s);
     if (options.profile) {
       profile.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -62,9 +65,9 @@ struct Engine::Impl {
     }
     return s;
   }
-  Status feed(int token) {
+  Status feed_decode(int token) {
     const int one[1] = {token};
-    return feed(std::span<const int>(one));
+    return feed(std::span<const int>(one), {}, false);
   }
 };
 
@@ -220,7 +223,14 @@ Status Engine::check_tokens(std::span<const int> tokens) const {
   return ok();
 }
 
-Result<std::span<const float>> Engine::eval(std::span<const int> tokens, std::span<const float* const> embeddings) {
+namespace {
+bool is_prompt(FeedKind kind, std::size_t n_tokens) {
+  return kind == FeedKind::prompt || (kind == FeedKind::automatic && n_tokens > 1);
+}
+}  // namespace
+
+Result<std::span<const float>> Engine::eval(std::span<const int> tokens, std::span<const float* const> embeddings,
+                                            FeedKind kind) {
   if (tokens.empty()) return make_error(Errc::argument, "eval: no tokens to feed");
   if (!embeddings.empty() && embeddings.size() != tokens.size()) {
     return make_error(Errc::argument, "eval: " + std::to_string(embeddings.size()) + " embedding rows for " +
@@ -234,9 +244,11 @@ Result<std::span<const float>> Engine::eval(std::span<const int> tokens, std::sp
                                           std::to_string(impl_->state.ctx_tokens()) + " tokens");
   }
   const std::size_t chunk = std::size_t(impl_->options.prefill_chunk);
+  const bool prompt = is_prompt(kind, tokens.size());
   for (std::size_t begin = 0; begin < tokens.size();) {
     const std::size_t n = std::min(chunk, tokens.size() - begin);
-    if (Status fed = impl_->feed(tokens.subspan(begin, n), embeddings.empty() ? embeddings : embeddings.subspan(begin, n));
+    if (Status fed = impl_->feed(tokens.subspan(begin, n), embeddings.empty() ? embeddings : embeddings.subspan(begin, n),
+                                 prompt);
         !fed) {
       return std::unexpected(fed.error().with_context("token at position " + std::to_string(impl_->state.position())));
     }
@@ -274,7 +286,7 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
   result.prompt_tokens = int(prompt.size());
   auto start = std::chrono::steady_clock::now();
   if (!prompt.empty()) {
-    auto fed = eval(prompt, params.prompt_embeddings);
+    auto fed = eval(prompt, params.prompt_embeddings, FeedKind::prompt);
     if (!fed) return std::unexpected(fed.error());
   }
   result.prompt_seconds = seconds_since(start);
@@ -298,7 +310,7 @@ Result<GenerateResult> Engine::generate(std::span<const int> prompt, const Gener
     }
     const ExpertSourceStats before = impl_->source->stats();
     const auto step_start = std::chrono::steady_clock::now();
-    if (Status fed = impl_->feed(next); !fed) {
+    if (Status fed = impl_->feed_decode(next); !fed) {
       return std::unexpected(fed.error().with_context("generated token " + std::to_string(step)));
     }
     const ExpertSourceStats after = impl_->source->stats();
@@ -374,7 +386,8 @@ Status Engine::feed_batch(std::span<const SequenceFeed> feeds) {
       const std::size_t n = std::min(left, room);
       EngineSequence& seq = *feeds[i].sequence;
       const auto rows = feeds[i].embeddings.empty() ? std::span<const float* const>() : feeds[i].embeddings.subspan(fed[i], n);
-      segments.push_back({&seq.state_, feeds[i].tokens.subspan(fed[i], n), std::span<float>(seq.logits_), rows});
+      segments.push_back({&seq.state_, feeds[i].tokens.subspan(fed[i], n), std::span<float>(seq.logits_), rows,
+                          is_prompt(feeds[i].kind, feeds[i].tokens.size())});
       fed[i] += n;
       room -= n;
     }
@@ -405,6 +418,9 @@ const EngineProfile& Engine::profile() const { return impl_->profile; }
 void Engine::reset_profile() { impl_->profile = EngineProfile{}; }
 const ModelConfig& Engine::config() const { return impl_->container->manifest.config; }
 const ContainerInfo& Engine::container() const { return *impl_->container; }
+bool Engine::decode_matches_prompt() const {
+  return config().n_experts == 0 || !forward::expert_batch::usable(impl_->container->geometry);
+}
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
 const DaemonConnection* Engine::daemon() const { return impl_->daemon.get(); }
 std::span<const float> Engine::logits() const { return impl_->logits; }

@@ -138,6 +138,14 @@ class EngineSequence {
   bool have_logits_ = false;
 };
 
+// What fed tokens are: prompt tokens, or decode steps (sampled tokens fed back). By default
+// (WASTE_PREFILL_MATMUL unset or on: the per-token rule, compute/forward/expert_batch.hpp) a
+// prompt token's routed experts are multiplied by matrix products and a decode step's by lookup
+// tables, so a token's bits depend on its kind and never on how the prompt is chunked or what
+// else shares its pass; the two kinds differ within the 1e-4 oracle bound (docs/QUALITY.md).
+// automatic: more than one token is a prompt, a single token a decode step.
+enum class FeedKind { automatic, prompt, decode };
+
 // One sequence's tokens in a batch feed. `embeddings`: empty, or one pointer per token as
 // GenerateParams::prompt_embeddings (non-null = that position's row, e.g. a media position's
 // vision tower output, instead of embed_tokens); the rows must outlive the feed_batch call.
@@ -145,6 +153,7 @@ struct SequenceFeed {
   EngineSequence* sequence = nullptr;
   std::span<const int> tokens;
   std::span<const float* const> embeddings = {};
+  FeedKind kind = FeedKind::automatic;  // of these tokens, in every pass they are split into
 };
 
 // What an engine reads through (open_expert_plane, or a caller's own): the expert source, the
@@ -176,12 +185,14 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Feed tokens; the logits after the last (vocab floats, valid until the next call that feeds a
-  // token or resets). More than one token goes through chunked prefill (prefill_chunk tokens per
-  // chunk, a 1-token remainder through the decode step). Ids and the free context are checked
+  // token or resets). Prompt tokens (`kind`; automatic: more than one token) go through chunked
+  // prefill (prefill_chunk tokens per chunk, a 1-token remainder too), a decode step through
+  // the decode step. Ids and the free context are checked
   // before anything is fed; an I/O error mid-way leaves the chunks before it fed (position()
   // tells how many tokens).
   // `embeddings`: as GenerateParams::prompt_embeddings (empty, or one pointer per token).
-  Result<std::span<const float>> eval(std::span<const int> tokens, std::span<const float* const> embeddings = {});
+  Result<std::span<const float>> eval(std::span<const int> tokens, std::span<const float* const> embeddings = {},
+                                      FeedKind kind = FeedKind::automatic);
 
   // §6.2: feed the prompt, then sample, feed, report, until max_tokens, a stop/eos token (fed,
   // then stop), a full context or the callback returning false (StopReason::cancelled).
@@ -207,6 +218,12 @@ class Engine {
   // The container's description the engine was opened from (its tokenizer, vision tower and
   // the rest read from it, not from a second parse).
   [[nodiscard]] const ContainerInfo& container() const;
+  // Whether a token fed as a decode step gets the bits it gets as a prompt token (FeedKind): false
+  // when prompt tokens take prefill's matrix products (the per-token rule, or the count rule, on
+  // a container whose experts use them), true on the LUT path alone (WASTE_PREFILL_MATMUL=off,
+  // VQ4P experts, no routed experts). A state reached through decode steps then equals, byte for
+  // byte, the state a prefill of the same tokens reaches.
+  [[nodiscard]] bool decode_matches_prompt() const;
   [[nodiscard]] ModelInfo info() const;
   [[nodiscard]] ExpertSourceStats stats() const;
   [[nodiscard]] std::span<const float> logits() const;  // of the last fed token

@@ -42,7 +42,8 @@ Status Forward::run_batch(std::span<const Segment> segments) {
     }
   }
   if (segments.size() == 1) {
-    return prefill(segments[0].tokens, *segments[0].state, segments[0].logits, segments[0].embeddings);
+    return prefill(segments[0].tokens, *segments[0].state, segments[0].logits, segments[0].embeddings,
+                   segments[0].prompt);
   }
 
   profile::Stopwatch watch(profile_);
@@ -61,11 +62,14 @@ Status Forward::run_batch(std::span<const Segment> segments) {
     for (std::size_t t = 0; t < seg.tokens.size(); ++t) {
       batch_tokens_.push_back(seg.tokens[t]);
       batch_seqs_.push_back(TokenSeq{seg.state, pos0 + int(t)});
+      pre_prompt_[batch_tokens_.size() - 1] = static_cast<unsigned char>(seg.prompt);
       if (overrides) batch_embeddings_.push_back(seg.embeddings.empty() ? nullptr : seg.embeddings[t]);
     }
   }
   int n_blocks = 0;
-  WASTE_TRY(run_tokens(batch_tokens_, batch_seqs_, n_blocks, watch, batch_embeddings_));
+  WASTE_TRY(run_tokens(batch_tokens_, batch_seqs_,
+                       std::span<const unsigned char>(pre_prompt_.data(), batch_tokens_.size()), n_blocks, watch,
+                       batch_embeddings_));
 
   // Per segment, its last token as finish() takes it (final AttnRes, state, norm), with the
   // normed rows gathered so that one lm_head pass serves the whole batch. Row k of pre_h_ is

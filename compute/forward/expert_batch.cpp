@@ -1,6 +1,8 @@
 // Prefill by matrix products: see expert_batch.hpp. Per expert, two pool jobs: gate and up rows
 // for every token (KernelTable::rvq_matmul), then the activation of those rows; then down rows
-// on the activations. The tokens' inputs are gathered into one [n][lat] block first.
+// on the activations. The tokens' inputs are gathered into one [n][lat] block first. Each
+// token's rows are rvq_matmul's for that token alone (its bits do not depend on n), and the
+// activation is elementwise, so every token gets the output it would get computed alone.
 #include "compute/forward/expert_batch.hpp"
 
 #include <algorithm>
@@ -21,11 +23,11 @@ constexpr std::int64_t kMinRowsPerJob = 64;
 
 int from_env() {
   const char* env = std::getenv("WASTE_PREFILL_MATMUL");
-  if (env == nullptr || *env == '\0') return 0;
+  if (env == nullptr || *env == '\0') return kPromptTokens;
   auto parsed = parse_min_tokens(env, "WASTE_PREFILL_MATMUL");
   if (!parsed) {
-    spdlog::warn("{}; prefill matrix products stay off", parsed.error().message);
-    return 0;
+    spdlog::warn("{}; prefill matrix products keep the default (prompt tokens)", parsed.error().message);
+    return kPromptTokens;
   }
   return *parsed;
 }
@@ -53,11 +55,11 @@ Books books_of(const ExpertContext& ex, const ExpertView& view, int kind) {
 }  // namespace
 
 int min_tokens() { return setting().load(std::memory_order_relaxed); }
-void set_min_tokens(int n) { setting().store(std::max(n, 0), std::memory_order_relaxed); }
+void set_min_tokens(int n) { setting().store(std::max(n, kPromptTokens), std::memory_order_relaxed); }
 
 Result<int> parse_min_tokens(std::string_view text, std::string_view what) {
   if (text == "off") return 0;
-  if (text == "on") return kOnMinTokens;
+  if (text == "on") return kPromptTokens;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= kMaxPrefillChunk) return n;
@@ -67,15 +69,16 @@ Result<int> parse_min_tokens(std::string_view text, std::string_view what) {
 }
 
 void run(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view, const float* xin,
-         std::int64_t xin_stride, std::span<const int> users, int top_k, float* ys, profile::Stopwatch& watch) {
-  thread_local std::vector<float> xs, as, bs, outs;
+         std::int64_t xin_stride, std::span<const int> users, int top_k, float* ys, PrefillMoeScratch& p,
+         profile::Stopwatch& watch) {
   const ExpertGeometry& g = ex.geometry;
   const int n = int(users.size());
   const int lat = g.cols[0], inter = g.rows[0], out_rows = g.rows[2];
-  float* x = grow(xs, std::size_t(n) * lat);
-  float* a = grow(as, std::size_t(n) * inter);
-  float* b = grow(bs, std::size_t(n) * inter);
-  float* y = grow(outs, std::size_t(n) * out_rows);
+  // Sized by the memory plan (sizing::prefill_moe_sizes): grow() never allocates there.
+  float* x = grow(p.mm_x, std::size_t(n) * lat);
+  float* a = grow(p.mm_a, std::size_t(n) * inter);
+  float* b = grow(p.mm_b, std::size_t(n) * inter);
+  float* y = grow(p.mm_y, std::size_t(n) * out_rows);
   for (int i = 0; i < n; ++i) {
     std::memcpy(x + std::int64_t(i) * lat, xin + std::int64_t(users[std::size_t(i)] / top_k) * xin_stride,
                 std::size_t(lat) * sizeof(float));

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "compute/forward/expert_batch.hpp"
 #include "compute/forward/ffn.hpp"
 #include "compute/forward/kda.hpp"
 #include "compute/forward/mla.hpp"
@@ -77,7 +78,7 @@ void Forward::bind_indexers(const model::ModelWeights& w) {
 std::uint64_t Forward::scratch_bytes() const {
   return mla_.bytes() + indexer_s_.allocated_bytes() + kda_.bytes() + moe_.bytes() + pre_moe_.bytes() + residual_.bytes() +
          capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_,
-                        pre_live_) +
+                        pre_live_, pre_prompt_) +
          // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
          capacity_bytes(batch_seqs_, batch_tokens_, batch_logits_, batch_embeddings_);
 }
@@ -195,6 +196,7 @@ void Forward::ensure_batch_scratch() {
   pre_f_.assign(z.pre_hidden, 0.0f);
   pre_blocks_.assign(z.pre_blocks, 0.0f);
   pre_live_.assign(z.pre_live, 0);
+  pre_prompt_.assign(z.pre_prompt, 0);
 }
 
 Status Forward::attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
@@ -228,8 +230,9 @@ Status Forward::attention(const model::LayerWeights& lw, int layer, const float*
 // its own sequence (one state for a chunk: `seqs` then holds a single entry at pos0); MoE with
 // each distinct expert read once. Leaves the residual stream of token t in pre_x_ row t and its
 // block history in pre_blocks_ row t.
-Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
-                           profile::Stopwatch& watch, std::span<const float* const> embeddings) {
+Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs,
+                           std::span<const unsigned char> prompt, int& n_blocks, profile::Stopwatch& watch,
+                           std::span<const float* const> embeddings) {
   const int T = int(tokens.size());
   const std::size_t H = std::size_t(c_.hidden), S = std::size_t(c_.stream_width());
   const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;
@@ -269,7 +272,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
     switch (plan_.layers[std::size_t(L)].mixer) {
       case MixerKind::moe:
         WASTE_TRY(moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_, pre_f_.data(),
-                              prefill_window_, &watch));
+                              prefill_window_, prompt, &watch));
         break;
       case MixerKind::dense_ffn:
         ffn_tokens(exec_, c_, lw.dense, pre_h_.data(), T, pre_moe_.fa.data(), pre_moe_.fb.data(), pre_f_.data());
@@ -284,7 +287,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
 }
 
 Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
-                        std::span<const float* const> embeddings) {
+                        std::span<const float* const> embeddings, bool prompt) {
   const int T = int(tokens.size());
   if (T < 1 || T > kMaxPrefillChunk) {
     return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
@@ -294,7 +297,10 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
     return make_error(Errc::argument, "prefill: " + std::to_string(embeddings.size()) + " embedding rows for " +
                                           std::to_string(T) + " tokens");
   }
-  if (T == 1) return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
+  // One decode token (or one prompt token whose experts take the LUT path anyway): step()'s bits.
+  if (T == 1 && !(prompt && expert_batch::per_token(experts_.geometry))) {
+    return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
+  }
   profile::Stopwatch watch(profile_);
   watch.start();
   const std::size_t H = std::size_t(c_.hidden);
@@ -304,7 +310,9 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   const int pos0 = state.position();
   const TokenSeq chunk[1] = {TokenSeq{&state, pos0}};
   int n_blocks = 0;
-  WASTE_TRY(run_tokens(tokens, chunk, n_blocks, watch, embeddings));
+  std::fill_n(pre_prompt_.begin(), T, static_cast<unsigned char>(prompt));
+  WASTE_TRY(run_tokens(tokens, chunk, std::span<const unsigned char>(pre_prompt_.data(), std::size_t(T)), n_blocks,
+                       watch, embeddings));
 
   // Only the last token goes through the head; its block history becomes the state's.
   const std::size_t last = std::size_t(T - 1);

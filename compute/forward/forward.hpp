@@ -61,8 +61,10 @@ class Forward {
   // ctx_tokens.
   // `embeddings`, empty or one pointer per token: a non-null entry replaces that token's
   // embed_tokens row (media positions), as in step().
+  // `prompt`: the tokens are prompt tokens (their experts by matrix products under the per-token
+  // rule, expert_batch.hpp, even a chunk of one); false: decode steps, step()'s bits.
   Status prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
-                 std::span<const float* const> embeddings = {});
+                 std::span<const float* const> embeddings = {}, bool prompt = true);
 
   // One sequence's share of a batch: its tokens, fed at state->position() in order, and where
   // the logits after its last token go (vocab floats). `embeddings`: empty, or one pointer per
@@ -72,13 +74,15 @@ class Forward {
     std::span<const int> tokens;
     std::span<float> logits;
     std::span<const float* const> embeddings = {};
+    bool prompt = true;  // prompt tokens, or decode steps (as prefill()'s `prompt`)
   };
   // Continuous batching: the tokens of several sequences (decode steps and prefill chunks alike)
   // through one forward pass: every trunk projection and the lm_head run once over the whole
   // batch, each distinct routed expert is read once and applied to every token that chose it,
   // the attention recurrences step each token's own state. Each segment ends with the logits
   // and state it would have alone (prefill()'s bits). 1..kMaxPrefillChunk tokens in all; the
-  // states must be distinct; the same preconditions per segment as prefill().
+  // states must be distinct; the same preconditions per segment as prefill(). Under the
+  // per-token rule a token's bits depend on its segment's `prompt` only, never on the others.
   Status run_batch(std::span<const Segment> segments);
 
   // Bytes of every scratch buffer this Forward holds (vector capacities), for the check that
@@ -100,8 +104,8 @@ class Forward {
                    float* a, profile::Stopwatch& watch);
   void bind_indexers(const model::ModelWeights& w);
   void ensure_batch_scratch();
-  Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, int& n_blocks,
-                    profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
+  Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, std::span<const unsigned char> prompt,
+                    int& n_blocks, profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
   void finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
               profile::Stopwatch& watch);
   const model::MoeWeights* lookahead_target(int layer) const;
@@ -133,6 +137,7 @@ class Forward {
   PrefillMoeScratch pre_moe_;
   std::vector<float> pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_;
   std::vector<unsigned char> pre_live_;
+  std::vector<unsigned char> pre_prompt_;  // per token: a prompt token (1) or a decode step (0)
   // Batches: each token's sequence, and the lm_head output of every segment's last token.
   std::vector<TokenSeq> batch_seqs_;
   std::vector<int> batch_tokens_;

@@ -1,6 +1,7 @@
 // MoE of a prefill chunk or a batch (waste-v0-reference.md §3.10): every token routed, each
 // distinct expert read once in windows and applied to every token that chose it, sums in
-// selection order per token: moe_forward's bits per token (moe.hpp).
+// selection order per token: moe_forward's bits per decode token, and per prompt token under the
+// per-token rule rvq_matmul's bits whatever else is in the pass (moe.hpp, expert_batch.hpp).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -15,7 +16,7 @@ namespace waste::forward {
 
 Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
                    int n_tokens, const ExpertContext& ex, MoeScratch& s, PrefillMoeScratch& p, float* out,
-                   int window, profile::Stopwatch* watch_in) {
+                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch_in) {
   profile::Stopwatch off;
   profile::Stopwatch& watch = watch_in ? *watch_in : off;
   const ExpertGeometry& g = ex.geometry;
@@ -26,7 +27,14 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
     return make_error(Errc::argument, "prefill chunk of " + std::to_string(n_tokens) + " tokens exceeds " +
                                           std::to_string(p.tokens));
   }
+  if (!prompt.empty() && prompt.size() != std::size_t(n_tokens)) {
+    return make_error(Errc::argument, "prefill MoE: " + std::to_string(prompt.size()) + " prompt flags for " +
+                                          std::to_string(n_tokens) + " tokens");
+  }
   window = std::max(window, 1);
+  // Per-token rule: prompt tokens by matrix products (no gate/up LUTs), the others by LUT.
+  const bool per_token = expert_batch::per_token(g);
+  auto by_matmul = [&](int t) { return per_token && !prompt.empty() && prompt[std::size_t(t)] != 0; };
 
   // Route every token; keep its ids and weights in selection order.
   matvec_tokens(exec, w.router, x, hid, n_tokens, p.router.data(), E);
@@ -82,6 +90,7 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
     watch.add(profile::Stage::shared_ffn);
   }
   for (int t = 0; t < n_tokens; ++t) {
+    if (by_matmul(t)) continue;
     const float* xin = c.latent_dim > 0 ? p.xin.data() + std::int64_t(t) * lat : x + std::int64_t(t) * hid;
     const auto [gate_lut, up_lut] = token_luts(t);
     build_lut(exec, ex.codebooks, g, Codebooks::book_id(*base, 0, 0, g.stages), xin, nv_in, gate_lut);
@@ -98,12 +107,20 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
       if (!ready) return std::unexpected(ready.error());
       const int expert = p.distinct[std::size_t(begin + ready->index)];
       const int u0 = p.user_begin[std::size_t(expert)], u1 = p.user_begin[std::size_t(expert) + 1];
-      if (expert_batch::wanted(g, u1 - u0)) {  // decode the expert once, multiply all its tokens
-        expert_batch::run(exec, c, ex, ready->view, c.latent_dim > 0 ? p.xin.data() : x, c.latent_dim > 0 ? lat : hid,
-                          std::span<const int>(p.users.data() + u0, std::size_t(u1 - u0)), K, p.ys.data(), watch);
-        continue;
+      // Users [u0, m) by matrix products (decode the expert once, multiply all of them), [m, u1)
+      // by LUT. Each user's output lands in its own row of ys, so their order does not matter.
+      int m = u0;
+      if (per_token) {
+        m = int(std::partition(p.users.begin() + u0, p.users.begin() + u1, [&](int u) { return by_matmul(u / K); }) -
+                p.users.begin());
+      } else if (expert_batch::wanted_by_count(g, u1 - u0)) {
+        m = u1;
       }
-      for (int k = u0; k < u1; ++k) {
+      if (m > u0) {
+        expert_batch::run(exec, c, ex, ready->view, c.latent_dim > 0 ? p.xin.data() : x, c.latent_dim > 0 ? lat : hid,
+                          std::span<const int>(p.users.data() + u0, std::size_t(m - u0)), K, p.ys.data(), p, watch);
+      }
+      for (int k = m; k < u1; ++k) {
         const int u = p.users[std::size_t(k)];
         const auto [gate_lut, up_lut] = token_luts(u / K);
         run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, p.ys.data() + std::int64_t(u) * lat, watch);

@@ -86,6 +86,10 @@ void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, in
   routed.assign(z.routed, 0.0f);
   fa.assign(z.ffn, 0.0f);
   fb.assign(z.ffn, 0.0f);
+  mm_x.assign(z.matmul_lat, 0.0f);
+  mm_y.assign(z.matmul_lat, 0.0f);
+  mm_a.assign(z.matmul_inter, 0.0f);
+  mm_b.assign(z.matmul_inter, 0.0f);
 }
 
 std::uint64_t MlaScratch::bytes() const {
@@ -102,6 +106,7 @@ std::uint64_t MoeScratch::bytes() const {
 
 std::uint64_t PrefillMoeScratch::bytes() const {
   return capacity_bytes(ids, weights, xin, lut_gate, lut_up, lutq_gate, lutq_up, lutq_scale_gate, lutq_scale_up, ys,
-                        distinct, user_begin, users, fill, router, ysum, routed, fa, fb);
+                        distinct, user_begin, users, fill, router, ysum, routed, fa, fb) +
+         capacity_bytes(mm_x, mm_y, mm_a, mm_b);
 }
 }  // namespace waste::forward

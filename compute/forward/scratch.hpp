@@ -91,6 +91,9 @@ struct PrefillMoeScratch {
   std::vector<float> ysum;                    // [T][lat] weighted routed sums
   std::vector<float> routed;                  // [T][hid] (K3 latent up projection)
   std::vector<float> fa, fb;                  // [T][max(shared, dense inter)] FFN activations
+  // Prefill by matrix products (expert_batch.cpp), one expert at a time: its tokens' inputs and
+  // outputs [T][lat], gate and up rows [T][inter].
+  std::vector<float> mm_x, mm_y, mm_a, mm_b;
   void resize(const ModelConfig& c, const ExpertGeometry& g, int tokens);
   [[nodiscard]] std::uint64_t bytes() const;
 };

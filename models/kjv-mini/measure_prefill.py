@@ -1,4 +1,5 @@
 """Quality of prefill by matrix products (WASTE_PREFILL_MATMUL, docs/QUALITY.md) on kjv-mini.
+"on" is the default per-token rule (every prompt token's experts by matrix products).
 
 Revelation's chapters are fed through chunked prefill (waste-dump-logits --chunk 64, first chunk
 of 8, 16, ..., 64 tokens, so chunk ends fall on every 8th position); the logits after each chunk

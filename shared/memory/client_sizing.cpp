@@ -31,12 +31,13 @@ std::uint64_t MoeSizes::bytes() const {
 
 std::uint64_t PrefillMoeSizes::bytes() const {
   return routes * (2 * kI + kF) + xin * kF + 2 * lut * kF + 2 * lutq + 2 * lut_scales * kF + ys * kF +
-         experts * 2 * kI + user_begin * kI + router * kF + ysum * kF + routed * kF + 2 * ffn * kF;
+         experts * 2 * kI + user_begin * kI + router * kF + ysum * kF + routed * kF + 2 * ffn * kF +
+         2 * (matmul_lat + matmul_inter) * kF;
 }
 
 std::uint64_t ForwardSizes::bytes() const {
   return (4 * hidden + stream + 2 * ffn + res_scores + res_mhc + 4 * pre_hidden + pre_stream + pre_blocks) * kF +
-         pre_live;
+         pre_live + pre_prompt;
 }
 
 std::uint64_t ClientSizes::scratch_bytes() const {
@@ -136,6 +137,10 @@ PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g,
   s.ysum = T * lat;
   s.routed = c.latent_dim > 0 ? T * u(c.hidden) : 0;
   s.ffn = T * u(std::max({c.shared_inter(), c.dense_inter, 1}));
+  if (E > 0 && !g.packed6) {  // VQ4P never takes prefill's matrix products (expert_batch.hpp)
+    s.matmul_lat = T * lat;
+    s.matmul_inter = T * u(c.moe_inter);
+  }
   return s;
 }
 
@@ -151,6 +156,7 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
   s.pre_stream = T * s.stream;
   s.pre_blocks = T * u(state_sizes(c, 1).max_blocks) * H;
   s.pre_live = T;
+  s.pre_prompt = T;
   return s;
 }
 

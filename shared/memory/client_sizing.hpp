@@ -83,6 +83,8 @@ struct PrefillMoeSizes {
   std::uint64_t ysum = 0;        // T x lat
   std::uint64_t routed = 0;      // T x hidden (K3 latent only)
   std::uint64_t ffn = 0;         // fa, fb: T x max(shared, dense inter, 1)
+  std::uint64_t matmul_lat = 0;  // prefill by matrix products: inputs, outputs (float): T x lat
+  std::uint64_t matmul_inter = 0;  // its gate and up rows (float): T x moe inter (0 for VQ4P: LUT path)
   [[nodiscard]] std::uint64_t bytes() const;
 };
 
@@ -97,6 +99,7 @@ struct ForwardSizes {
   std::uint64_t pre_stream = 0;  // pre_x: T x stream (float)
   std::uint64_t pre_blocks = 0;  // T x max_blocks x hidden (float)
   std::uint64_t pre_live = 0;    // T (byte)
+  std::uint64_t pre_prompt = 0;  // T (byte): per token, prompt or decode (the per-token matmul rule)
   [[nodiscard]] std::uint64_t bytes() const;
 };
 

@@ -75,6 +75,20 @@ TEST_CASE("waste bench prints a table with one row per phase", "[cli][bench]") {
   CHECK(ran.err == "waste bench: prompt 10 + decode 6 tokens do not fit a context of 16 (--ctx)\n");
 }
 
+TEST_CASE("waste bench --prefill-matmul takes on, off or a token count and names a bad value", "[cli][bench]") {
+  for (const char* rule : {"off", "on", "2"}) {
+    INFO(rule);
+    auto ran = test::run_waste({"bench", test::tokenizer_container().string(), "--threads", "1", "--prompt-tokens", "4",
+                                "-n", "2", "--prefill-matmul", rule});
+    INFO(ran.err);
+    CHECK(ran.rc == 0);
+  }
+  auto bad = test::run_waste({"bench", test::tokenizer_container().string(), "--prompt-tokens", "4", "-n", "2",
+                              "--prefill-matmul", "sometimes"});
+  CHECK(bad.rc == 1);
+  CHECK(bad.err == "waste bench: --prefill-matmul: 'sometimes' is not off, on or a token count in 1..64\n");
+}
+
 TEST_CASE("A cache size without --in-process is refused, saying what to use, and --daemon is gone", "[cli][bench]") {
   const auto model = test::tokenizer_container().string();
   for (const std::vector<std::string>& args : {std::vector<std::string>{"bench", model, "-n", "1"},

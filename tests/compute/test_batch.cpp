@@ -115,6 +115,62 @@ TEST_CASE("Sequences fed as one batch get the bits each gets alone", "[compute][
   }
 }
 
+TEST_CASE("One-token prompt pieces and decode steps batched together get the bits each gets alone",
+          "[compute][batch]") {
+  // Under the default per-token rule a prompt token's experts are multiplied by matrix products
+  // and a decode step's by LUT (compute/forward/expert_batch.hpp): a one-token prompt said to be
+  // one (FeedKind::prompt) and a decode step share a pass, and neither moves the other's bits,
+  // however many tokens of the pass chose their experts.
+  for (const char* preset : {"tiny-k3", "kl-shaped"}) {
+    INFO(preset);
+    const auto dir = test::container_for(preset);
+    auto engine = open(options_for(dir));
+    const int vocab = engine->config().vocab;
+    const auto long_prompt = prompt_of(30, 7, vocab);
+    const auto one = prompt_of(1, 8, vocab);
+    // Alone: the long prompt then 3 decode steps; the one-token prompt as a prompt.
+    auto solo = open(options_for(dir));
+    std::vector<std::vector<float>> want_long;
+    REQUIRE(solo->eval(long_prompt, {}, FeedKind::prompt));
+    want_long.emplace_back(solo->logits().begin(), solo->logits().end());
+    std::vector<int> steps;
+    for (int s = 0; s < 3; ++s) {
+      steps.push_back(argmax(solo->logits()));
+      auto stepped = solo->eval(std::span<const int>(&steps.back(), 1), {}, FeedKind::decode);
+      REQUIRE(stepped);
+      want_long.emplace_back(stepped->begin(), stepped->end());
+    }
+    auto solo_one = open(options_for(dir));
+    auto one_logits = solo_one->eval(one, {}, FeedKind::prompt);
+    REQUIRE(one_logits);
+    const std::vector<float> want_one(one_logits->begin(), one_logits->end());
+
+    auto a = sequence(*engine);
+    auto b = sequence(*engine);
+    const SequenceFeed prompts[1] = {{a.get(), long_prompt, {}, FeedKind::prompt}};
+    REQUIRE(engine->feed_batch(prompts));
+    CHECK(same_bits(a->logits(), want_long[0]));
+    // Step 1: a's decode step beside b's one-token prompt, then two more decode steps of a alone
+    // and beside b's first decode step.
+    const SequenceFeed mixed[2] = {{a.get(), std::span<const int>(&steps[0], 1), {}, FeedKind::decode},
+                                   {b.get(), one, {}, FeedKind::prompt}};
+    REQUIRE(engine->feed_batch(mixed));
+    CHECK(same_bits(a->logits(), want_long[1]));
+    CHECK(same_bits(b->logits(), want_one));
+    const int b_next = argmax(b->logits());
+    const SequenceFeed both[2] = {{b.get(), std::span<const int>(&b_next, 1), {}, FeedKind::prompt},
+                                  {a.get(), std::span<const int>(&steps[1], 1), {}, FeedKind::decode}};
+    REQUIRE(engine->feed_batch(both));
+    CHECK(same_bits(a->logits(), want_long[2]));
+    auto solo_two = open(options_for(dir));
+    std::vector<int> two = one;
+    two.push_back(b_next);
+    auto two_logits = solo_two->eval(two, {}, FeedKind::prompt);
+    REQUIRE(two_logits);
+    CHECK(same_bits(b->logits(), *two_logits));
+  }
+}
+
 TEST_CASE("A batch pass reads each distinct expert once for every sequence routed to it", "[compute][batch]") {
   const auto dir = test::container_for("kl-shaped");
   const int vocab = 512;

@@ -122,6 +122,17 @@ TEST_CASE("memory plan covers the state and scratch an engine allocates (kimi-li
   INFO((written ? std::string() : written.error().message));
   REQUIRE(written);
   check_plan_covers(dir / "model", 64);
+  // Prefill's matrix products work in planned rows (no thread-local vectors outside the plan):
+  // per chunk token the expert's input and output (lat) and its gate and up rows (inter).
+  const ModelConfig& c = spec->skeleton.config;
+  auto info = ContainerInfo::open(dir / "model");
+  REQUIRE(info);
+  const sizing::PrefillMoeSizes z = sizing::prefill_moe_sizes(c, info->geometry, 64);
+  CHECK(z.matmul_lat == std::uint64_t(64) * std::uint64_t(c.expert_input_dim()));
+  CHECK(z.matmul_inter == std::uint64_t(64) * std::uint64_t(c.moe_inter));
+  ExpertGeometry vq4p = info->geometry;
+  vq4p.packed6 = true;  // VQ4P keeps the LUT path: nothing planned for the products
+  CHECK(sizing::prefill_moe_sizes(c, vq4p, 64).matmul_lat == 0);
 }
 
 TEST_CASE("memory plan covers the state and scratch of tiny-glm, its 4 residual streams included", "[compute][memory]") {

@@ -1,8 +1,10 @@
-// Prefill by matrix products (compute/forward/expert_batch): with it on, chunked prefill's logits
-// stay within the bound the chunked-prefill test holds token-by-token feeding to (1e-4 absolute,
-// same argmax) for VQ3R, VQ2R and VQ4P experts, and they do differ in their bits from the LUT
-// path (so the path ran); VQ4P keeps
-// the LUT path and its bits. The WASTE_PREFILL_MATMUL parser names what it refuses.
+// Prefill by matrix products (compute/forward/expert_batch): chunked prefill's logits stay within
+// the bound the chunked-prefill test holds token-by-token feeding to (1e-4 absolute, same argmax)
+// for VQ3R, VQ2R and VQ4P experts under the per-token rule (the default) and the count rule, and
+// they do differ in their bits from the LUT path (so the path ran); VQ4P keeps the LUT path and
+// its bits. Under the per-token rule a prompt's logits and state are the same bits whatever the
+// prefill chunk, wherever the prompt is split (a state saved there and restored included). The
+// WASTE_PREFILL_MATMUL parser names what it refuses.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 
 #include "compute/api/engine.hpp"
 #include "compute/forward/expert_batch.hpp"
+#include "compute/session/session_file.hpp"
 #include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"
 
@@ -91,7 +94,7 @@ TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits
       auto lut = open(dir, chunk);
       auto b = lut->eval(prompt);
       REQUIRE(b);
-      for (int min_tokens : {1, 2}) {
+      for (int min_tokens : {forward::expert_batch::kPromptTokens, 1, 2}) {
         INFO(name << ", chunk " << chunk << ", min tokens " << min_tokens);
         forward::expert_batch::set_min_tokens(min_tokens);
         auto batched = open(dir, chunk);
@@ -129,10 +132,87 @@ TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits
   WARN("worst |logit difference| to token by token: " << worst);
 }
 
+TEST_CASE("Under the per-token rule a prompt gets the same bits at every prefill chunk and split point",
+          "[compute][prefill]") {
+  MinTokensGuard guard;
+  forward::expert_batch::set_min_tokens(forward::expert_batch::kPromptTokens);
+  std::vector<std::pair<std::string, std::filesystem::path>> containers{{"tiny", test::container_for("tiny")},
+                                                                        {"tiny-k3", test::container_for("tiny-k3")},
+                                                                        {"tiny-glm", test::container_for("tiny-glm")}};
+  for (const char* experts : {"vq3r", "vq4p"}) containers.emplace_back(experts, kl_shaped(experts));
+  for (const auto& [name, dir] : containers) {
+    INFO(name);
+    // 41 tokens: chunks of 64 (one), 16 (16 + 16 + 9), 7 (5 x 7 + 6) and 1 (a one-token prompt
+    // chunk, which without the per-token rule would be a decode step).
+    auto whole = open(dir, 64);
+    const ModelConfig& config = whole->config();
+    std::vector<int> prompt;
+    for (int i = 0; i < 41; ++i) prompt.push_back((i * 53 + 11) % config.vocab);
+    auto want = whole->eval(prompt);
+    REQUIRE(want);
+    const std::vector<float> want_logits(want->begin(), want->end());
+    const std::vector<std::byte> want_state = session::encode(config, whole->run_state());
+    // Decode steps after it, by LUT.
+    std::vector<std::vector<float>> want_steps;
+    std::vector<int> next_ids;
+    for (int step = 0; step < 3; ++step) {
+      const int next[1] = {argmax(whole->logits())};
+      next_ids.push_back(next[0]);
+      auto stepped = whole->eval(next);
+      REQUIRE(stepped);
+      want_steps.emplace_back(stepped->begin(), stepped->end());
+    }
+    auto same_after = [&](Engine& e) {
+      CHECK(std::memcmp(e.logits().data(), want_logits.data(), want_logits.size() * sizeof(float)) == 0);
+      CHECK(session::encode(config, e.run_state()) == want_state);
+      for (int step = 0; step < 3; ++step) {
+        const int next[1] = {next_ids[std::size_t(step)]};
+        auto stepped = e.eval(next);
+        REQUIRE(stepped);
+        CHECK(std::memcmp(stepped->data(), want_steps[std::size_t(step)].data(),
+                          want_logits.size() * sizeof(float)) == 0);
+      }
+    };
+    for (int chunk : {16, 7, 1}) {
+      INFO("chunk " << chunk);
+      auto e = open(dir, chunk);
+      REQUIRE(e->eval(prompt, {}, FeedKind::prompt));
+      same_after(*e);
+    }
+    // Split anywhere (a one-token piece included): the first part, then the rest, in one engine
+    // and through a state saved at the split and restored into a fresh engine (a prefix cache's
+    // snapshot at a boundary that is no multiple of the chunk).
+    for (int split : {1, 5, 17, 40}) {
+      INFO("split at " << split);
+      const std::span<const int> all(prompt);
+      auto e = open(dir, 16);
+      REQUIRE(e->eval(all.first(std::size_t(split)), {}, FeedKind::prompt));
+      const std::vector<std::byte> saved = session::encode(config, e->run_state());
+      REQUIRE(e->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt));
+      same_after(*e);
+      auto restored = open(dir, 64);
+      REQUIRE(session::decode_into(saved, config, restored->run_state(), "snapshot"));
+      REQUIRE(restored->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt));
+      same_after(*restored);
+    }
+    // The path ran (VQ4P excepted, which keeps the LUT path): the LUT path alone gives other bits,
+    // within the bound.
+    forward::expert_batch::set_min_tokens(0);
+    auto lut = open(dir, 64);
+    auto lut_logits = lut->eval(prompt);
+    REQUIRE(lut_logits);
+    forward::expert_batch::set_min_tokens(forward::expert_batch::kPromptTokens);
+    CHECK(max_abs_diff(*lut_logits, want_logits) <= 1e-4f);
+    const bool same_as_lut = std::memcmp(lut_logits->data(), want_logits.data(), want_logits.size() * sizeof(float)) == 0;
+    CHECK(same_as_lut == (name == "vq4p"));
+    CHECK(whole->decode_matches_prompt() == (name == "vq4p"));
+  }
+}
+
 TEST_CASE("WASTE_PREFILL_MATMUL takes off, on or a token count and names what it refuses", "[compute][prefill]") {
   using forward::expert_batch::parse_min_tokens;
   CHECK(*parse_min_tokens("off", "WASTE_PREFILL_MATMUL") == 0);
-  CHECK(*parse_min_tokens("on", "WASTE_PREFILL_MATMUL") == forward::expert_batch::kOnMinTokens);
+  CHECK(*parse_min_tokens("on", "WASTE_PREFILL_MATMUL") == forward::expert_batch::kPromptTokens);
   CHECK(*parse_min_tokens("3", "WASTE_PREFILL_MATMUL") == 3);
   CHECK(*parse_min_tokens("64", "WASTE_PREFILL_MATMUL") == 64);
   for (const char* bad : {"0", "65", "2x", "", "ON", "-1"}) {

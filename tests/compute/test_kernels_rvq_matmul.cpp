@@ -4,6 +4,7 @@
 // range untouched.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -100,5 +101,35 @@ TEST_CASE("every ISA's rvq_matmul is bit-identical to generic with 16-dimensiona
     std::vector<float> actual(expected.size(), kUntouched);
     k->rvq_matmul(view, ptrs.data(), 16, x.data(), m.cols, n, actual.data(), m.rows, 0, m.rows);
     REQUIRE(std::memcmp(actual.data(), expected.data(), expected.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("rvq_matmul gives a token the same bits alone as among 1 to 17 others on every ISA", "[compute][kernels]") {
+  // Prefill's per-token rule (compute/forward/expert_batch.hpp) relies on it: a prompt token's
+  // expert output must not depend on how many tokens chose the expert in its pass (the token
+  // tile it lands in, its place in that tile, a remainder tile) nor on the row split.
+  struct Shape { int rows, cols, stages; bool packed6; };
+  for (const Shape shape : {Shape{67, 64, 3, false}, Shape{133, 40, 2, false}, Shape{70, 64, 4, true}}) {
+    const ExpertMatrix m = make_expert_matrix(shape.rows, shape.cols, shape.stages, shape.packed6, 970 + shape.rows);
+    const std::int64_t stride = shape.cols;
+    const std::vector<float> probe = random_floats(std::size_t(shape.cols), 971);
+    for (const KernelTable* k : waste::kernels::supported()) {
+      std::vector<float> solo(std::size_t(shape.rows), kUntouched);
+      k->rvq_matmul(m.view, m.book_ptrs.data(), 8, probe.data(), stride, 1, solo.data(), shape.rows, 0, shape.rows);
+      for (int n = 2; n <= 18; ++n) {
+        std::vector<float> x = random_floats(std::size_t(n) * shape.cols, 972 + n);
+        for (int at : {0, n / 2, n - 1}) {
+          std::copy(probe.begin(), probe.end(), x.begin() + std::ptrdiff_t(at) * shape.cols);
+          std::vector<float> y(std::size_t(n) * shape.rows, kUntouched);
+          // Rows in two pieces, the first not a multiple of any row tile.
+          const int cut = shape.rows / 3 + 1;
+          k->rvq_matmul(m.view, m.book_ptrs.data(), 8, x.data(), stride, n, y.data(), shape.rows, 0, cut);
+          k->rvq_matmul(m.view, m.book_ptrs.data(), 8, x.data(), stride, n, y.data(), shape.rows, cut, shape.rows);
+          INFO("isa " << k->isa << " rows " << shape.rows << " packed6 " << shape.packed6 << " tokens " << n
+                      << " probe at " << at);
+          REQUIRE(std::memcmp(y.data() + std::size_t(at) * shape.rows, solo.data(), solo.size() * sizeof(float)) == 0);
+        }
+      }
+    }
   }
 }

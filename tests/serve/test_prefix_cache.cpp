@@ -257,6 +257,14 @@ Turn next_turn(const Turn* previous, const std::vector<int>& answer, int c, int 
 // What the stored end snapshot of a turn covers: its prompt and its answer but the last token.
 std::size_t end_length(const Turn& t) { return t.prompt.size() + std::size_t(t.max_tokens) - 1; }
 
+// Where the next turn resumes: the previous turn's end snapshot when decode steps give a
+// prefill's bits (the LUT path alone), else (the default per-token rule: prompt tokens by matrix
+// products, decode steps by LUT) the previous prompt's end, the answer being prefilled again so
+// that the resumed state is the one a fresh prefill reaches, byte for byte.
+std::size_t resumed_length(const Engine& engine, const Turn& previous) {
+  return engine.decode_matches_prompt() ? end_length(previous) : previous.prompt.size();
+}
+
 // The bytes one snapshot at `position` takes (state plus key).
 std::uint64_t snapshot_bytes(const Engine& engine, int position) {
   auto state = model::RunState::create(engine.config(), kCtx);
@@ -285,7 +293,7 @@ void growing_conversations(const std::filesystem::path& model, const Tokenizer& 
       answer = tokens_of(*stream);
       CHECK(answer == expected);
       REQUIRE(answer.size() == std::size_t(t.max_tokens));
-      const int cached = k == 0 ? 0 : int(end_length(turns[turns.size() - 2]));
+      const int cached = k == 0 ? 0 : int(resumed_length(*engine, turns[turns.size() - 2]));
       CHECK(stream->cached_tokens() == cached);
       CHECK(stream->prompt_tokens() == int(t.prompt.size()));
       cached_total += std::uint64_t(cached);
@@ -351,8 +359,8 @@ void growing_conversations(const std::filesystem::path& model, const Tokenizer& 
       answer_b = tokens_of(*sb);
       CHECK(answer_a == alone(*reference, a.back()));
       CHECK(answer_b == alone(*reference, b.back()));
-      CHECK(sa->cached_tokens() == (k == 0 ? 0 : int(end_length(a[a.size() - 2]))));
-      CHECK(sb->cached_tokens() == (k == 0 ? 0 : int(end_length(b[b.size() - 2]))));
+      CHECK(sa->cached_tokens() == (k == 0 ? 0 : int(resumed_length(*engine, a[a.size() - 2]))));
+      CHECK(sb->cached_tokens() == (k == 0 ? 0 : int(resumed_length(*engine, b[b.size() - 2]))));
     }
   }
 

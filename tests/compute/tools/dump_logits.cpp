@@ -82,7 +82,9 @@ int main(int argc, char** argv) {
     put(out, std::int32_t(vocab));
     std::size_t begin = 0;
     for (const std::size_t end : ends) {
-      auto logits = (*engine)->eval(std::span<const int>(prompt.data() + begin, end - begin));
+      // Prompt tokens, even a piece of one: the prefill path (the per-token rule, expert_batch.hpp).
+      auto logits = (*engine)->eval(std::span<const int>(prompt.data() + begin, end - begin), {},
+                                    waste::FeedKind::prompt);
       if (!logits) {
         std::fprintf(stderr, "waste-dump-logits: tokens %zu..%zu: %s\n", begin, end, logits.error().message.c_str());
         return 1;
