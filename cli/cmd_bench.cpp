@@ -463,8 +463,10 @@ const CommandRegistration kRegistration{Command{
           ->check(int_range("--prefill-chunk", 1, 64));
       sub.add_option("--prefill-matmul", args->prefill_matmul,
                      "Prompt tokens' experts by matrix products: on (the default), off (lookup tables, as decode) "
-                     "or a token count (experts routed to >= N tokens of a pass); overrides WASTE_PREFILL_MATMUL")
-          ->type_name("on|off|N");
+                     "or a token count (experts routed to >= N tokens of a pass); when not given, $WASTE_PREFILL_MATMUL "
+                     "decides, and on when that is unset too")
+          ->type_name("on|off|N")
+          ->default_str("on");
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
       sub.add_flag("--embedding-on-disk", args->embedding_on_disk,

@@ -328,7 +328,7 @@ const CommandRegistration kRegistration{Command{
       auto args = std::make_shared<ServeArgs>();
       add_engine_options(sub, args->engine);
       // MODEL, or --model (several); serve_main says which is missing or that both were given.
-      sub.get_option("model")->required(false);
+      sub.get_option("model")->required(false)->default_str("none")->description("Container directory (NAME.waste); not with --model");
       sub.add_option("--model", args->models,
                      "A model to serve under ID (default: the folder's name without .waste), loaded when a request "
                      "names it; repeatable. A directory of containers serves each of them. With several models "

@@ -62,8 +62,9 @@ std::uint64_t tiny_scratch(std::uint64_t ctx) {
   const std::uint64_t moe = 8 * (5 * 4 + 1 * 2) + 2 * (4 + 4) + 3 * 128 * 4 + 64 * 4 + (2 * lut_in + lut_down) * 4 +
                             2 * 64 * 4 + 2 * 128 * 4 + 128 * 4;
   const std::uint64_t prefill_moe = T * 2 * (4 + 4 + 4) + 2 * T * lut_in * 4 + T * 2 * 128 * 4 + 8 * 2 * 4 + 9 * 4 +
-                                    T * 8 * 4 + T * 128 * 4 + 2 * T * 256 * 4;
-  const std::uint64_t forward = 4 * (5 * 128 + 2 * 256 + 1 + 5 * T * 128) + T;
+                                    T * 8 * 4 + T * 128 * 4 + 2 * T * 256 * 4 +
+                                    2 * T * (128 + 64) * 4;  // matrix-product rows: x and y (lat), gate and up
+  const std::uint64_t forward = 4 * (5 * 128 + 2 * 256 + 1 + 5 * T * 128) + T + T;  // live and prompt flags
   const std::uint64_t logits = 256 * 4;
   return mla + kda + moe + prefill_moe + forward + logits;
 }

@@ -109,9 +109,13 @@ test('two models on one server: loaded on first use, each request answered by th
 });
 
 test('a model that cannot fit the budget gets 507 naming it, and the other keeps serving', async () => {
-  // tiny-k3's floor (5.4 MB at ctx 4096, what its daemon checks) fits 7M; tiny's (8.0 MB) does not.
+  // tiny-k3's floor at ctx 4096 (what its daemon checks, about 5.4 MB) fits 7M; tiny's (about 8 MB) does not.
+  // The warning names tiny's floor as `waste plan` gives it.
+  const mib = (bytes) => (bytes / 1048576).toFixed(1).replace('.', '\\.');
+  const plan = (model) => JSON.parse(spawnSync(bin, ['plan', model, '--ctx', '4096', '--json'], { encoding: 'utf8' }).stdout);
+  assert.ok(plan(small.model).floor_bytes < 7 * 1048576 && plan(tiny.model).floor_bytes > 7 * 1048576);
   const server = await start(['--budget', '7M', '--model', `${small.model}=small`, '--model', `${tiny.model}=big`]);
-  assert.match(server.stderr(), /waste serve: warning: model 'big' needs 8\.0 MB, more than the budget 7\.0 MB \(--budget 7M\): requests for it will get 507/);
+  assert.match(server.stderr(), new RegExp(`waste serve: warning: model 'big' needs ${mib(plan(tiny.model).floor_bytes)} MB, more than the budget 7\\.0 MB \\(--budget 7M\\): requests for it will get 507`));
   assert.deepEqual(await answers(client(server), 'small'), singles.small);
   const retried = new OpenAI({ apiKey: 'unused', baseURL: `${server.url}/v1`, maxRetries: 2, timeout: 120000 });
   let sends = 0;
@@ -121,7 +125,12 @@ test('a model that cannot fit the budget gets 507 naming it, and the other keeps
     assert.equal(e.status, 507);
     assert.equal(e.code, 'insufficient_memory');
     assert.equal(e.type, 'server_error');
-    assert.match(e.error.message, /^model 'big' does not fit the budget: it needs 8\.0 MB \(its memory plan's floor for 2 sequences at ctx 512\), 1\.6 MB of the budget 7\.0 MB \(--budget 7M\) is left; 'small' holds 5\.4 MB \(idle\)$/);
+    // What big needs (2 sequences at ctx 512) is above what is left, and left + small's share is the budget.
+    const m = e.error.message.match(/^model 'big' does not fit the budget: it needs (\d+\.\d) MB \(its memory plan's floor for 2 sequences at ctx 512\), (\d+\.\d) MB of the budget 7\.0 MB \(--budget 7M\) is left; 'small' holds (\d+\.\d) MB \(idle\)$/);
+    assert.ok(m, e.error.message);
+    const [need, left, held] = m.slice(1).map(Number);
+    assert.ok(need > left, e.error.message);
+    assert.ok(Math.abs(left + held - 7.0) <= 0.1 + 1e-9, e.error.message);
     return true;
   });
   assert.equal(sends, 1, 'x-should-retry: false: the client does not send it again');
