@@ -7,11 +7,14 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "compute/convert/tokenizer_files.hpp"
 #include "compute/sampling/grammar/grammar.hpp"
 #include "compute/prompt/chat_format.hpp"
 #include "compute/prompt/constraint_builder.hpp"
@@ -91,7 +94,7 @@ TEST_CASE("dsml: the effort line takes levels and whole numbers 1 to 100", "[tok
   CHECK(resolve_effort(format, "", false).value() == "75");
   CHECK(resolve_effort(format, "37", true).value() == "37");
   CHECK(resolve_effort(format, "0", true).error().message ==
-        "must be one of low, high, max, or a whole number from 1 to 100 for this model, not 0");
+        "must be one of high, low, max, or a whole number from 1 to 100 for this model, not 0");
   CHECK(!resolve_effort(format, "101", true).has_value());
   CHECK(!resolve_effort(format, "xhigh", false).has_value());
 
@@ -158,15 +161,21 @@ TEST_CASE("dsml: tools declared, calls rendered back, results merged into the ne
   ChatRender options;
   options.tools_json = tools;
   const std::vector<ChatSegment> segments = render_chat(dsml_format(), messages, options);
-  bool user_plain = false, name_plain = false, marker_markup = false;
+  bool user_plain = false, name_plain = false, value_plain = false;
+  int markers = 0;
   for (const ChatSegment& s : segments) {
     if (s.text == "Weather in Paris and Rome?") user_plain = !s.markup;
     if (s.text == "get_weather") name_plain = !s.markup;
-    if (s.text.find("<｜DSML｜ invoke name=\"") == 0) marker_markup = s.markup;
+    if (s.text == "Rome") value_plain = !s.markup;
+    if (s.text.find("<｜DSML｜ invoke name=\"") != std::string::npos) {
+      CHECK(s.markup);
+      ++markers;
+    }
   }
   CHECK(user_plain);
   CHECK(name_plain);
-  CHECK(marker_markup);
+  CHECK(value_plain);
+  CHECK(markers >= 2);
 }
 
 TEST_CASE("dsml: a mid-conversation system turn opens the model's turn", "[tokenizer][dsml]") {
@@ -314,6 +323,19 @@ TEST_CASE("dsml: a forced call is refused with a clear message", "[tokenizer][ds
         "\"auto\" or \"none\"");
   spec.tool_choice = ToolChoice::required;
   CHECK(!make_constraint_plan(spec, dsml_format(), *tok, *index, {}).has_value());
+}
+
+TEST_CASE("dsml: waste convert writes DeepSeek-V4.1's chat.json as configs ships it", "[tokenizer][dsml]") {
+  const std::string text = convert::chat_format_for("DeepseekV41ForCausalLM");
+  REQUIRE_FALSE(text.empty());
+  CHECK(convert::chat_format_for("deepseek_v41") == text);
+  std::ifstream file(std::filesystem::path(WASTE_SOURCE_DIR) / "configs" / "chat" / "deepseek-v4.1.json",
+                     std::ios::binary);
+  const std::string shipped((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  CHECK(text == shipped);
+  const auto parsed = ChatFormat::parse(text, "shipped");
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->encoding == ChatEncoding::dsml);
 }
 
 }  // namespace waste
