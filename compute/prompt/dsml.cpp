@@ -118,29 +118,48 @@ std::string dsml_tool_schemas(std::string_view tools_json) {
   return out;
 }
 
-std::string dsml_invoke(const ChatToolMarkup& format, const ChatToolCall& call) {
+namespace {
+
+// One call as segments: the format's markers markup, the name, keys and values plain.
+void append_invoke(std::vector<ChatSegment>& out, const ChatToolMarkup& format, const ChatToolCall& call) {
   auto arguments = ordered::parse(call.arguments, nullptr, false);
   // Arguments sent as a JSON string holding the object (some clients double-encode).
   if (arguments.is_string()) {
     auto inner = ordered::parse(arguments.get<std::string>(), nullptr, false);
     if (!inner.is_discarded()) arguments = std::move(inner);
   }
-  std::string text = format.call.prefix + " name=\"" + call.name + "\">\n";
+  markup(out, format.call.prefix + " name=\"");
+  plain(out, call.name);
+  markup(out, "\">\n");
   auto parameter = [&](const std::string& key, bool is_string, const std::string& value) {
-    text += std::string(kDsmlParameterOpen) + key + "\" string=\"" + (is_string ? "true" : "false") + "\">" + value +
-            std::string(kDsmlParameterClose);
+    markup(out, kDsmlParameterOpen);
+    plain(out, key);
+    markup(out, is_string ? "\" string=\"true\">" : "\" string=\"false\">");
+    plain(out, value);
+    markup(out, kDsmlParameterClose);
   };
   if (arguments.is_object()) {
     bool first = true;
     for (const auto& [key, value] : arguments.items()) {
-      if (!first) text += "\n";
+      if (!first) markup(out, "\n");
       first = false;
       parameter(key, value.is_string(), value.is_string() ? value.get<std::string>() : spaced_json(value));
     }
   } else {
     parameter("arguments", false, arguments.is_discarded() ? call.arguments : spaced_json(arguments));
   }
-  return text + "\n" + format.call.suffix;
+  markup(out, "\n");
+  markup(out, format.call.suffix);
+}
+
+}  // namespace
+
+std::string dsml_invoke(const ChatToolMarkup& format, const ChatToolCall& call) {
+  std::vector<ChatSegment> segments;
+  append_invoke(segments, format, call);
+  std::string text;
+  for (const ChatSegment& segment : segments) text += segment.text;
+  return text;
 }
 
 std::vector<ChatSegment> render_dsml(const ChatFormat& format, std::span<const ChatMessage> messages,
@@ -227,31 +246,7 @@ std::vector<ChatSegment> render_dsml(const ChatFormat& format, std::span<const C
           for (std::size_t c = 0; c < message.tool_calls.size(); ++c) {
             if (c > 0) markup(out, "\n");
             const ChatToolCall& call = message.tool_calls[c];
-            // Markers are the format's; the name, keys and values are the request's (plain).
-            const std::string whole = dsml_invoke(*tools, call);
-            std::size_t at = 0;
-            auto take_markup = [&](std::string_view marker) {
-              markup(out, marker);
-              at += marker.size();
-            };
-            auto take_plain_until = [&](std::string_view end) {
-              const std::size_t stop = whole.find(end, at);
-              plain(out, std::string_view(whole).substr(at, stop - at));
-              at = stop;
-            };
-            take_markup(tools->call.prefix + " name=\"");
-            take_plain_until("\">\n");
-            take_markup("\">\n");
-            while (std::string_view(whole).substr(at).starts_with(kDsmlParameterOpen)) {
-              take_markup(kDsmlParameterOpen);
-              take_plain_until("\" string=\"");
-              const std::string_view rest = std::string_view(whole).substr(at);
-              take_markup(rest.starts_with("\" string=\"true\">") ? "\" string=\"true\">" : "\" string=\"false\">");
-              take_plain_until(kDsmlParameterClose);
-              take_markup(kDsmlParameterClose);
-              if (std::string_view(whole).substr(at).starts_with("\n" + std::string(kDsmlParameterOpen))) take_markup("\n");
-            }
-            markup(out, std::string_view(whole).substr(at));
+            append_invoke(out, *tools, call);
           }
           markup(out, "\n");
           markup(out, tools->section.suffix);
