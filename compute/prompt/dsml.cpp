@@ -113,7 +113,8 @@ std::string dsml_tool_schemas(std::string_view tools_json) {
       function.erase("strict");
       function.erase("defer_loading");
     }
-    out += (out.empty() ? "" : "\n") + spaced_json(function);
+    if (!out.empty()) out += '\n';
+    out += spaced_json(function);
   }
   return out;
 }
@@ -280,7 +281,6 @@ Result<DsmlCall> parse_dsml_invoke(std::string_view body) {
   }
   auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   std::size_t at = name_end + 2;
-  ordered arguments = ordered::object();
   std::string json = "{";
   std::vector<std::string> keys;
   while (true) {
@@ -328,7 +328,10 @@ Result<DsmlCall> parse_dsml_invoke(std::string_view body) {
       }
       encoded = parsed.dump(-1, ' ', false, ordered::error_handler_t::replace);
     }
-    json += (keys.size() > 1 ? "," : "") + ordered(key).dump(-1, ' ', false, ordered::error_handler_t::replace) + ":" + encoded;
+    if (keys.size() > 1) json += ',';
+    json += ordered(key).dump(-1, ' ', false, ordered::error_handler_t::replace);
+    json += ':';
+    json += encoded;
     at = value_end + kDsmlParameterClose.size();
   }
   call.arguments = json + "}";
