@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,21 @@ TEST_CASE("dsml: a mid-conversation system turn opens the model's turn", "[token
   CHECK(render(messages, true) == kBos + "<｜System｜>" + kEffort75 +
                                       "<｜User｜>one<｜Assistant｜></think>two" + kEos +
                                       "<｜System｜>new rule<｜Assistant｜><think>");
+}
+
+TEST_CASE("dsml: waste chat's pieces (a system start, then continued turns)", "[tokenizer][dsml]") {
+  const ChatMessage system = msg(ChatRole::system, "Be brief.");
+  ChatRender first;
+  first.open_model_turn = false;
+  CHECK(text_of(render_chat(dsml_format(), std::span(&system, 1), first)) ==
+        "<｜begin▁of▁sentence｜><｜System｜>Reasoning Effort: 75 (range 1-100, the higher the value, the more "
+        "thorough the reasoning)\n\nBe brief.");
+  const ChatMessage user = msg(ChatRole::user, "next");
+  ChatRender later;
+  later.start = false;
+  CHECK(text_of(render_chat(dsml_format(), std::span(&user, 1), later)) == "<｜User｜>next<｜Assistant｜><think>");
+  later.thinking = false;
+  CHECK(text_of(render_chat(dsml_format(), std::span(&user, 1), later)) == "<｜User｜>next<｜Assistant｜></think>");
 }
 
 namespace {
