@@ -174,7 +174,9 @@ std::vector<ChatSegment> render_dsml(const ChatFormat& format, std::span<const C
 
   std::vector<Turn> turns = merge_turns(messages);
   if (declare) {
-    if (turns.empty() || turns.front().role != ChatRole::system) turns.insert(turns.begin(), {ChatRole::system, nullptr, {}, false});
+    if (turns.empty() || turns.front().role != ChatRole::system) {
+      turns.insert(turns.begin(), Turn{ChatRole::system, nullptr, {}, false});
+    }
     turns.front().declares_tools = true;
   }
   // Earlier reasoning is dropped unless tools are declared (a tool chain needs its reasoning).
@@ -183,7 +185,8 @@ std::vector<ChatSegment> render_dsml(const ChatFormat& format, std::span<const C
   const std::size_t base = options.start ? 0 : 1;
   std::ptrdiff_t last_user = -1;  // the last user turn or mid-conversation system turn
   for (std::size_t i = 0; i < turns.size(); ++i) {
-    if (turns[i].role == ChatRole::user || (turns[i].role == ChatRole::system && i + base > 0)) last_user = std::ptrdiff_t(i);
+    const bool asks = turns[i].role == ChatRole::user || (turns[i].role == ChatRole::system && i + base > 0);
+    if (asks) last_user = std::ptrdiff_t(i);
   }
 
   if (options.start) markup(out, format.prelude);
