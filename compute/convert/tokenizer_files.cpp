@@ -60,6 +60,8 @@ std::string chat_format_for(const std::string& arch) {
   // GLM-5.3-Flash: the architecture as its config names it (Glm5NextForConditionalGeneration /
   // Glm5NextForCausalLM) or the short name.
   if (arch == "glm5-next" || arch.starts_with("Glm5Next")) return std::string(kShippedGlmChat);
+  // DeepSeek-V4.1-Flash: its config's architecture or model_type.
+  if (arch == "DeepseekV41ForCausalLM" || arch == "deepseek_v41") return std::string(kShippedDeepseekV41Chat);
   return {};
 }
 

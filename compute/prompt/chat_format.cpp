@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/convert/shipped_chat.hpp"
+#include "compute/prompt/dsml.hpp"
 
 namespace waste {
 namespace {
@@ -61,8 +62,10 @@ Result<ChatToolMarkup> read_tools(const nlohmann::json& doc, const std::string& 
     tools.style = ToolCallStyle::kimi;
   } else if (style == "glm") {
     tools.style = ToolCallStyle::glm;
+  } else if (style == "dsml") {
+    tools.style = ToolCallStyle::dsml;
   } else if (style != "json") {
-    return make_error(Errc::format, where + ": \"style\" must be \"kimi\", \"json\" or \"glm\"");
+    return make_error(Errc::format, where + ": \"style\" must be \"kimi\", \"json\", \"glm\" or \"dsml\"");
   }
   if (doc.contains("declare") && doc["declare"].is_array() && doc["declare"].size() == 3) {
     const auto& declare = doc["declare"];
@@ -213,16 +216,23 @@ Result<ChatFormat> ChatFormat::parse(std::string_view json_text, std::string_vie
   const auto doc = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return make_error(Errc::format, where + ": not valid JSON");
   if (!doc.is_object()) return make_error(Errc::format, where + ": expected a JSON object");
-  static constexpr std::string_view kKeys[] = {"prelude", "system", "user",  "assistant", "open", "stop",
+  static constexpr std::string_view kKeys[] = {"encoding", "prelude", "system", "user",  "assistant", "open", "stop",
                                                "think",   "think_history", "effort", "image", "tools"};
   for (const auto& [key, value] : doc.items()) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       return make_error(Errc::format, where + ": unknown key \"" + key +
-                                          "\" (expected prelude, system, user, assistant, open, stop, think, "
+                                          "\" (expected encoding, prelude, system, user, assistant, open, stop, think, "
                                           "think_history, effort, image, tools)");
     }
   }
   ChatFormat format;
+  std::string encoding = "affixes";
+  WASTE_TRY(read_string(doc, "encoding", encoding, where));
+  if (encoding == "dsml") {
+    format.encoding = ChatEncoding::dsml;
+  } else if (encoding != "affixes") {
+    return make_error(Errc::format, where + ": \"encoding\" must be \"affixes\" or \"dsml\"");
+  }
   WASTE_TRY(read_string(doc, "prelude", format.prelude, where));
   WASTE_TRY(read_string(doc, "stop", format.stop, where));
   WASTE_TRY(read_string(doc, "image", format.image, where));
@@ -263,6 +273,17 @@ Result<ChatFormat> ChatFormat::parse(std::string_view json_text, std::string_vie
     auto tools = read_tools(doc["tools"], where);
     if (!tools) return std::unexpected(tools.error());
     format.tools = std::move(*tools);
+  }
+  const bool dsml_tools = format.tools && format.tools->style == ToolCallStyle::dsml;
+  if (dsml_tools != (format.encoding == ChatEncoding::dsml && format.tools.has_value())) {
+    return make_error(Errc::format, where + ": the dsml tools style and the dsml encoding go together");
+  }
+  if (dsml_tools && (format.tools->declare_body.empty() || format.tools->section.prefix.empty())) {
+    return make_error(Errc::format, where + ": the dsml tools style needs \"declare\" as [prefix, body, suffix] "
+                                            "and a \"section\" (the calls block's markers)");
+  }
+  if (format.encoding == ChatEncoding::dsml && !format.think) {
+    return make_error(Errc::format, where + ": the dsml encoding needs a \"think\" pair");
   }
   return format;
 }
@@ -397,6 +418,7 @@ std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const C
 
 std::vector<ChatSegment> render_chat(const ChatFormat& format, std::span<const ChatMessage> messages,
                                      const ChatRender& options) {
+  if (format.encoding == ChatEncoding::dsml) return render_dsml(format, messages, options);
   std::vector<ChatSegment> out;
   const ChatToolMarkup* tools = format.tools ? &*format.tools : nullptr;
   if (options.start) {

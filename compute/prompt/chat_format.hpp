@@ -57,7 +57,15 @@ struct ChatAffixes {
 // glm: call.prefix NAME then <arg_key>K</arg_key><arg_value>V</arg_value> per argument, then
 // call.suffix (GLM's flat XML; V is a string as it is, any other JSON value as JSON); the
 // declaration lists one JSON line per function (glm_tools_declaration()) in its body's {tools}.
-enum class ToolCallStyle : std::uint8_t { kimi, json, glm };
+// dsml: DeepSeek-V4.1's markup (compute/prompt/dsml.hpp): section = the calls block's open and
+// close, call = an invoke's open and close, parameters written by code; only with encoding dsml.
+enum class ToolCallStyle : std::uint8_t { kimi, json, glm, dsml };
+
+// How a conversation becomes a prompt. affixes: each message in its role's prefix and suffix
+// (render_chat's generic path). dsml: DeepSeek-V4.1's rules in code (compute/prompt/dsml.hpp:
+// effort line in the first system turn, tool results merged into the user turn, earlier
+// reasoning dropped, DSML calls); the format's strings still name the markers.
+enum class ChatEncoding : std::uint8_t { affixes, dsml };
 
 // GLM's markers around one argument of a call (single special tokens of its vocabulary).
 inline constexpr std::string_view kGlmKeyOpen = "<arg_key>", kGlmKeyClose = "</arg_key>";
@@ -107,6 +115,7 @@ struct ChatFormat {
   static constexpr std::size_t kMaxFieldBytes = 127;
   static constexpr std::size_t kMaxFileBytes = 8192;
 
+  ChatEncoding encoding = ChatEncoding::affixes;
   std::string prelude;  // markup before everything else (GLM: [gMASK]<sop>)
   ChatAffixes system;
   ChatAffixes user;
@@ -119,10 +128,10 @@ struct ChatFormat {
   std::string image;    // the media block of one image (stored for the vision front ends)
   std::optional<ChatToolMarkup> tools;  // none: tool results are framed as user turns, calls refused
 
-  // All fields optional: {"prelude": "...", "system": [p, s], "user": [p, s], "assistant": [p, s],
+  // All fields optional: {"encoding": "affixes"|"dsml", "prelude": "...", "system": [p, s], "user": [p, s], "assistant": [p, s],
   // "open": "...", "stop": "...", "think": [open, close], "think_history": "current"|"keep",
   // "effort": {"turn": "...{effort}...", "levels": {"low": "Low", ...}, "range": [min, max],
-  // "default": "..."}, "image": "...", "tools": {"style": "kimi"|"json"|"glm", "declare": [p, s]
+  // "default": "..."}, "image": "...", "tools": {"style": "kimi"|"json"|"glm"|"dsml", "declare": [p, s]
   // or [p, body, s], "section": [p, s], "call": [p, s], "arguments": "...", "result": [p, s]}}.
   // Standard JSON string escapes apply. Every field is at most kMaxFieldBytes except the
   // declaration body (which the reference engine never reads; the file limit bounds it).

@@ -154,6 +154,10 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
     }
     return glm_call_plan(spec, chosen, markup, tokenizer, index, limits);
   }
+  if (markup.style == ToolCallStyle::dsml) {
+    return refuse("tool_choice", "'tool_choice': forcing a call is not supported for this model's DSML tool "
+                                 "markup (DeepSeek-V4.1); use \"auto\" or \"none\"");
+  }
   const bool kimi = markup.style == ToolCallStyle::kimi;
   const int call_index = spec.calls_in_history;
   // The text around one call to `name` (kimi: the id encodes the name and the call's index).

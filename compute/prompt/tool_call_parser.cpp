@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compute/prompt/dsml.hpp"
+
 namespace waste {
 namespace {
 
@@ -108,6 +110,7 @@ bool ToolCallParser::step(std::vector<ToolCallEvent>& out, bool final) {
     case State::header: {
       if (markup_.style == ToolCallStyle::json) return header_json(out, final);
       if (markup_.style == ToolCallStyle::glm) return call_glm(out, final);
+      if (markup_.style == ToolCallStyle::dsml) return call_dsml(out, final);
       const std::size_t at = pending_.find(markup_.arguments);
       if (at == std::string::npos) {
         if (!final && pending_.size() <= kMaxHeaderBytes) return false;
@@ -272,6 +275,31 @@ bool ToolCallParser::call_glm(std::vector<ToolCallEvent>& out, bool final) {
   pending_.erase(0, end + markup_.call.suffix.size());
   raw_.clear();
   state_ = State::text;
+  return true;
+}
+
+bool ToolCallParser::call_dsml(std::vector<ToolCallEvent>& out, bool final) {
+  const std::size_t end = pending_.find(markup_.call.suffix);
+  if (end == std::string::npos) {
+    if (!final && pending_.size() <= kMaxGlmCallBytes) return false;
+    raw_ += pending_;
+    pending_.clear();
+    give_back(out);
+    return false;
+  }
+  auto call = parse_dsml_invoke(std::string_view(pending_).substr(0, end));
+  if (!call) {
+    raw_ += pending_.substr(0, end + markup_.call.suffix.size());
+    pending_.erase(0, end + markup_.call.suffix.size());
+    give_back(out);
+    return true;
+  }
+  const int index = calls_++;
+  out.push_back({ToolCallEvent::Kind::call_start, index, {}, id_prefix_ + std::to_string(index), std::move(call->name)});
+  out.push_back({ToolCallEvent::Kind::arguments, index, std::move(call->arguments), {}, {}});
+  pending_.erase(0, end + markup_.call.suffix.size());
+  raw_.clear();
+  state_ = in_section_ ? State::section : State::text;
   return true;
 }
 

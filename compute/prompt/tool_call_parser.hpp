@@ -12,6 +12,11 @@
 // true or {…}, goes in as that value; any other text as a JSON string). A call whose name is empty
 // or holds a newline, whose text between pairs is not whitespace, or that repeats a key, or that
 // the reply ends inside, is given back as content.
+// DSML (DeepSeek-V4.1, compute/prompt/dsml.hpp) is read an invoke at a time inside its calls
+// block: at the invoke's close marker the call becomes a call_start and one arguments event (the
+// parameters as a JSON object: string="true" values as JSON strings, string="false" values as the
+// JSON they hold). An invoke parse_dsml_invoke() refuses, or one the reply ends inside, is given
+// back as content.
 #pragma once
 
 #include <optional>
@@ -51,6 +56,7 @@ class ToolCallParser {
   void content(std::vector<ToolCallEvent>& out, std::string text);
   bool header_json(std::vector<ToolCallEvent>& out, bool final);
   bool call_glm(std::vector<ToolCallEvent>& out, bool final);
+  bool call_dsml(std::vector<ToolCallEvent>& out, bool final);
 
   ChatToolMarkup markup_;
   std::string id_prefix_;

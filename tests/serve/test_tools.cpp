@@ -167,7 +167,7 @@ TEST_CASE("Hazard: a tool description or result cannot forge a control token", "
 TEST_CASE("chat.json tools: a malformed tools object is refused with its reason", "[serve][tools]") {
   auto bad_style = ChatFormat::parse(R"({"user": ["U", ""], "tools": {"style": "xml", "call": ["<c>", "</c>"]}})", "f.json");
   REQUIRE_FALSE(bad_style);
-  CHECK(bad_style.error().message == "f.json: \"tools\": \"style\" must be \"kimi\", \"json\" or \"glm\"");
+  CHECK(bad_style.error().message == "f.json: \"tools\": \"style\" must be \"kimi\", \"json\", \"glm\" or \"dsml\"");
   auto no_call = ChatFormat::parse(R"({"user": ["U", ""], "tools": {"style": "json"}})", "f.json");
   REQUIRE_FALSE(no_call);
   CHECK(no_call.error().message == "f.json: \"tools\": \"call\" needs a non-empty prefix and suffix");

@@ -108,7 +108,7 @@ TEST_CASE("chat.json errors are exact", "[tokenizer]") {
   CHECK(ChatFormat::parse("{", "c.json").error().message == "c.json: not valid JSON");
   CHECK(ChatFormat::parse("[]", "c.json").error().message == "c.json: expected a JSON object");
   CHECK(ChatFormat::parse(R"({"usr": ["a", "b"]})", "c.json").error().message ==
-        "c.json: unknown key \"usr\" (expected prelude, system, user, assistant, open, stop, think, "
+        "c.json: unknown key \"usr\" (expected encoding, prelude, system, user, assistant, open, stop, think, "
         "think_history, effort, image, tools)");
   CHECK(ChatFormat::parse(R"({"user": ["a"]})", "c.json").error().message ==
         "c.json: \"user\" must be an array of two strings [prefix, suffix]");

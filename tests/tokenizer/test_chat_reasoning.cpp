@@ -97,7 +97,7 @@ TEST_CASE("chat.json reasoning keys parse", "[tokenizer]") {
 
 TEST_CASE("chat.json reasoning keys refuse every bad shape with an exact message", "[tokenizer]") {
   CHECK(parse_error(R"({"thinking": ["a", "b"]})") ==
-        "c.json: unknown key \"thinking\" (expected prelude, system, user, assistant, open, stop, think, "
+        "c.json: unknown key \"thinking\" (expected encoding, prelude, system, user, assistant, open, stop, think, "
         "think_history, effort, image, tools)");
   CHECK(parse_error(R"({"prelude": 1})") == "c.json: \"prelude\" must be a string");
   CHECK(parse_error(R"({"stop": ["<|user|>"]})") == "c.json: \"stop\" must be a string");
@@ -133,7 +133,7 @@ TEST_CASE("chat.json reasoning keys refuse every bad shape with an exact message
   CHECK(parse_error(R"({"effort": {"turn": "{effort}", "levels": {"low": "L"}, "default": "high"}})") ==
         "c.json: \"effort\": \"default\" must name one of \"levels\"");
   CHECK(parse_error(R"({"tools": {"style": "xml", "call": ["<a>", "</a>"]}})") ==
-        "c.json: \"tools\": \"style\" must be \"kimi\", \"json\" or \"glm\"");
+        "c.json: \"tools\": \"style\" must be \"kimi\", \"json\", \"glm\" or \"dsml\"");
 }
 
 TEST_CASE("GLM prompt: prelude, effort turn, kept reasoning, opened think, byte for byte", "[tokenizer]") {
