@@ -51,3 +51,11 @@ inline Status ok() { return {}; }
     auto waste_try_result_ = (expr);                                  \
     if (!waste_try_result_) return std::unexpected(std::move(waste_try_result_.error())); \
   } while (0)
+
+// Assign the value of an expression returning Result<T> to `lhs`, or propagate its error.
+#define WASTE_ASSIGN(lhs, expr)                                                                \
+  do {                                                                                         \
+    auto waste_assign_result_ = (expr);                                                        \
+    if (!waste_assign_result_) return std::unexpected(std::move(waste_assign_result_.error())); \
+    lhs = *waste_assign_result_;                                                               \
+  } while (0)

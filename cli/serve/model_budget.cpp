@@ -69,14 +69,7 @@ std::expected<LoadDecision, ApiError> decide_load(const std::string& id, const M
   // Whole working sets within what is left and the model's equal share (never under its floor).
   const std::uint64_t share = minus(budget.bytes, others_bytes) / std::max<std::size_t>(1, models);
   const std::uint64_t room = std::min(left, std::max(share, need.floor_bytes));
-  decision.budget_bytes = need.floor_bytes;
-  for (int k = 3; k >= 1; --k) {
-    const std::uint64_t candidate = need.floor_bytes + need.working_set_bytes * std::uint64_t(k);
-    if (candidate <= room) {
-      decision.budget_bytes = candidate;
-      break;
-    }
-  }
+  decision.budget_bytes = floor_plus_working_sets(need.floor_bytes, need.working_set_bytes, room).bytes;
   return decision;
 }
 

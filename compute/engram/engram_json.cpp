@@ -15,13 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-#define WASTE_ASSIGN(lhs, expr)                                                                \
-  do {                                                                                         \
-    auto waste_assign_result_ = (expr);                                                        \
-    if (!waste_assign_result_) return std::unexpected(std::move(waste_assign_result_.error())); \
-    lhs = *waste_assign_result_;                                                               \
-  } while (0)
-
 class Reader {
  public:
   explicit Reader(std::string_view origin) : origin_(origin) {}

@@ -109,8 +109,7 @@ bool ToolCallParser::step(std::vector<ToolCallEvent>& out, bool final) {
     }
     case State::header: {
       if (markup_.style == ToolCallStyle::json) return header_json(out, final);
-      if (markup_.style == ToolCallStyle::glm) return call_glm(out, final);
-      if (markup_.style == ToolCallStyle::dsml) return call_dsml(out, final);
+      if (markup_.style == ToolCallStyle::glm || markup_.style == ToolCallStyle::dsml) return call_marked(out, final);
       const std::size_t at = pending_.find(markup_.arguments);
       if (at == std::string::npos) {
         if (!final && pending_.size() <= kMaxHeaderBytes) return false;
@@ -242,62 +241,56 @@ std::optional<std::string> glm_arguments(std::string_view body) {
   return json + "}";
 }
 
-// A GLM call's body may be long (a file's text in a value); past this without its close marker
+// A marked call's body may be long (a file's text in a value); past this without its close marker
 // it is not a call.
-constexpr std::size_t kMaxGlmCallBytes = 1u << 20;
+constexpr std::size_t kMaxMarkedCallBytes = 1u << 20;
+
+struct MarkedCall {
+  std::string name;
+  std::string arguments;  // a JSON object's text
+};
+
+// A GLM call body: the name up to the first '<', then its arguments; nullopt when it is not that.
+std::optional<MarkedCall> read_glm_call(std::string_view body) {
+  const std::size_t name_end = std::min(body.find('<'), body.size());
+  std::string_view name = body.substr(0, name_end);
+  while (!name.empty() && is_space(name.front())) name.remove_prefix(1);
+  while (!name.empty() && is_space(name.back())) name.remove_suffix(1);
+  auto arguments = glm_arguments(body.substr(name_end));
+  if (name.empty() || name.find_first_of("\n\r") != std::string_view::npos || !arguments) return std::nullopt;
+  return MarkedCall{std::string(name), std::move(*arguments)};
+}
+
+std::optional<MarkedCall> read_dsml_call(std::string_view body) {
+  auto call = parse_dsml_invoke(body);
+  if (!call) return std::nullopt;
+  return MarkedCall{std::move(call->name), std::move(call->arguments)};
+}
 
 }  // namespace
 
-bool ToolCallParser::call_glm(std::vector<ToolCallEvent>& out, bool final) {
+bool ToolCallParser::call_marked(std::vector<ToolCallEvent>& out, bool final) {
   const std::size_t end = pending_.find(markup_.call.suffix);
   if (end == std::string::npos) {
-    if (!final && pending_.size() <= kMaxGlmCallBytes) return false;
+    if (!final && pending_.size() <= kMaxMarkedCallBytes) return false;
     raw_ += pending_;
     pending_.clear();
     give_back(out);
     return false;
   }
   const std::string_view body = std::string_view(pending_).substr(0, end);
-  const std::size_t name_end = std::min(body.find('<'), body.size());
-  std::string_view name = body.substr(0, name_end);
-  while (!name.empty() && is_space(name.front())) name.remove_prefix(1);
-  while (!name.empty() && is_space(name.back())) name.remove_suffix(1);
-  const auto arguments = glm_arguments(body.substr(name_end));
-  if (name.empty() || name.find_first_of("\n\r") != std::string_view::npos || !arguments) {
-    raw_ += pending_.substr(0, end + markup_.call.suffix.size());
-    pending_.erase(0, end + markup_.call.suffix.size());
-    give_back(out);
-    return true;
-  }
-  const int index = calls_++;
-  out.push_back({ToolCallEvent::Kind::call_start, index, {}, id_prefix_ + std::to_string(index), std::string(name)});
-  out.push_back({ToolCallEvent::Kind::arguments, index, *arguments, {}, {}});
-  pending_.erase(0, end + markup_.call.suffix.size());
-  raw_.clear();
-  state_ = State::text;
-  return true;
-}
-
-bool ToolCallParser::call_dsml(std::vector<ToolCallEvent>& out, bool final) {
-  const std::size_t end = pending_.find(markup_.call.suffix);
-  if (end == std::string::npos) {
-    if (!final && pending_.size() <= kMaxGlmCallBytes) return false;
-    raw_ += pending_;
-    pending_.clear();
-    give_back(out);
-    return false;
-  }
-  auto call = parse_dsml_invoke(std::string_view(pending_).substr(0, end));
+  auto call = markup_.style == ToolCallStyle::glm ? read_glm_call(body) : read_dsml_call(body);
+  const std::size_t consumed = end + markup_.call.suffix.size();
   if (!call) {
-    raw_ += pending_.substr(0, end + markup_.call.suffix.size());
-    pending_.erase(0, end + markup_.call.suffix.size());
+    raw_ += pending_.substr(0, consumed);
+    pending_.erase(0, consumed);
     give_back(out);
     return true;
   }
   const int index = calls_++;
   out.push_back({ToolCallEvent::Kind::call_start, index, {}, id_prefix_ + std::to_string(index), std::move(call->name)});
   out.push_back({ToolCallEvent::Kind::arguments, index, std::move(call->arguments), {}, {}});
-  pending_.erase(0, end + markup_.call.suffix.size());
+  pending_.erase(0, consumed);
   raw_.clear();
   state_ = in_section_ ? State::section : State::text;
   return true;

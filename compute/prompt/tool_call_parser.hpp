@@ -55,8 +55,8 @@ class ToolCallParser {
   void give_back(std::vector<ToolCallEvent>& out);         // a malformed call: its raw text is content
   void content(std::vector<ToolCallEvent>& out, std::string text);
   bool header_json(std::vector<ToolCallEvent>& out, bool final);
-  bool call_glm(std::vector<ToolCallEvent>& out, bool final);
-  bool call_dsml(std::vector<ToolCallEvent>& out, bool final);
+  // GLM and DSML: the body up to the call's close marker, read whole (malformed: given back as text).
+  bool call_marked(std::vector<ToolCallEvent>& out, bool final);
 
   ChatToolMarkup markup_;
   std::string id_prefix_;

@@ -66,13 +66,6 @@ class ConfigReader {
   std::string where_;
 };
 
-#define WASTE_ASSIGN(lhs, expr)                               \
-  do {                                                        \
-    auto waste_assign_result_ = (expr);                       \
-    if (!waste_assign_result_) return std::unexpected(std::move(waste_assign_result_.error())); \
-    lhs = *waste_assign_result_;                              \
-  } while (0)
-
 constexpr std::int64_t k2p16 = 1 << 16;
 constexpr std::int64_t k2p20 = 1 << 20;
 constexpr std::int64_t k2p24 = 1 << 24;
@@ -471,8 +464,6 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   }
   return c;
 }
-
-#undef WASTE_ASSIGN
 
 int ModelConfig::n_kda_layers() const {
   return static_cast<int>(std::count(attention.begin(), attention.end(), LayerAttention::kda));

@@ -1,11 +1,21 @@
 #include "shared/memory/budget.hpp"
 
 #include <cctype>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 namespace waste {
+
+WorkingSets floor_plus_working_sets(std::uint64_t floor_bytes, std::uint64_t working_set_bytes,
+                                    std::uint64_t room_bytes) noexcept {
+  for (int k = 3; k >= 1; --k) {
+    const std::uint64_t candidate = floor_bytes + working_set_bytes * std::uint64_t(k);
+    if (candidate <= room_bytes) return {candidate, k};
+  }
+  return {floor_bytes, 0};
+}
 
 Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::uint64_t> requested_bytes,
                                     std::uint64_t cap_bytes) {
@@ -18,17 +28,11 @@ Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::u
     choice.budget_bytes = *requested_bytes;
     choice.explicit_budget = true;
   } else {
-    // Whole working sets only: a fraction of one keeps nothing alive between tokens, and
-    // filling the cap walks into the paging cliff (waste-lessons.md §1.4).
-    choice.budget_bytes = plan.floor_bytes;
-    for (int k = 3; k >= 1; --k) {
-      const std::uint64_t candidate = plan.floor_bytes + plan.working_set_bytes * std::uint64_t(k);
-      if (cap_bytes == 0 || candidate <= cap_bytes) {
-        choice.budget_bytes = candidate;
-        choice.working_sets = k;
-        break;
-      }
-    }
+    // Filling the cap walks into the paging cliff (waste-lessons.md §1.4): whole working sets only.
+    const auto sets = floor_plus_working_sets(plan.floor_bytes, plan.working_set_bytes,
+                                              cap_bytes == 0 ? UINT64_MAX : cap_bytes);
+    choice.budget_bytes = sets.bytes;
+    choice.working_sets = sets.count;
   }
   choice.above_cap = cap_bytes != 0 && choice.budget_bytes > cap_bytes;
   return choice;

@@ -20,6 +20,16 @@ struct BudgetChoice {
   bool above_cap = false;        // budget > cap: the OS will page the expert cache out (warn)
 };
 
+// The automatic rule, in one place: the floor plus as many whole working sets (3 at most) as fit
+// under `room`; a fraction of one keeps nothing alive between tokens (waste-lessons.md §1.4).
+// The floor alone (0 sets) when not even one fits.
+struct WorkingSets {
+  std::uint64_t bytes = 0;
+  int count = 0;
+};
+WorkingSets floor_plus_working_sets(std::uint64_t floor_bytes, std::uint64_t working_set_bytes,
+                                    std::uint64_t room_bytes) noexcept;
+
 // cap_bytes 0 = unknown (automatic then takes floor + 3 * ws, as the reference does).
 // Error (Errc::ram_budget): "budget 100.0 MB is below the floor 1.28 GB for this model".
 Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::uint64_t> requested_bytes,
