@@ -1,7 +1,7 @@
 """Float64 PyTorch oracle for DeepSeek-V4.1's CSA2 attention block (compute/forward/csa2.hpp)
 and the engine-vs-oracle check.
 
-  csa2_oracle.py --dump-tool BIN --workdir DIR [--case small|wide ...]
+  csa2_oracle.py --dump-tool BIN --workdir DIR [--case small|wide|real ...]
 
 Each case draws seeded random float32 weights and per-layer inputs for a small stack of layers
 with every mechanism on: a window-only layer (main rope), a ratio-2 KV + index source and a
@@ -75,6 +75,10 @@ CASES = {
     "small": (11, 64, 4, 32, 8, 24, 2, 16, 8, 3, 16, 5, 3, 4, 61),
     # DeepSeek-V4.1's rope_dim 64 (the YaRN ramp over 32 pairs), wider heads, a longer sequence.
     "wide": (12, 96, 8, 128, 64, 48, 4, 24, 16, 4, 64, 8, 4, 8, 150),
+    # The real per-head shapes (head_dim 512, rope 64, indexer 32 x 128), the real 128-token window
+    # and block size 8, past the window three times; fewer heads, a narrow trunk, topk 128 and
+    # 16 candidate blocks so that 400 tokens are sparse at both levels.
+    "real": (13, 128, 4, 512, 64, 64, 2, 32, 128, 32, 128, 128, 16, 8, 400),
 }
 ROPE = dict(theta=10000.0, c_theta=160000.0, factor=16.0, orig=65536, beta_fast=32.0, beta_slow=1.0)
 EPS = float(np.float32(1e-20))
