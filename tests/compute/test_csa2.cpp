@@ -423,3 +423,74 @@ TEST_CASE("csa2: equal scores keep the lower groups and blocks, the newest block
   CHECK(std::vector<int>(sel.groups.begin() + 7 * 2, sel.groups.begin() + 7 * 2 + sel.count[7]) ==
         std::vector<int>{6, 7});
 }
+
+namespace {
+
+// A ratio-2 KV + index + candidate source, a consumer and a reindex source over T tokens in calls
+// of `chunk`, on a pool of `threads`; with `restore_at` > 0 the states are copied into fresh
+// objects (buffer() and tokens(), what a session saves) before that position (at an odd position
+// the source holds a partial group). The outputs.
+std::vector<float> run_stack(int threads, int chunk, int restore_at) {
+  ThreadPool pool(threads);
+  const forward::Exec exec{pool, kernels::active()};
+  Store st;
+  const Csa2Shape c = small_shape();
+  const Csa2Role roles[3] = {{.ratio = 2, .kv_source = true, .index_source = true, .candidate_source = true},
+                             {.ratio = 2},
+                             {.ratio = 2, .index_source = true, .uses_candidates = true}};
+  std::vector<Csa2Weights> w;
+  std::vector<Csa2Block> blocks;
+  std::vector<Csa2Window> windows;
+  for (const Csa2Role& role : roles) w.push_back(make_weights(st, c, role));
+  for (int L = 0; L < 3; ++L) {
+    auto b = Csa2Block::bind(c, roles[L], w[std::size_t(L)]);
+    auto win = Csa2Window::create(c);
+    REQUIRE((b && win));
+    blocks.push_back(*b);
+    windows.push_back(std::move(*win));
+  }
+  const int T = 23;
+  auto source = Csa2Source::create(c, 2, true, T);
+  REQUIRE(source);
+  const std::vector<float> x = inputs(st, T, c.hidden);
+  forward::Csa2Scratch s;
+  s.resize(c, T, chunk);
+  Csa2Selection sel;
+  sel.resize(c, chunk);
+  std::vector<float> out(std::size_t(3 * T * c.hidden));
+  for (int p = 0; p < T;) {
+    int n = std::min(chunk, T - p);
+    if (restore_at > p && restore_at < p + n) n = restore_at - p;
+    if (p == restore_at) {
+      auto fresh = Csa2Source::create(c, 2, true, T);
+      REQUIRE(fresh);
+      std::copy(source->buffer().begin(), source->buffer().end(), fresh->buffer().begin());
+      fresh->set_tokens(source->tokens());
+      source = std::move(fresh);
+      for (auto& win : windows) {
+        auto again = Csa2Window::create(c);
+        REQUIRE(again);
+        std::copy(win.buffer().begin(), win.buffer().end(), again->buffer().begin());
+        again->set_tokens(win.tokens());
+        win = std::move(*again);
+      }
+    }
+    sel.reset();
+    for (int L = 0; L < 3; ++L) {
+      REQUIRE(blocks[std::size_t(L)].forward(exec, x.data() + p * c.hidden, n, p, windows[std::size_t(L)], &*source,
+                                             sel, s, out.data() + (L * T + p) * c.hidden));
+    }
+    p += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("csa2: the bits do not depend on threads, chunking or a save and restore of the state", "[csa2]") {
+  const std::vector<float> base = run_stack(1, 1, 0);
+  CHECK(run_stack(3, 1, 0) == base);
+  CHECK(run_stack(2, 5, 0) == base);
+  CHECK(run_stack(3, 23, 0) == base);
+  CHECK(run_stack(2, 4, 11) == base);  // restored in the middle of a run, then calls of 4
+}
