@@ -90,11 +90,13 @@ void Csa2Selection::resize(const Csa2Shape& c, int n_tokens) {
   count.assign(std::size_t(n_tokens), 0);
   blocks.assign(std::size_t(n_tokens) * std::size_t(max_blocks), 0);
   block_count.assign(std::size_t(n_tokens), 0);
+  row_source.assign(std::size_t(n_tokens), nullptr);
   reset();
 }
 
 std::uint64_t Csa2Selection::bytes(const Csa2Shape& c, int n_tokens) {
-  return std::uint64_t(n_tokens) * std::uint64_t(c.index_topk + c.candidate_blocks + 2) * sizeof(int);
+  return std::uint64_t(n_tokens) *
+         (std::uint64_t(c.index_topk + c.candidate_blocks + 2) * sizeof(int) + sizeof(const Csa2Source*));
 }
 
 namespace {
@@ -345,13 +347,11 @@ void Csa2Block::attend(const Exec& exec, int t, int pos, const Csa2Window& windo
   });
 }
 
-Status Csa2Block::forward(const Exec& exec, const float* x, int n, int pos0, Csa2Window& window, Csa2Source* source,
-                          Csa2Selection& sel, Csa2Scratch& s, float* out) const {
-  WASTE_TRY(check_call(n, pos0, window, source, sel, s));
+// The call's projections, batched over its n tokens (x [n][hidden]).
+void Csa2Block::project(const Exec& exec, const float* x, int n, Csa2Scratch& s) const {
   const Csa2Shape& c = *shape_;
-  const int H = c.heads, D = c.head_dim, R = c.rope_dim, pairs = R / 2, IH = c.index_heads, ID = c.index_head_dim;
-  const std::int64_t HD = std::int64_t(H) * D, hid = c.hidden;
-
+  const int D = c.head_dim, IH = c.index_heads, ID = c.index_head_dim;
+  const std::int64_t HD = std::int64_t(c.heads) * D, hid = c.hidden;
   matvec_tokens(exec, w_->wq_a, x, hid, n, s.q_resid.data(), c.q_lora);
   for (int t = 0; t < n; ++t) {
     float* r = s.q_resid.data() + std::int64_t(t) * c.q_lora;
@@ -373,45 +373,128 @@ Status Csa2Block::forward(const Exec& exec, const float* x, int n, int pos0, Csa
     const float inv_sqrt_h = 1.0f / std::sqrt(float(IH));
     for (int i = 0; i < n * IH; ++i) s.iw[std::size_t(i)] *= inv_sqrt_h;
   }
+}
 
+// Token t of the call at position pos: rotations, its window slot, its compressor step, its
+// selection (row t), its attention (row t of s.attn).
+void Csa2Block::step(const Exec& exec, int t, int pos, Csa2Window& window, Csa2Source* source, Csa2Selection& sel,
+                     Csa2Scratch& s) const {
+  const Csa2Shape& c = *shape_;
+  const int H = c.heads, D = c.head_dim, R = c.rope_dim, pairs = R / 2, IH = c.index_heads, ID = c.index_head_dim;
   // After the latent, the key and the group's [cos][sin]: [cos][-sin][sin] of the token's position.
-  float* cs = s.latent.data() + D + ID + 2 * pairs;
-  for (int t = 0; t < n; ++t) {
-    const int pos = pos0 + t;
-    float* cosv = cs;
-    float* nsin = cs + pairs;
-    float* sinv = cs + 2 * pairs;
-    rope_angles(inv_freq_.data(), pairs, pos, cosv, sinv);
-    for (int i = 0; i < pairs; ++i) nsin[i] = -sinv[i];
-    float* q = s.q.data() + std::int64_t(t) * HD;
-    for (int h = 0; h < H; ++h) rope_rotate(q + std::int64_t(h) * D + D - R, pairs, cosv, sinv);
-    float* kv = s.kv.data() + std::int64_t(t) * D;
-    rope_rotate(kv + D - R, pairs, cosv, sinv);
-    std::memcpy(window.buffer_.data() + std::int64_t(pos % window.window_) * D, kv, std::size_t(D) * sizeof(float));
-    window.tokens_ = pos + 1;
+  float* cosv = s.latent.data() + D + ID + 2 * pairs;
+  float* nsin = cosv + pairs;
+  float* sinv = cosv + 2 * pairs;
+  rope_angles(inv_freq_.data(), pairs, pos, cosv, sinv);
+  for (int i = 0; i < pairs; ++i) nsin[i] = -sinv[i];
+  float* q = s.q.data() + std::int64_t(t) * H * D;
+  for (int h = 0; h < H; ++h) rope_rotate(q + std::int64_t(h) * D + D - R, pairs, cosv, sinv);
+  float* kv = s.kv.data() + std::int64_t(t) * D;
+  rope_rotate(kv + D - R, pairs, cosv, sinv);
+  std::memcpy(window.buffer_.data() + std::int64_t(pos % window.window_) * D, kv, std::size_t(D) * sizeof(float));
+  window.tokens_ = pos + 1;
 
-    if (role_.kv_source) {
-      compress(exec, s.ckv.data() + std::int64_t(t) * D, s.cgate.data() + std::int64_t(t) * D, *source, s);
-    }
-    if (role_.index_source) {
-      // The indexer's queries always take the compress schedule (the same as the layer's here).
-      float* iq = s.iq.data() + std::int64_t(t) * IH * ID;
-      for (int h = 0; h < IH; ++h) rope_rotate(iq + std::int64_t(h) * ID + ID - R, pairs, cosv, sinv);
-      select(exec, t, pos, *source, sel, s);
-    }
-    attend(exec, t, pos, window, source, sel, s);
+  if (role_.kv_source) {
+    compress(exec, s.ckv.data() + std::int64_t(t) * D, s.cgate.data() + std::int64_t(t) * D, *source, s);
   }
   if (role_.index_source) {
-    sel.pos0 = pos0, sel.n = n, sel.source = source;
-    if (role_.candidate_source) sel.cand_pos0 = pos0, sel.cand_n = n;
+    // The indexer's queries always take the compress schedule (the same as the layer's here).
+    float* iq = s.iq.data() + std::int64_t(t) * IH * ID;
+    for (int h = 0; h < IH; ++h) rope_rotate(iq + std::int64_t(h) * ID + ID - R, pairs, cosv, sinv);
+    select(exec, t, pos, *source, sel, s);
+    sel.row_source[std::size_t(t)] = source;
   }
+  attend(exec, t, pos, window, source, sel, s);
+}
 
+// The grouped low-rank output projection of the call's n tokens.
+void Csa2Block::output(const Exec& exec, int n, Csa2Scratch& s, float* out) const {
+  const Csa2Shape& c = *shape_;
+  const std::int64_t HD = std::int64_t(c.heads) * c.head_dim;
   const std::int64_t gin = HD / c.o_groups, GL = std::int64_t(c.o_groups) * c.o_lora;
   for (int g = 0; g < c.o_groups; ++g) {
     const kernels::QuantMatrix wo_a_g = row_slice(w_->wo_a, std::int64_t(g) * c.o_lora, c.o_lora);
     matvec_tokens(exec, wo_a_g, s.attn.data() + g * gin, HD, n, s.olora.data() + std::int64_t(g) * c.o_lora, GL);
   }
-  matvec_tokens(exec, w_->wo_b, s.olora.data(), GL, n, out, hid);
+  matvec_tokens(exec, w_->wo_b, s.olora.data(), GL, n, out, c.hidden);
+}
+
+Status Csa2Block::forward(const Exec& exec, const float* x, int n, int pos0, Csa2Window& window, Csa2Source* source,
+                          Csa2Selection& sel, Csa2Scratch& s, float* out) const {
+  WASTE_TRY(check_call(n, pos0, window, source, sel, s));
+  project(exec, x, n, s);
+  for (int t = 0; t < n; ++t) step(exec, t, pos0 + t, window, source, sel, s);
+  if (role_.index_source) {
+    sel.pos0 = pos0, sel.n = n, sel.source = source;
+    if (role_.candidate_source) sel.cand_pos0 = pos0, sel.cand_n = n;
+  }
+  output(exec, n, s, out);
+  return ok();
+}
+
+Status Csa2Block::check_token(int t, int pos, const Csa2Window& window, const Csa2Source* source,
+                              const Csa2Selection& sel, const Csa2Scratch& s) const {
+  if (pos != window.tokens()) {
+    return make_error(Errc::argument, "csa2: batch token " + std::to_string(t) + " is at position " +
+                                          std::to_string(pos) + " but its window holds " +
+                                          std::to_string(window.tokens()) + " tokens");
+  }
+  if (role_.ratio == 0) return ok();
+  if (source == nullptr) {
+    return make_error(Errc::argument,
+                      "csa2: the layer has compress ratio " + std::to_string(role_.ratio) + " but no source");
+  }
+  if (source->ratio() != role_.ratio) {
+    return make_error(Errc::argument, "csa2: the layer's compress ratio " + std::to_string(role_.ratio) +
+                                          " differs from its source's " + std::to_string(source->ratio()));
+  }
+  if (role_.kv_source ? source->tokens() != pos : source->tokens() <= pos) {
+    return make_error(Errc::argument, "csa2: batch token " + std::to_string(t) + " is at position " +
+                                          std::to_string(pos) + " but its source holds " +
+                                          std::to_string(source->tokens()) + " tokens");
+  }
+  if (pos + 1 > source->ctx_tokens() || pos + 1 > s.max_groups) {
+    return make_error(Errc::argument, "csa2: position " + std::to_string(pos) + " exceeds the source's " +
+                                          std::to_string(std::min<std::int64_t>(source->ctx_tokens(), s.max_groups)) +
+                                          " tokens");
+  }
+  if (role_.index_source && !source->has_index_keys()) {
+    return make_error(Errc::argument, "csa2: the source has no index keys");
+  }
+  if (!role_.index_source && (sel.pos0 != Csa2Selection::kBatch || sel.row_source[std::size_t(t)] != source)) {
+    return make_error(Errc::argument, "csa2: no index source has selected for batch token " + std::to_string(t));
+  }
+  if (role_.uses_candidates && (sel.cand_pos0 != Csa2Selection::kBatch || sel.row_source[std::size_t(t)] != source)) {
+    return make_error(Errc::argument, "csa2: no candidate blocks for batch token " + std::to_string(t));
+  }
+  return ok();
+}
+
+Status Csa2Block::forward(const Exec& exec, const float* x, std::span<const int> positions,
+                          FunctionRef<Csa2Window&(int t)> window_of, FunctionRef<Csa2Source*(int t)> source_of,
+                          Csa2Selection& sel, Csa2Scratch& s, float* out) const {
+  const int n = int(positions.size());
+  if (n <= 0 || n > s.tokens || n > sel.tokens) {
+    return make_error(Errc::argument, "csa2: " + std::to_string(n) + " tokens exceed the scratch's " +
+                                          std::to_string(std::min(s.tokens, sel.tokens)));
+  }
+  if (!role_.index_source && role_.ratio > 0 && sel.n != n) {
+    return make_error(Errc::argument,
+                      "csa2: no index source has selected for this batch of " + std::to_string(n) + " tokens");
+  }
+  project(exec, x, n, s);
+  for (int t = 0; t < n; ++t) {
+    const int pos = positions[std::size_t(t)];
+    Csa2Window& window = window_of(t);
+    Csa2Source* source = role_.ratio > 0 ? source_of(t) : nullptr;
+    WASTE_TRY(check_token(t, pos, window, source, sel, s));
+    step(exec, t, pos, window, source, sel, s);
+  }
+  if (role_.index_source) {
+    sel.pos0 = Csa2Selection::kBatch, sel.n = n, sel.source = nullptr;
+    if (role_.candidate_source) sel.cand_pos0 = Csa2Selection::kBatch, sel.cand_n = n;
+  }
+  output(exec, n, s, out);
   return ok();
 }
 

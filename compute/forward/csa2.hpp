@@ -40,10 +40,12 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "compute/forward/csa2_state.hpp"
 #include "compute/forward/ops.hpp"
+#include "compute/runtime/function_ref.hpp"
 #include "shared/result.hpp"
 
 namespace waste::forward {
@@ -79,6 +81,7 @@ struct Csa2Weights {
 // dict: an index source writes each token's selected groups (and the candidate source its kept
 // blocks); the layers after it read them. reset() at the start of every call.
 struct Csa2Selection {
+  static constexpr int kBatch = -2;  // pos0 / cand_pos0 of a selection written by a batch call
   int tokens = 0;           // capacity in tokens
   int topk = 0;             // index_topk: row stride of `groups`
   int max_blocks = 0;       // candidate_topk_blocks: row stride of `blocks`
@@ -89,6 +92,7 @@ struct Csa2Selection {
   std::vector<int> count;   // [tokens]
   std::vector<int> blocks;  // [tokens][candidate_blocks] kept candidate blocks, ascending
   std::vector<int> block_count;  // [tokens]
+  std::vector<const Csa2Source*> row_source;  // [tokens] whose groups row t indexes
 
   void resize(const Csa2Shape& shape, int tokens);
   void reset() { pos0 = cand_pos0 = -1, n = cand_n = 0, source = nullptr; }
@@ -142,12 +146,30 @@ class Csa2Block {
   // forward's argument checks alone (the errors above), before anything is written.
   [[nodiscard]] Status check_call(int n, int pos0, const Csa2Window& window, const Csa2Source* source,
                                   const Csa2Selection& sel, const Csa2Scratch& s) const;
+  // The same for a batch: token t (x row t) of some sequence at positions[t], with that
+  // sequence's window_of(t) and source_of(t) (tokens of one sequence in order, at consecutive
+  // positions, as in a batch); the selection's row t is token t's. Token t gets the bits it gets
+  // alone. Errors (Errc::argument): the count and source errors above, "csa2: batch token 3 is
+  // at position 7 but its window holds 6 tokens", "csa2: batch token 3 is at position 7 but its
+  // source holds 7 tokens" (a source must be at the position, a consumer's past it), "csa2: no
+  // index source has selected for batch token 3" ("... for this batch of 4 tokens" before
+  // anything is written), "csa2: no candidate blocks for batch token 3";
+  // a token's error leaves the tokens before it written.
+  Status forward(const Exec& exec, const float* x, std::span<const int> positions,
+                 FunctionRef<Csa2Window&(int t)> window_of, FunctionRef<Csa2Source*(int t)> source_of,
+                 Csa2Selection& sel, Csa2Scratch& s, float* out) const;
 
   [[nodiscard]] const Csa2Shape& shape() const { return *shape_; }
   [[nodiscard]] const Csa2Role& role() const { return role_; }
 
  private:
   Csa2Block(const Csa2Shape& shape, const Csa2Role& role, const Csa2Weights& weights);
+  [[nodiscard]] Status check_token(int t, int pos, const Csa2Window& window, const Csa2Source* source,
+                                   const Csa2Selection& sel, const Csa2Scratch& s) const;
+  void project(const Exec& exec, const float* x, int n, Csa2Scratch& s) const;
+  void step(const Exec& exec, int t, int pos, Csa2Window& window, Csa2Source* source, Csa2Selection& sel,
+            Csa2Scratch& s) const;
+  void output(const Exec& exec, int n, Csa2Scratch& s, float* out) const;
   void compress(const Exec& exec, const float* ckv, const float* cgate, Csa2Source& src, Csa2Scratch& s) const;
   void select(const Exec& exec, int t, int pos, const Csa2Source& src, Csa2Selection& sel, Csa2Scratch& s) const;
   void attend(const Exec& exec, int t, int pos, const Csa2Window& window, const Csa2Source* src,

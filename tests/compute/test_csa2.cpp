@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -493,4 +494,98 @@ TEST_CASE("csa2: the bits do not depend on threads, chunking or a save and resto
   CHECK(run_stack(2, 5, 0) == base);
   CHECK(run_stack(3, 23, 0) == base);
   CHECK(run_stack(2, 4, 11) == base);  // restored in the middle of a run, then calls of 4
+}
+
+TEST_CASE("csa2: a batch of two sequences gives each token the bits it gets alone", "[csa2]") {
+  Env env;
+  Store st;
+  const Csa2Shape c = small_shape();
+  const Csa2Role roles[3] = {{.ratio = 2, .kv_source = true, .index_source = true, .candidate_source = true},
+                             {.ratio = 2},
+                             {.ratio = 2, .index_source = true, .uses_candidates = true}};
+  std::vector<Csa2Weights> w;
+  std::vector<Csa2Block> blocks;
+  for (const Csa2Role& role : roles) w.push_back(make_weights(st, c, role));
+  for (int L = 0; L < 3; ++L) {
+    auto b = Csa2Block::bind(c, roles[L], w[std::size_t(L)]);
+    REQUIRE(b);
+    blocks.push_back(*b);
+  }
+  const int lengths[2] = {11, 8};
+  const std::vector<float> xs[2] = {inputs(st, lengths[0], c.hidden), inputs(st, lengths[1], c.hidden)};
+  struct Seq {
+    std::vector<Csa2Window> windows;
+    std::optional<Csa2Source> source;
+  };
+  auto fresh = [&](int len) {
+    Seq q;
+    for (int L = 0; L < 3; ++L) q.windows.push_back(*Csa2Window::create(c));
+    q.source = *Csa2Source::create(c, 2, true, len);
+    return q;
+  };
+  forward::Csa2Scratch s;
+  s.resize(c, 16, 4);
+  Csa2Selection sel;
+  sel.resize(c, 4);
+
+  // Alone, token by token.
+  std::vector<float> alone[2];
+  for (int q = 0; q < 2; ++q) {
+    Seq seq = fresh(lengths[q]);
+    alone[q].resize(std::size_t(3 * lengths[q] * c.hidden));
+    for (int p = 0; p < lengths[q]; ++p) {
+      sel.reset();
+      for (int L = 0; L < 3; ++L) {
+        REQUIRE(blocks[std::size_t(L)].forward(env.exec, xs[q].data() + p * c.hidden, 1, p,
+                                               seq.windows[std::size_t(L)], &*seq.source, sel, s,
+                                               alone[q].data() + (L * lengths[q] + p) * c.hidden));
+      }
+    }
+  }
+  // Batched: sequence 0's first three tokens with sequence 1's first, then one token of each.
+  Seq seqs[2] = {fresh(lengths[0]), fresh(lengths[1])};
+  int next[2] = {0, 0};
+  std::vector<std::pair<int, int>> plan = {{0, 3}, {1, 1}};
+  for (int k = 0; k < 8; ++k) plan.push_back({0, 1}), plan.push_back({1, 1});
+  std::vector<float> x(std::size_t(4 * c.hidden)), out(std::size_t(3 * 4 * c.hidden));
+  std::size_t at = 0;
+  while (at < plan.size()) {
+    std::vector<int> seq_of, positions;
+    while (at < plan.size() && positions.size() + std::size_t(plan[at].second) <= 4) {
+      const auto [q, count] = plan[at++];
+      for (int i = 0; i < count && next[q] < lengths[q]; ++i) seq_of.push_back(q), positions.push_back(next[q]++);
+    }
+    const int n = int(positions.size());
+    if (n == 0) continue;
+    for (int t = 0; t < n; ++t) {
+      const float* src = xs[seq_of[std::size_t(t)]].data() + positions[std::size_t(t)] * c.hidden;
+      std::copy(src, src + c.hidden, x.begin() + t * c.hidden);
+    }
+    sel.reset();
+    for (int L = 0; L < 3; ++L) {
+      auto window_of = [&](int t) -> Csa2Window& { return seqs[seq_of[std::size_t(t)]].windows[std::size_t(L)]; };
+      auto source_of = [&](int t) -> Csa2Source* { return &*seqs[seq_of[std::size_t(t)]].source; };
+      REQUIRE(blocks[std::size_t(L)].forward(env.exec, x.data(), positions, window_of, source_of, sel, s,
+                                             out.data() + L * n * c.hidden));
+    }
+    for (int L = 0; L < 3; ++L) {
+      for (int t = 0; t < n; ++t) {
+        const int q = seq_of[std::size_t(t)], p = positions[std::size_t(t)];
+        const float* got = out.data() + (L * n + t) * c.hidden;
+        const float* want = alone[q].data() + (L * lengths[q] + p) * c.hidden;
+        CHECK(std::vector<float>(got, got + c.hidden) == std::vector<float>(want, want + c.hidden));
+      }
+    }
+  }
+  CHECK((next[0] == lengths[0] && next[1] == lengths[1]));
+
+  // A token out of order is refused, naming it.
+  const std::vector<int> wrong = {lengths[0] + 1};
+  auto window_of = [&](int) -> Csa2Window& { return seqs[0].windows[0]; };
+  auto source_of = [&](int) -> Csa2Source* { return &*seqs[0].source; };
+  sel.reset();
+  CHECK(message(blocks[0].forward(env.exec, x.data(), wrong, window_of, source_of, sel, s, out.data())) ==
+        "csa2: batch token 0 is at position 12 but its window holds 11 tokens");
+  CHECK(message(blocks[1].forward(env.exec, x.data(), wrong, window_of, source_of, sel, s, out.data())) ==
+        "csa2: no index source has selected for this batch of 1 tokens");
 }
