@@ -1,7 +1,8 @@
 // DeepSeek-V4.1's CSA2 attention block (compute/forward/csa2.*): shapes, roles, weights and calls
 // refused with messages naming the thing; hand-worked cases: the sink's share of the softmax,
 // the window ring, the gated pooling of a group and its rotation, a partial group carried across
-// calls, the lower index winning ties in both top-k levels. Values against the float64 oracle:
+// calls, the lower index winning ties in both top-k levels; the same bits for any thread count,
+// chunking, batch or save and restore; quantized wo_a row groups. Values against the float64 oracle:
 // tests/reference/csa2_oracle.py.
 #include <catch2/catch.hpp>
 
@@ -16,6 +17,7 @@
 #include "compute/forward/rope.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
+#include "test_kernels_fixtures.hpp"
 
 using namespace waste;
 using forward::Csa2Block;
@@ -588,4 +590,22 @@ TEST_CASE("csa2: a batch of two sequences gives each token the bits it gets alon
         "csa2: batch token 0 is at position 12 but its window holds 11 tokens");
   CHECK(message(blocks[1].forward(env.exec, x.data(), wrong, window_of, source_of, sel, s, out.data())) ==
         "csa2: no index source has selected for this batch of 1 tokens");
+}
+
+TEST_CASE("csa2: a quantized wo_a is read group by group at its rows' payload and scales", "[csa2]") {
+  Env env;
+  Store st;
+  Csa2Shape c = small_shape();
+  c.heads = 4, c.head_dim = 80;  // wo_a: [2 * 4, 160], two scale groups of 128 per row
+  Csa2Weights w = make_weights(st, c, Csa2Role{});
+  const test::TrunkMatrix q8 = test::make_trunk_matrix(2, 8, 160, 31);
+  const test::TrunkMatrix q4 = test::make_trunk_matrix(3, 8, 160, 32);
+  const std::vector<float> x = inputs(st, 6, c.hidden);
+  for (const test::TrunkMatrix* m : {&q8, &q4}) {
+    w.wo_a = m->view;
+    const std::vector<float> quant = run_window_layer(env, c, w, x, 6);
+    w.wo_a = Store::view(m->dequant, 8, 160);  // the same values as f32
+    const std::vector<float> plain = run_window_layer(env, c, w, x, 6);
+    for (std::size_t i = 0; i < plain.size(); ++i) CHECK(quant[i] == Approx(plain[i]).margin(1e-5));
+  }
 }
