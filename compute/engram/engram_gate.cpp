@@ -10,7 +10,10 @@ namespace waste::engram {
 Result<EngramGateShape> EngramGateShape::make(int hc, int hidden, int rows, int row_dim, float eps) {
   const std::pair<const char*, int> dims[] = {{"hc", hc}, {"hidden", hidden}, {"rows", rows}, {"row_dim", row_dim}};
   for (const auto& [name, v] : dims) {
-    if (v <= 0) return make_error(Errc::format, std::string("engram gate: ") + name + " " + std::to_string(v) + " is not positive");
+    if (v <= 0) {
+      return make_error(Errc::format,
+                        std::string("engram gate: ") + name + " " + std::to_string(v) + " is not positive");
+    }
   }
   if (hc > 16) return make_error(Errc::format, "engram gate: hc " + std::to_string(hc) + " is above 16");
   if (!(eps >= 0.0f) || !std::isfinite(eps)) {

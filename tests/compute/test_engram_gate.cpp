@@ -168,17 +168,19 @@ TEST_CASE("Engram gate: signed sqrt of the normalised dot, per stream, then h +=
 }
 
 TEST_CASE("Engram gate shape and weight errors name the thing", "[compute][engram]") {
-  CHECK(engram::EngramGateShape::make(4, 0, 24, 256, 1e-20f).error().message == "engram gate: hidden 0 is not positive");
+  CHECK(engram::EngramGateShape::make(4, 0, 24, 256, 1e-20f).error().message ==
+        "engram gate: hidden 0 is not positive");
   CHECK(engram::EngramGateShape::make(17, 8, 24, 256, 1e-20f).error().message == "engram gate: hc 17 is above 16");
   auto shape = engram::EngramGateShape::make(4, 8, 24, 256, 1e-20f);
   REQUIRE(shape);
   CHECK(shape->in_dim() == 6144);
   CHECK(shape->out_dim() == 40);
   std::vector<float> wkv(40 * 6144, 0.0f), qk(32, 1.0f);
-  const kernels::QuantMatrix bad{reinterpret_cast<const std::uint8_t*>(wkv.data()), nullptr, 32, 6144, 6144 * 4, 128, 0};
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(wkv.data());
+  const kernels::QuantMatrix bad{bytes, nullptr, 32, 6144, 6144 * 4, 128, 0};
   CHECK(engram::EngramGateWeights::bind(*shape, bad, qk, qk).error().message ==
         "engram wkv: [32 x 6144], expected [40 x 6144]");
-  const kernels::QuantMatrix good{reinterpret_cast<const std::uint8_t*>(wkv.data()), nullptr, 40, 6144, 6144 * 4, 128, 0};
+  const kernels::QuantMatrix good{bytes, nullptr, 40, 6144, 6144 * 4, 128, 0};
   CHECK(engram::EngramGateWeights::bind(*shape, good, std::vector<float>(31), qk).error().message ==
         "engram q_weight / k_weight: 31 and 32 floats, expected 32 each");
   CHECK(engram::EngramGateWeights::bind(*shape, good, qk, qk));

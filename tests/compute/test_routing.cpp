@@ -153,7 +153,8 @@ TEST_CASE("Routing config: DeepSeek and Kimi key names, refusals naming the key"
 // DeepSeek-V4.1's gate (route_noaux): sqrtsoftplus scores, selection by score + bias (bias_vl on
 // image-span tokens), weights from the unbiased scores over (sum + 1e-20), times route_scale.
 TEST_CASE("Score function names: the three config spellings, anything else refused by name", "[compute][routing]") {
-  for (auto f : {forward::ScoreFunction::sigmoid, forward::ScoreFunction::softmax, forward::ScoreFunction::sqrtsoftplus}) {
+  using forward::ScoreFunction;
+  for (auto f : {ScoreFunction::sigmoid, ScoreFunction::softmax, ScoreFunction::sqrtsoftplus}) {
     auto parsed = forward::parse_score_function(forward::score_function_name(f));
     REQUIRE(parsed);
     CHECK(*parsed == f);

@@ -398,7 +398,8 @@ def check_dequant(tool, workdir):
             else:
                 # IEEE halves below exponent 31 (the trunk decoder reads 31 as a normal exponent),
                 # subnormal ones included.
-                bits = rng.integers(0, 0x7C00, groups, dtype=np.uint16) | (rng.integers(0, 2, groups) << 15).astype(np.uint16)
+                signs = (rng.integers(0, 2, groups) << 15).astype(np.uint16)
+                bits = rng.integers(0, 0x7C00, groups, dtype=np.uint16) | signs
                 if r == 0:
                     bits[:2] = [0x0001, 0x83FF]
                 rows.append(np.concatenate([codes, bits.astype("<u2").view(np.uint8)]))
@@ -415,7 +416,8 @@ def check_dequant(tool, workdir):
         print(f"dequant {fmt}: {n} rows of {width}, {int(np.isnan(want).sum())} NaN values, {bad} differing")
         if bad:
             i = np.argwhere(~same)[0]
-            errs.append(f"dequant {fmt}: {bad} values differ, first at {tuple(i)}: {got[tuple(i)]!r} vs {want[tuple(i)]!r}")
+            at = tuple(i)
+            errs.append(f"dequant {fmt}: {bad} values differ, first at {at}: {got[at]!r} vs {want[at]!r}")
     return errs
 
 

@@ -152,13 +152,16 @@ int run_mhc(Input& in, const std::filesystem::path& out, const forward::Exec& ex
     s.sub = in.matrix(hid, hid);
   }
   if (!in.whole()) return fail("the input's size does not match its header");
-  std::vector<float> head(std::size_t(tokens) * std::size_t(hid)), streams_out(std::size_t(tokens) * std::size_t(width));
+  std::vector<float> head(std::size_t(tokens) * std::size_t(hid));
+  std::vector<float> streams_out(std::size_t(tokens) * std::size_t(width));
   std::vector<float> flat(static_cast<std::size_t>(width)), mix(static_cast<std::size_t>(mix_rows));
   std::vector<float> xin(static_cast<std::size_t>(hid)), y(static_cast<std::size_t>(hid));
   float pre[16], post[16], comb[256];
   for (int t = 0; t < tokens; ++t) {
     float* x = streams_out.data() + std::int64_t(t) * width;
-    for (int k = 0; k < hc; ++k) std::memcpy(x + std::int64_t(k) * hid, emb + std::int64_t(t) * hid, std::size_t(hid) * sizeof(float));
+    for (int k = 0; k < hc; ++k) {
+      std::memcpy(x + std::int64_t(k) * hid, emb + std::int64_t(t) * hid, std::size_t(hid) * sizeof(float));
+    }
     forward::mhc_first_pre(hc, pre);
     for (const Site& s : sites) {
       forward::mhc_single_pass_site(exec, c, s.hc, x, pre, flat.data(), mix.data(), xin.data(), pre, post, comb);
@@ -168,7 +171,9 @@ int run_mhc(Input& in, const std::filesystem::path& out, const forward::Exec& ex
     }
     forward::mhc_collapse(pre, x, hc, hid, head.data() + std::int64_t(t) * hid);
   }
-  if (!write(out / "head.f32", head) || !write(out / "streams.f32", streams_out)) return fail("cannot write " + out.string());
+  if (!write(out / "head.f32", head) || !write(out / "streams.f32", streams_out)) {
+    return fail("cannot write " + out.string());
+  }
   return 0;
 }
 
@@ -194,7 +199,9 @@ int run_engram(Input& in, const std::filesystem::path& out, const forward::Exec&
     engram::engram_gate_apply(exec, *shape, *w, rows + std::int64_t(t) * shape->in_dim(), live[t] != 0.0f,
                               streams.data() + std::int64_t(t) * sw, s, gates.data() + std::int64_t(t) * shape->hc);
   }
-  if (!write(out / "streams.f32", streams) || !write(out / "gates.f32", gates)) return fail("cannot write " + out.string());
+  if (!write(out / "streams.f32", streams) || !write(out / "gates.f32", gates)) {
+    return fail("cannot write " + out.string());
+  }
   return 0;
 }
 
@@ -213,8 +220,8 @@ int run_dequant(const std::string& format, int width, const std::string& input, 
   std::vector<float> values(n * std::size_t(width));
   for (std::size_t r = 0; r < n; ++r) {
     const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data()) + r * std::size_t(*row_bytes);
-    auto st = engram::engram_dequantize_row(f, std::span<const std::uint8_t>(p, std::size_t(*row_bytes)),
-                                            std::span<float>(values.data() + r * std::size_t(width), std::size_t(width)));
+    const std::span<float> row_out(values.data() + r * std::size_t(width), std::size_t(width));
+    auto st = engram::engram_dequantize_row(f, std::span<const std::uint8_t>(p, std::size_t(*row_bytes)), row_out);
     if (!st) return fail(st.error().message);
   }
   if (!write(out / "values.f32", values)) return fail("cannot write " + out.string());
