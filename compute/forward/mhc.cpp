@@ -58,6 +58,18 @@ void mhc_coefficients(const Exec& exec, const ModelConfig& c, const model::MhcWe
   mhc_sinkhorn(comb, hc, c.hc_sinkhorn_iters, c.hc_eps);
 }
 
+void mhc_single_pass_site(const Exec& exec, const ModelConfig& c, const model::MhcWeights& w, const float* streams,
+                          const float* carried_pre, float* flat, float* mix, float* sublayer_in, float* next_pre,
+                          float* post, float* comb) {
+  mhc_collapse(carried_pre, streams, c.hc_mult, c.hidden, sublayer_in);
+  mhc_coefficients(exec, c, w, streams, flat, mix, next_pre, post, comb);
+}
+
+void mhc_first_pre(int hc, float* pre) {
+  pre[0] = 1.0f;
+  for (int k = 1; k < hc; ++k) pre[k] = 0.0f;
+}
+
 void mhc_collapse(const float* pre, const float* streams, int hc, int hidden, float* out) {
   for (int d = 0; d < hidden; ++d) out[d] = pre[0] * streams[d];
   for (int k = 1; k < hc; ++k) {

@@ -7,6 +7,14 @@
 //   comb = Sinkhorn(softmax_rows(mix[2hc:] * scale[2] + base[2hc:]) + hc_eps)  stream mixer
 // The sublayer reads sum_k pre[k] x[k]; afterwards x[i] <- post[i] y + sum_k comb[k][i] x[k].
 // The head reads the plain mean of the streams. Every function works on one token.
+//
+// DeepSeek-V4.1's single-pass mHC (ResidualKind::mhc_single_pass) computes the same three sets
+// from one projection per site (mhc_coefficients: one implementation for both families), but
+// the `pre` a site computes is read by the NEXT site: a layer's attention collapses the streams
+// with the previous layer's FFN-site pre, its FFN with its own attention-site pre. Layer 0's
+// attention reads a one-hot pre (stream 0 only: mhc_first_pre); the head reads the streams
+// collapsed with the last FFN site's pre (not the mean). The reference's rms_norm_eps (1e-20 in
+// V4.1) is ModelConfig::rms_eps here as in GLM.
 #pragma once
 
 #include "compute/forward/ops.hpp"
@@ -25,6 +33,18 @@ void mhc_sinkhorn(float* m, int n, int iters, float eps);
 // stream i).
 void mhc_coefficients(const Exec& exec, const ModelConfig& c, const model::MhcWeights& w, const float* streams,
                       float* flat, float* mix, float* pre, float* post, float* comb);
+
+// Single-pass mHC, one site before its sublayer: sublayer_in = the streams collapsed with the
+// pre carried from the previous site (carried_pre [hc]); then this site's coefficients into
+// next_pre (carry it to the next site, or to the head after the last FFN), post and comb. After
+// the sublayer: mhc_expand(post, comb, y, streams). carried_pre may be next_pre's storage (it is
+// read before next_pre is written); sublayer_in must not alias streams.
+void mhc_single_pass_site(const Exec& exec, const ModelConfig& c, const model::MhcWeights& w, const float* streams,
+                          const float* carried_pre, float* flat, float* mix, float* sublayer_in, float* next_pre,
+                          float* post, float* comb);
+
+// The pre layer 0's attention reads: 1 for stream 0, 0 for the others (pre [hc]).
+void mhc_first_pre(int hc, float* pre);
 
 // out[d] = sum_k pre[k] streams[k][d]; out must not alias streams.
 void mhc_collapse(const float* pre, const float* streams, int hc, int hidden, float* out);

@@ -2,27 +2,94 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "compute/forward/ops.hpp"
 
 namespace waste::forward {
 
+namespace {
+
+// n full scans over the experts not yet taken, keeping the first strict maximum: ties go to the
+// lower id, order is kept. n <= the experts not taken.
+int scan_top(const float* scored, int E, int n, unsigned char* taken, int* ids) {
+  for (int j = 0; j < n; ++j) {
+    int best = -1;
+    for (int e = 0; e < E; ++e) {
+      if (taken[e]) continue;
+      if (best < 0 || scored[e] > scored[best]) best = e;
+    }
+    taken[best] = 1;
+    ids[j] = best;
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<ScoreFunction> parse_score_function(std::string_view name) {
+  if (name == "sigmoid") return ScoreFunction::sigmoid;
+  if (name == "softmax") return ScoreFunction::softmax;
+  if (name == "sqrtsoftplus") return ScoreFunction::sqrtsoftplus;
+  return make_error(Errc::format,
+                    "scoring function \"" + std::string(name) + "\" is not sigmoid, softmax or sqrtsoftplus");
+}
+
+const char* score_function_name(ScoreFunction f) {
+  switch (f) {
+    case ScoreFunction::softmax: return "softmax";
+    case ScoreFunction::sqrtsoftplus: return "sqrtsoftplus";
+    case ScoreFunction::sigmoid: break;
+  }
+  return "sigmoid";
+}
+
+ScoreFunction score_function_of(RouterScoring scoring) {
+  return scoring == RouterScoring::softmax ? ScoreFunction::softmax : ScoreFunction::sigmoid;
+}
+
+float sqrt_softplus(float x) {
+  // ops.hpp's softplus is torch's (beta 1, threshold 20): x itself above 20, else log1p(exp(x)).
+  return std::sqrt(softplus(x));
+}
+
+void score_experts(ScoreFunction f, const float* logits, int n, float temp, float* probs) {
+  const float* x = logits;
+  if (temp != 1.0f) {
+    for (int e = 0; e < n; ++e) probs[e] = logits[e] / temp;
+    x = probs;
+  }
+  switch (f) {
+    case ScoreFunction::softmax: {
+      float max_logit = x[0];
+      for (int e = 1; e < n; ++e) max_logit = std::max(max_logit, x[e]);
+      float sum = 0.0f;
+      for (int e = 0; e < n; ++e) {
+        probs[e] = std::exp(x[e] - max_logit);
+        sum += probs[e];
+      }
+      for (int e = 0; e < n; ++e) probs[e] /= sum;
+      break;
+    }
+    case ScoreFunction::sqrtsoftplus:
+      for (int e = 0; e < n; ++e) probs[e] = sqrt_softplus(x[e]);
+      break;
+    case ScoreFunction::sigmoid:
+      for (int e = 0; e < n; ++e) probs[e] = sigmoid(x[e]);
+      break;
+  }
+}
+
 void router_scores(const ModelConfig& c, std::span<const float> bias, const float* logits, float* probs,
                    float* scored) {
   const int E = c.n_experts;
-  if (c.scoring == RouterScoring::softmax) {
-    float max_logit = logits[0];
-    for (int e = 1; e < E; ++e) max_logit = std::max(max_logit, logits[e]);
-    float sum = 0.0f;
-    for (int e = 0; e < E; ++e) {
-      probs[e] = std::exp(logits[e] - max_logit);
-      sum += probs[e];
-    }
-    for (int e = 0; e < E; ++e) probs[e] /= sum;
-  } else {
-    for (int e = 0; e < E; ++e) probs[e] = sigmoid(logits[e]);
-  }
+  score_experts(score_function_of(c.scoring), logits, E, 1.0f, probs);
   for (int e = 0; e < E; ++e) scored[e] = bias.empty() ? probs[e] : probs[e] + bias[std::size_t(e)];
+}
+
+int router_rank_flat(const float* scored, int E, int n, unsigned char* taken, int* ids) {
+  for (int e = 0; e < E; ++e) taken[e] = 0;
+  return scan_top(scored, E, std::min(n, E), taken, ids);
 }
 
 int router_rank(const ModelConfig& c, bool has_bias, const float* scored, int n, unsigned char* taken, int* ids) {
@@ -59,18 +126,23 @@ int router_rank(const ModelConfig& c, bool has_bias, const float* scored, int n,
     }
     available = c.topk_group * per;
   }
-  if (n > available) n = available;
-  // n full scans keeping the first strict maximum: ties go to the lower id, order is kept.
-  for (int j = 0; j < n; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      if (taken[e]) continue;
-      if (best < 0 || scored[e] > scored[best]) best = e;
-    }
-    taken[best] = 1;
-    ids[j] = best;
+  return scan_top(scored, E, std::min(n, available), taken, ids);
+}
+
+void route_noaux(const NoauxRouter& r, const float* logits, std::span<const float> bias,
+                 std::span<const float> bias_vl, bool image, const NoauxScratch& s, int* ids, float* weights) {
+  const int E = r.n_experts, k = r.top_k;
+  score_experts(r.score, logits, E, r.gate_temp, s.probs);
+  const std::span<const float> b = image ? bias_vl : bias;
+  for (int e = 0; e < E; ++e) s.scored[e] = b.empty() ? s.probs[e] : s.probs[e] + b[std::size_t(e)];
+  router_rank_flat(s.scored, E, k, s.taken, ids);
+  for (int j = 0; j < k; ++j) weights[j] = s.probs[ids[j]];
+  if (r.renormalize && k > 1) {
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) sum += weights[j];
+    for (int j = 0; j < k; ++j) weights[j] /= (sum + 1e-20f);
   }
-  return n;
+  for (int j = 0; j < k; ++j) weights[j] *= r.route_scale;
 }
 
 }  // namespace waste::forward

@@ -10,6 +10,8 @@
 
 #include "compute/forward/mhc.hpp"
 #include "compute/forward/ops.hpp"
+#include "compute/kernels/kernels.hpp"
+#include "compute/runtime/thread_pool.hpp"
 
 namespace waste {
 
@@ -123,6 +125,56 @@ TEST_CASE("Clamped SwiGLU: gate clamped above, up both sides, before SiLU times 
     CHECK(std::memcmp(&out[i], &plain, sizeof plain) == 0);
   }
   CHECK(out[3] == Approx(5.0 / (1.0 + std::exp(-5.0)) * 3.0).epsilon(1e-6));  // unclamped: 14.9...
+}
+
+// DeepSeek-V4.1's single-pass mHC: the sublayer reads the streams collapsed with the pre carried
+// from the previous site; the site's own coefficients (GLM's mhc_coefficients) go to the next.
+TEST_CASE("Single-pass mHC: a site collapses with the carried pre and hands its own pre on", "[compute][mhc]") {
+  ThreadPool pool(1);
+  const forward::Exec exec{pool, kernels::generic()};
+  ModelConfig c;
+  c.hc_mult = 2;
+  c.hidden = 2;
+  c.hc_eps = 0.0f;
+  c.hc_sinkhorn_iters = 20;
+  c.rms_eps = 1e-20f;
+  // fn = 0: mix = 0, so pre = sigmoid(base[0:2]) = (1/2, 3/4), post = 2 sigmoid(0) = (1, 1), comb
+  // = the uniform 1/2 (zero logits stay uniform through Sinkhorn).
+  std::vector<float> fn(std::size_t(c.hc_mix()) * 4, 0.0f);
+  model::MhcWeights w;
+  w.fn = kernels::QuantMatrix{reinterpret_cast<const std::uint8_t*>(fn.data()), nullptr, c.hc_mix(), 4, 16, 128, 0};
+  w.base.assign(std::size_t(c.hc_mix()), 0.0f);
+  w.base[1] = std::log(3.0f);
+  w.scale = {1.0f, 1.0f, 1.0f};
+  const float x[4] = {1.0f, 2.0f, 3.0f, -1.0f};
+  float flat[4], mix[8], in[2], pre[2], post[2], comb[4];
+  forward::mhc_first_pre(2, pre);
+  CHECK(pre[0] == 1.0f);
+  CHECK(pre[1] == 0.0f);
+  // Layer 0's attention: stream 0 exactly; the carried pre's storage receives the site's pre.
+  forward::mhc_single_pass_site(exec, c, w, x, pre, flat, mix, in, pre, post, comb);
+  CHECK(in[0] == 1.0f);
+  CHECK(in[1] == 2.0f);
+  CHECK(pre[0] == Approx(0.5).epsilon(1e-7));
+  CHECK(pre[1] == Approx(0.75).epsilon(1e-7));
+  CHECK(post[0] == 1.0f);
+  for (float v : comb) CHECK(v == Approx(0.5).epsilon(1e-6));
+  // The next site reads 1/2 x0 + 3/4 x1 = (2.75, 0.25), whatever its own projection says.
+  forward::mhc_single_pass_site(exec, c, w, x, pre, flat, mix, in, pre, post, comb);
+  CHECK(in[0] == Approx(2.75).epsilon(1e-6));
+  CHECK(in[1] == Approx(0.25).epsilon(1e-6));
+
+  // With a real projection the handed-on pre, post and comb are GLM's coefficients bit for bit.
+  for (std::size_t i = 0; i < fn.size(); ++i) fn[i] = 0.1f * float(int(i * 7 % 11) - 5);
+  float want_pre[2], want_post[2], want_comb[4], carried[2] = {0.25f, 0.75f};
+  forward::mhc_coefficients(exec, c, w, x, flat, mix, want_pre, want_post, want_comb);
+  forward::mhc_single_pass_site(exec, c, w, x, carried, flat, mix, in, pre, post, comb);
+  CHECK(std::memcmp(pre, want_pre, sizeof pre) == 0);
+  CHECK(std::memcmp(post, want_post, sizeof post) == 0);
+  CHECK(std::memcmp(comb, want_comb, sizeof comb) == 0);
+  CHECK(in[0] == Approx(0.25 * 1 + 0.75 * 3).epsilon(1e-6));  // the carried pre, not want_pre
+  CHECK(in[1] == Approx(0.25 * 2 - 0.75).epsilon(1e-6));
+  CHECK(std::fabs(want_pre[0] - 0.25f) > 0.01f);
 }
 
 }  // namespace waste

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "compute/forward/moe.hpp"
@@ -146,4 +148,123 @@ TEST_CASE("Routing config: DeepSeek and Kimi key names, refusals naming the key"
   CHECK(with({{"scoring_func", "relu"}}).error().message == "config.scoring_func: \"relu\" is not sigmoid or softmax");
   CHECK(with({{"topk_method", "aux"}}).error().message ==
         "config.topk_method: \"aux\" is not noaux_tc, group_limited_greedy or greedy");
+}
+
+// DeepSeek-V4.1's gate (route_noaux): sqrtsoftplus scores, selection by score + bias (bias_vl on
+// image-span tokens), weights from the unbiased scores over (sum + 1e-20), times route_scale.
+TEST_CASE("Score function names: the three config spellings, anything else refused by name", "[compute][routing]") {
+  using forward::ScoreFunction;
+  for (auto f : {ScoreFunction::sigmoid, ScoreFunction::softmax, ScoreFunction::sqrtsoftplus}) {
+    auto parsed = forward::parse_score_function(forward::score_function_name(f));
+    REQUIRE(parsed);
+    CHECK(*parsed == f);
+  }
+  CHECK(std::string(forward::score_function_name(forward::ScoreFunction::sqrtsoftplus)) == "sqrtsoftplus");
+  CHECK(forward::parse_score_function("relu").error().message ==
+        "scoring function \"relu\" is not sigmoid, softmax or sqrtsoftplus");
+  CHECK(forward::parse_score_function("SqrtSoftplus").error().message ==
+        "scoring function \"SqrtSoftplus\" is not sigmoid, softmax or sqrtsoftplus");
+  CHECK(forward::parse_score_function("").error().code == Errc::format);
+  CHECK(forward::score_function_of(RouterScoring::softmax) == forward::ScoreFunction::softmax);
+  CHECK(forward::score_function_of(RouterScoring::sigmoid) == forward::ScoreFunction::sigmoid);
+}
+
+TEST_CASE("sqrt(softplus(x)): log1p(e^x) below 20, x itself above (torch's threshold)", "[compute][routing]") {
+  CHECK(forward::sqrt_softplus(0.0f) == Approx(std::sqrt(std::log(2.0))).epsilon(1e-7));
+  CHECK(forward::sqrt_softplus(1.0f) == Approx(std::sqrt(std::log1p(std::exp(1.0)))).epsilon(1e-7));
+  CHECK(forward::sqrt_softplus(-3.0f) == Approx(std::sqrt(std::log1p(std::exp(-3.0)))).epsilon(1e-7));
+  CHECK(forward::sqrt_softplus(25.0f) == 5.0f);  // past the threshold: sqrt(25) exactly
+  CHECK(forward::sqrt_softplus(21.0f) == std::sqrt(21.0f));
+  // Deep in the tail softplus(x) ~ e^x: sqrt(e^-30) = e^-15, still positive (never NaN).
+  CHECK(forward::sqrt_softplus(-30.0f) == Approx(std::exp(-15.0)).epsilon(1e-5));
+}
+
+TEST_CASE("route_noaux: the bias picks, the unbiased scores weigh, image tokens use bias_vl", "[compute][routing]") {
+  forward::NoauxRouter r;
+  r.n_experts = 4;
+  r.top_k = 2;
+  r.route_scale = 1.5f;
+  const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, 2.0f, 0.0f};     // pulls expert 2 in
+  const std::vector<float> bias_vl = {0.0f, 0.0f, 0.0f, 3.0f};  // image tokens: expert 3
+  std::vector<float> probs(4), scored(4);
+  std::vector<unsigned char> taken(4);
+  const forward::NoauxScratch s{probs.data(), scored.data(), taken.data()};
+  auto p = [](double x) { return std::sqrt(std::log1p(std::exp(x))); };
+  int ids[2];
+  float w[2];
+
+  // Text token: scores p + bias = (1.0, ..., 0.83 + 2, ...): expert 2 first, then expert 0.
+  forward::route_noaux(r, logits, bias, bias_vl, false, s, ids, w);
+  CHECK(ids[0] == 2);
+  CHECK(ids[1] == 0);
+  const double sum = p(0.0) + p(2.0) + 1e-20;
+  CHECK(w[0] == Approx(p(0.0) / sum * 1.5).epsilon(1e-6));  // the unbiased p of expert 2
+  CHECK(w[1] == Approx(p(2.0) / sum * 1.5).epsilon(1e-6));
+
+  // Image token: bias_vl instead: expert 3 (p(-1) + 3), then expert 0.
+  forward::route_noaux(r, logits, bias, bias_vl, true, s, ids, w);
+  CHECK(ids[0] == 3);
+  CHECK(ids[1] == 0);
+  CHECK(w[0] == Approx(p(-1.0) / (p(-1.0) + p(2.0)) * 1.5).epsilon(1e-6));
+
+  // No biases: the plain top-2 (0, 1). gate_temp 2 halves the logits before the score.
+  r.gate_temp = 2.0f;
+  forward::route_noaux(r, logits, {}, {}, true, s, ids, w);
+  CHECK(ids[0] == 0);
+  CHECK(ids[1] == 1);
+  CHECK(w[0] == Approx(p(1.0) / (p(1.0) + p(0.5)) * 1.5).epsilon(1e-6));
+
+  // Without renormalisation the weights are the scores times route_scale; one expert is never
+  // renormalised (the reference's norm_topk_prob applies only from top_k 2).
+  r.gate_temp = 1.0f;
+  r.renormalize = false;
+  forward::route_noaux(r, logits, bias, bias_vl, false, s, ids, w);
+  CHECK(w[0] == Approx(p(0.0) * 1.5).epsilon(1e-6));
+  r.renormalize = true;
+  r.top_k = 1;
+  forward::route_noaux(r, logits, bias, bias_vl, false, s, ids, w);
+  CHECK(ids[0] == 2);
+  CHECK(w[0] == Approx(p(0.0) * 1.5).epsilon(1e-6));
+}
+
+TEST_CASE("route_noaux: all scores zero renormalise to zero weights, not NaN (the 1e-20 floor)", "[compute][routing]") {
+  // sigmoid scores of -200 underflow to 0: without the +1e-20 the weights would be 0/0.
+  forward::NoauxRouter r;
+  r.score = forward::ScoreFunction::sigmoid;
+  r.n_experts = 3;
+  r.top_k = 2;
+  const float logits[3] = {-200.0f, -200.0f, -200.0f};
+  std::vector<float> probs(3), scored(3);
+  std::vector<unsigned char> taken(3);
+  int ids[2];
+  float w[2];
+  forward::route_noaux(r, logits, {}, {}, false, {probs.data(), scored.data(), taken.data()}, ids, w);
+  CHECK(ids[0] == 0);  // a three-way tie: the lower ids
+  CHECK(ids[1] == 1);
+  CHECK(w[0] == 0.0f);
+  CHECK(w[1] == 0.0f);
+}
+
+TEST_CASE("score_experts with temperature 1 gives route()'s sigmoid and softmax bits", "[compute][routing]") {
+  ModelConfig c;
+  c.n_experts = 5;
+  const float logits[5] = {0.3f, -1.7f, 2.25f, 0.0f, 9.0f};
+  for (auto scoring : {RouterScoring::sigmoid, RouterScoring::softmax}) {
+    c.scoring = scoring;
+    std::vector<float> probs(5), scored(5), direct(5);
+    forward::router_scores(c, {}, logits, probs.data(), scored.data());
+    forward::score_experts(forward::score_function_of(scoring), logits, 5, 1.0f, direct.data());
+    CHECK(std::memcmp(probs.data(), direct.data(), 5 * sizeof(float)) == 0);
+    CHECK(probs[4] > probs[0]);
+  }
+  // In place (probs aliasing logits) and through the temperature's copy: the same values.
+  float in_place[5];
+  std::memcpy(in_place, logits, sizeof in_place);
+  forward::score_experts(forward::ScoreFunction::softmax, in_place, 5, 0.5f, in_place);
+  std::vector<float> apart(5);
+  forward::score_experts(forward::ScoreFunction::softmax, logits, 5, 0.5f, apart.data());
+  CHECK(std::memcmp(in_place, apart.data(), sizeof in_place) == 0);
+  CHECK(apart[4] == Approx(std::exp(18.0) / (std::exp(0.6) + std::exp(-3.4) + std::exp(4.5) + 1.0 + std::exp(18.0)))
+                        .epsilon(1e-6));
 }
