@@ -32,6 +32,7 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/forward/expert_batch.hpp"
+#include "compute/forward/lut_mode.hpp"
 #include "compute/io/daemon_attach.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -59,6 +60,7 @@ struct BenchArgs {
   bool drop_caches = false;
   int prefill_chunk = 64;
   std::string prefill_matmul;      // --prefill-matmul: WASTE_PREFILL_MATMUL's values, for A/B (empty: as set)
+  std::string lut;                 // --lut: WASTE_LUT's values, for A/B (empty: as set)
   std::string policy_sim;          // routing trace (JSON lines)
   std::string capacity;            // --policy-sim capacities
   int sim_lookahead = 0;           // --policy-sim: hinted next-layer experts per layer
@@ -205,6 +207,10 @@ std::vector<std::string> child_workload_args(const BenchArgs& a) {
   if (!a.prefill_matmul.empty()) {
     args.push_back("--prefill-matmul");
     args.push_back(a.prefill_matmul);
+  }
+  if (!a.lut.empty()) {
+    args.push_back("--lut");
+    args.push_back(a.lut);
   }
   if (a.profile) args.push_back("--profile");
   return args;
@@ -390,6 +396,11 @@ int run_bench(BenchArgs a) {
     if (!rule) return report_error("bench", rule.error());
     forward::expert_batch::set_min_tokens(*rule);
   }
+  if (!a.lut.empty()) {
+    auto mode = forward::parse_lut_mode(a.lut, "--lut");
+    if (!mode) return report_error("bench", mode.error());
+    forward::set_lut_mode(*mode);
+  }
   if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
   if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
   if (a.reader_sweep) return run_reader_sweep_mode(a);
@@ -467,6 +478,11 @@ const CommandRegistration kRegistration{Command{
                      "decides, and on when that is unset too")
           ->type_name("on|off|N")
           ->default_str("on");
+      sub.add_option("--lut", args->lut,
+                     "How decode looks up 8-bit-index experts (VQ3R): f32 tables (the default) or q16 (int16 tables "
+                     "from registers, within a bound: docs/QUALITY.md); when not given, $WASTE_LUT decides")
+          ->type_name("f32|q16")
+          ->default_str("f32");
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
       sub.add_flag("--embedding-on-disk", args->embedding_on_disk,

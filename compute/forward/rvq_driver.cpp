@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "compute/forward/lut_mode.hpp"
+
 namespace waste::forward {
 namespace {
 
@@ -13,10 +15,12 @@ constexpr int kVq3MinBlocks = 2;     // 128 rows per chunk
 constexpr int kVq4pMinBlocks = 16;   // 1024 rows per chunk
 
 // Rows [r0, r1) of y = W x (r0 a multiple of 64).
-void apply_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, int entries, const Lut& lut, float* y,
-                int r0, int r1) {
+void apply_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, int entries, bool q16, const Lut& lut,
+                float* y, int r0, int r1) {
   if (m.packed6) {
     kt.rvq_apply_vq4p(m, lut.q, lut.q_scales, y, r0, r1);
+  } else if (q16) {
+    kt.rvq_apply_q16(m, lut.f32, entries, y, r0, r1);
   } else {
     kt.rvq_apply(m, lut.f32, entries, y, r0, r1);
   }
@@ -44,8 +48,10 @@ void build_lut(const Exec& exec, const Codebooks& books, const ExpertGeometry& g
   const float* stage_books[8];
   for (int s = 0; s < g.stages; ++s) stage_books[s] = books.book(first_book + s).data();
   const auto* kt = &exec.kernels;
+  const bool q16 = lut_q16(g);
   exec.pool.parallel_for(n_vectors, kLutMinVectors, [&](std::int64_t v_begin, std::int64_t v_end) {
     kt->rvq_lut_build(x, stage_books, g.stages, g.lut_entries, g.vec_dim, int(v_begin), int(v_end), lut.f32);
+    if (q16) kt->rvq_lut_to_q16(lut.f32, g.stages, g.lut_entries, int(v_begin), int(v_end));
   });
   if (g.packed6) kt->rvq_lut_quantize(lut.f32, n_vectors, g.stages, g.lut_entries, lut.q, lut.q_scales);
 }
@@ -57,11 +63,12 @@ void apply_lut(const Exec& exec, const ExpertGeometry& g, const ExpertView& view
   const std::int64_t n_blocks = (m.rows + kIndexBlockRows - 1) / kIndexBlockRows;
   const auto* kt = &exec.kernels;
   const int entries = g.lut_entries;
+  const bool q16 = lut_q16(g);
   exec.pool.parallel_for(n_blocks, g.packed6 ? kVq4pMinBlocks : kVq3MinBlocks,
                          [&](std::int64_t b_begin, std::int64_t b_end) {
                            const int r0 = int(b_begin * kIndexBlockRows);
                            const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, m.rows));
-                           apply_rows(*kt, m, entries, lut, y, r0, r1);
+                           apply_rows(*kt, m, entries, q16, lut, y, r0, r1);
                          });
 }
 
@@ -114,15 +121,17 @@ void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex,
   float* b = s.b.data();
   const auto* kt = &exec.kernels;
   const std::int64_t n_blocks = (inter + kIndexBlockRows - 1) / kIndexBlockRows;
+  const bool q16 = lut_q16(g);
   exec.pool.parallel_for(n_blocks, g.packed6 ? kVq4pMinBlocks : kVq3MinBlocks,
                          [&](std::int64_t b_begin, std::int64_t b_end) {
                            const int r0 = int(b_begin * kIndexBlockRows);
                            const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, inter));
-                           apply_rows(*kt, gate, g.lut_entries, gate_lut, a, r0, r1);
-                           apply_rows(*kt, up, g.lut_entries, up_lut, b, r0, r1);
+                           apply_rows(*kt, gate, g.lut_entries, q16, gate_lut, a, r0, r1);
+                           apply_rows(*kt, up, g.lut_entries, q16, up_lut, b, r0, r1);
                            ffn_activation(c, a + r0, b + r0, r1 - r0, a + r0);
-                           kt->rvq_lut_build(a, down_books, g.stages, g.lut_entries, g.vec_dim, r0 / g.vec_dim,
-                                             std::min(nv_inter, r1 / g.vec_dim), down_lut.f32);
+                           const int v0 = r0 / g.vec_dim, v1 = std::min(nv_inter, r1 / g.vec_dim);
+                           kt->rvq_lut_build(a, down_books, g.stages, g.lut_entries, g.vec_dim, v0, v1, down_lut.f32);
+                           if (q16) kt->rvq_lut_to_q16(down_lut.f32, g.stages, g.lut_entries, v0, v1);
                          });
   if (g.packed6) kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.lut_entries, down_lut.q, down_lut.q_scales);
   watch.add(profile::Stage::expert_matmul);

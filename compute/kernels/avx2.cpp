@@ -372,6 +372,8 @@ const KernelTable& avx2_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,
       .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .rvq_lut_to_q16 = generic_impl::rvq_lut_to_q16,
+      .rvq_apply_q16 = generic_impl::rvq_apply_q16,
       .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };

@@ -16,6 +16,8 @@ const KernelTable& avx512_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = avx512_impl::rvq_apply,
       .rvq_apply_vq4p = avx512_impl::rvq_apply_vq4p,
+      .rvq_lut_to_q16 = avx512_impl::rvq_lut_to_q16,
+      .rvq_apply_q16 = generic_impl::rvq_apply_q16,  // the VBMI table has the vector one
       .rvq_matmul = avx512_impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };

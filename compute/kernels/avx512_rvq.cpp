@@ -22,6 +22,7 @@
 #include <array>
 #include <cassert>
 #include <cstdint>
+#include <cstring>
 
 #include "compute/kernels/avx512_common.hpp"
 #include "compute/kernels/kernel_impl.hpp"
@@ -228,6 +229,32 @@ void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* b
       const __m512 out = _mm512_mul_ps(_mm512_load_ps(acc + 16 * g), row_scales16(m.scales, r, valid));
       _mm512_mask_storeu_ps(y + r, mask, out);
     }
+  }
+}
+
+void rvq_lut_to_q16(float* lut, int stages, int entries, int v_begin, int v_end) {
+  const int per_vector = stages * entries;
+  if (entries % 16 != 0 || per_vector > kLutQ16MaxSlot) {
+    generic_impl::rvq_lut_to_q16(lut, stages, entries, v_begin, v_end);
+    return;
+  }
+  for (int v = v_begin; v < v_end; ++v) {
+    float* slot = lut + static_cast<std::int64_t>(v) * per_vector;
+    float total = 0.0f;  // stages ascending, as generic
+    for (int s = 0; s < stages; ++s) {
+      __m512 mx = _mm512_setzero_ps();
+      for (int e = 0; e < entries; e += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(slot + s * entries + e)));
+      total += _mm512_reduce_max_ps(mx);  // max is exact in any order
+    }
+    const __m512 inverse = _mm512_set1_ps(total > 0.0f ? kLutQ16Range / total : 0.0f);
+    const float scale = total / kLutQ16Range;
+    // In place, ascending: 16 int16s go to bytes [2i, 2i + 32), below the floats still to be read.
+    auto* q = reinterpret_cast<unsigned char*>(slot);
+    for (int i = 0; i < per_vector; i += 16) {
+      const __m512i rounded = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(slot + i), inverse));  // half to even
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 2 * i), _mm512_cvtsepi32_epi16(rounded));
+    }
+    std::memcpy(q + 2 * per_vector, &scale, sizeof scale);
   }
 }
 

@@ -20,6 +20,7 @@
 #include <array>
 #include <cassert>
 #include <cstdint>
+#include <cstring>
 
 #include "compute/kernels/avx2.hpp"
 #include "compute/kernels/avx512_common.hpp"
@@ -162,6 +163,116 @@ void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* b
   }
 }
 
+namespace {
+
+// rvq_apply_q16 index extraction: the 32 rows of half a block have their runs of S bytes back to
+// back (32 * S bytes, two registers); word r of the result is row r's stage-s byte, zero-extended
+// (one zero-masked vpermt2b per stage).
+template <int S>
+struct Q16Extract {
+  std::array<std::array<std::int8_t, 64>, S> select{};
+  constexpr Q16Extract() {
+    for (int s = 0; s < S; ++s) {
+      for (int r = 0; r < 32; ++r) select[s][2 * r] = static_cast<std::int8_t>(S * r + s);
+    }
+  }
+};
+
+// rvq_apply_q16: per tile of up to kRvqTileBlocks blocks and vector position, each stage's 256
+// int16 entries sit in eight registers; 32 rows are looked up at once by four vpermt2w (entries
+// 0-63, 64-127, 128-191, 192-255 by the index's low 6 bits) and two levels of blends on index
+// bits 6 and 7. The stage values are summed in int16 (exact: a slot's stage sums fit, see
+// kernels.hpp), then acc += scale_v * sum per row, mul then add, as generic.
+template <int S>
+void apply_q16_stages(const RvqMatrix& m, const float* lut, float* y, int row_begin, int row_end) {
+  constexpr int kEntries = 256;
+  constexpr int kPerVector = S * kEntries;
+  static constexpr Q16Extract<S> kExtract{};
+  __m512i select[S];
+  for (int s = 0; s < S; ++s) select[s] = _mm512_loadu_si512(kExtract.select[s].data());
+  constexpr __mmask64 kFirst = S >= 2 ? ~__mmask64{0} : (__mmask64{1} << (32 * S)) - 1;
+  constexpr __mmask64 kSecond = S <= 2 ? 0 : S == 3 ? 0xFFFFFFFFull : ~__mmask64{0};
+  constexpr __mmask64 kLowBytes = 0x5555555555555555ull;
+  const __m512i bit6 = _mm512_set1_epi16(64), bit7 = _mm512_set1_epi16(128);
+  const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kRowBlock * S;
+  alignas(64) float acc[kRvqTileBlocks * kRowBlock];
+  alignas(64) std::int16_t sums[kRvqTileBlocks * kRowBlock];
+
+  const int tile = rvq_tile_rows(row_begin, row_end);
+  for (int t0 = row_begin; t0 < row_end; t0 += tile) {
+    const int t1 = std::min(row_end, t0 + tile);
+    const int tile_blocks = (t1 - t0 + kRowBlock - 1) / kRowBlock;  // a last partial block reads its padding rows
+    const int n_halves = 2 * tile_blocks;
+    const std::uint8_t* tile_index = m.index + static_cast<std::int64_t>(t0 / kRowBlock) * block_bytes;
+    for (int i = 0; i < tile_blocks * 4; ++i) _mm512_store_ps(acc + 16 * i, _mm512_setzero_ps());
+    for (int v = 0; v < std::min(kRvqPrefetchAhead, m.n_vectors); ++v) {
+      rvq_prefetch_runs<S>(tile_index + static_cast<std::int64_t>(v) * kRowBlock * S, block_bytes, tile_blocks);
+    }
+    for (int v = 0; v < m.n_vectors; ++v) {
+      const auto* slot = reinterpret_cast<const unsigned char*>(lut + static_cast<std::int64_t>(v) * kPerVector);
+      const std::uint8_t* runs_v = tile_index + static_cast<std::int64_t>(v) * kRowBlock * S;
+      if (v + kRvqPrefetchAhead < m.n_vectors) {
+        rvq_prefetch_runs<S>(runs_v + kRvqPrefetchAhead * kRowBlock * S, block_bytes, tile_blocks);
+      }
+      for (int s = 0; s < S; ++s) {
+        __m512i table[8];
+        for (int k = 0; k < 8; ++k) table[k] = _mm512_loadu_si512(slot + 2 * (kEntries * s + 32 * k));
+        for (int h = 0; h < n_halves; ++h) {
+          const std::uint8_t* runs = runs_v + (h >> 1) * block_bytes + (h & 1) * 32 * S;
+          const __m512i a = _mm512_maskz_loadu_epi8(kFirst, runs);
+          const __m512i b = _mm512_maskz_loadu_epi8(kSecond, runs + 64);
+          const __m512i w = _mm512_maskz_permutex2var_epi8(kLowBytes, a, select[s], b);
+          const __m512i r0 = _mm512_permutex2var_epi16(table[0], w, table[1]);
+          const __m512i r1 = _mm512_permutex2var_epi16(table[2], w, table[3]);
+          const __m512i r2 = _mm512_permutex2var_epi16(table[4], w, table[5]);
+          const __m512i r3 = _mm512_permutex2var_epi16(table[6], w, table[7]);
+          const __mmask32 m6 = _mm512_test_epi16_mask(w, bit6);
+          const __mmask32 m7 = _mm512_test_epi16_mask(w, bit7);
+          const __m512i value = _mm512_mask_blend_epi16(m7, _mm512_mask_blend_epi16(m6, r0, r1),
+                                                        _mm512_mask_blend_epi16(m6, r2, r3));
+          std::int16_t* sh = sums + 32 * h;
+          _mm512_store_si512(sh, s == 0 ? value : _mm512_add_epi16(_mm512_load_si512(sh), value));
+        }
+      }
+      float scale_v;
+      std::memcpy(&scale_v, slot + 2 * kPerVector, sizeof scale_v);
+      const __m512 scale = _mm512_set1_ps(scale_v);
+      for (int h = 0; h < n_halves; ++h) {
+        const __m512i sh = _mm512_load_si512(sums + 32 * h);
+        const __m512 s0 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(sh)));
+        const __m512 s1 = _mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(sh, 1)));
+        float* ah = acc + 32 * h;
+        _mm512_store_ps(ah, _mm512_add_ps(_mm512_load_ps(ah), _mm512_mul_ps(scale, s0)));
+        _mm512_store_ps(ah + 16, _mm512_add_ps(_mm512_load_ps(ah + 16), _mm512_mul_ps(scale, s1)));
+      }
+    }
+    for (int q = 0; q < tile_blocks * 4; ++q) {
+      const int r = t0 + 16 * q;
+      const int valid = std::clamp(t1 - r, 0, 16);
+      if (valid == 0) break;
+      const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+      const __m512 scales = avx512_common::fp16x16_to_f32(reinterpret_cast<const unsigned char*>(m.scales) + 2 * std::int64_t(r), valid);
+      _mm512_mask_storeu_ps(y + r, mask, _mm512_mul_ps(_mm512_load_ps(acc + 16 * q), scales));
+    }
+  }
+}
+
+}  // namespace
+
+void rvq_apply_q16(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin, int row_end) {
+  assert(row_begin % kRowBlock == 0);
+  if (entries == 256) {
+    switch (m.stages) {
+      case 1: apply_q16_stages<1>(m, lut, y, row_begin, row_end); return;
+      case 2: apply_q16_stages<2>(m, lut, y, row_begin, row_end); return;
+      case 3: apply_q16_stages<3>(m, lut, y, row_begin, row_end); return;
+      case 4: apply_q16_stages<4>(m, lut, y, row_begin, row_end); return;
+      default: break;
+    }
+  }
+  generic_impl::rvq_apply_q16(m, lut, entries, y, row_begin, row_end);
+}
+
 }  // namespace avx512vbmi_impl
 
 const KernelTable& avx512vbmi_table() {
@@ -169,6 +280,7 @@ const KernelTable& avx512vbmi_table() {
     KernelTable t = avx512_table();
     t.isa = "avx512vbmi";
     t.rvq_apply_vq4p = avx512vbmi_impl::rvq_apply_vq4p;
+    t.rvq_apply_q16 = avx512vbmi_impl::rvq_apply_q16;
     return t;
   }();
   return table;

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "compute/kernels/kernel_impl.hpp"
 #include "shared/fp16.hpp"
@@ -135,6 +136,57 @@ void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int 
   }
 }
 
+void rvq_lut_to_q16(float* lut, int stages, int entries, int v_begin, int v_end) {
+  const int per_vector = stages * entries;
+  assert(per_vector <= kLutQ16MaxSlot && per_vector % 2 == 0);
+  float slot[kLutQ16MaxSlot];
+  std::int16_t q[kLutQ16MaxSlot];
+  for (int v = v_begin; v < v_end; ++v) {
+    unsigned char* bytes = reinterpret_cast<unsigned char*>(lut + static_cast<std::int64_t>(v) * per_vector);
+    std::memcpy(slot, bytes, sizeof(float) * per_vector);  // the int16s overwrite the floats in place
+    float total = 0.0f;
+    for (int s = 0; s < stages; ++s) {
+      float mx = 0.0f;
+      for (int e = 0; e < entries; ++e) mx = std::max(mx, std::fabs(slot[s * entries + e]));
+      total += mx;
+    }
+    const float inverse = total > 0.0f ? kLutQ16Range / total : 0.0f;
+    const float scale = total / kLutQ16Range;
+    for (int i = 0; i < per_vector; ++i) {
+      q[i] = static_cast<std::int16_t>(std::nearbyint(slot[i] * inverse));  // half to even
+    }
+    std::memcpy(bytes, q, sizeof(std::int16_t) * per_vector);
+    std::memcpy(bytes + sizeof(std::int16_t) * per_vector, &scale, sizeof scale);
+  }
+}
+
+void rvq_apply_q16(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+                   int row_end) {
+  assert(row_begin % kRowBlock == 0);
+  const int stages = m.stages;
+  const std::int64_t per_vector = static_cast<std::int64_t>(stages) * entries;
+  for (int r = row_begin; r < row_end; ++r) {
+    const std::uint8_t* block =
+        m.index + static_cast<std::int64_t>(r / kRowBlock) * m.n_vectors * kRowBlock * stages +
+        (r % kRowBlock) * stages;
+    float acc = 0.0f;
+    for (int v = 0; v < m.n_vectors; ++v) {
+      const std::uint8_t* idx = block + static_cast<std::int64_t>(v) * kRowBlock * stages;
+      const unsigned char* slot = reinterpret_cast<const unsigned char*>(lut + v * per_vector);
+      int sum = 0;
+      for (int s = 0; s < stages; ++s) {
+        std::int16_t q;
+        std::memcpy(&q, slot + sizeof q * (s * entries + idx[s]), sizeof q);
+        sum += q;
+      }
+      float scale;
+      std::memcpy(&scale, slot + sizeof(std::int16_t) * per_vector, sizeof scale);
+      acc += scale * static_cast<float>(sum);
+    }
+    y[r] = acc * fp16_to_f32(load_u16(m.scales, r));
+  }
+}
+
 void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                     float* y, int row_begin, int row_end) {
   assert(row_begin % kRowBlock == 0);
@@ -234,6 +286,8 @@ const KernelTable& generic_table() {
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,
       .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .rvq_lut_to_q16 = impl::rvq_lut_to_q16,
+      .rvq_apply_q16 = impl::rvq_apply_q16,
       .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };

@@ -103,6 +103,9 @@ void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int 
                int row_end);
 void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                     float* y, int row_begin, int row_end);
+void rvq_lut_to_q16(float* lut, int stages, int entries, int v_begin, int v_end);
+void rvq_apply_q16(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+                   int row_end);
 void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
                 std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
                 int row_end);

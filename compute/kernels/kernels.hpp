@@ -63,6 +63,19 @@ struct KernelTable {
   // VQ4P with the int8 LUT: int16 sums per 32-vector block, acc += block_scale * sum.
   void (*rvq_apply_vq4p)(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                          float* y, int row_begin, int row_end);
+  // The 8-bit-index LUT as int16 tables, in place, vector positions [v_begin, v_end) (the `q16`
+  // LUT mode, compute/forward/lut_mode.hpp): slot v of the f32 LUT (stages x entries floats)
+  // becomes its stages x entries int16 entries q = nearbyint(lut * (kLutQ16Range / total)) at the
+  // slot's start and the f32 scale total / kLutQ16Range right after them (float offset
+  // stages * entries / 2), where total = sum over stages of max |lut| in that slot, stages
+  // ascending; a slot that is all zeros gets q = 0, scale 0. Any stage sum of a slot's entries
+  // therefore fits int16. Bit-identical across ISAs (max and the multiply are exact per lane).
+  void (*rvq_lut_to_q16)(float* lut, int stages, int entries, int v_begin, int v_end);
+  // rvq_apply on int16 slots: per row and position the stage entries summed as integers (exact),
+  // then acc += scale_v * float(sum) (mul then add), v ascending; y[r] = acc * fp16(scale_r).
+  // Bit-identical across ISAs.
+  void (*rvq_apply_q16)(const RvqMatrix& m, const float* lut, int entries, float* y, int row_begin,
+                        int row_end);
   // Prefill's matrix product (compute/forward/expert_batch.cpp): y_t[r] = fp16(scale_r) * sum_c
   // W[r][c] x_t[c] for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride), rows [row_begin,
   // row_end) (any range), with W decoded from the indices as it is used, never stored:
@@ -85,6 +98,10 @@ struct KernelTable {
 
 inline constexpr int kKdaMaxDim = 1024;        // kda_head_step keeps D floats on the stack
 inline constexpr int kLutQuantBlock = 32;      // VQ4P: vector positions per int8 LUT scale
+// q16 LUT slots: the stage sum of one row's entries is at most this (+ stages/2 from rounding),
+// below int16's limit.
+inline constexpr float kLutQ16Range = 32000.0f;
+inline constexpr int kLutQ16MaxSlot = 4 * 256;  // stages x entries of a q16 slot at most
 
 // Number of VQ4P LUT blocks (size of block_scales) for n_vectors positions.
 constexpr int lut_quant_blocks(int n_vectors) {

@@ -265,6 +265,8 @@ const KernelTable& neon_table() {
       .rvq_lut_quantize = generic_impl::rvq_lut_quantize,  // exact integers: nothing to gain
       .rvq_apply = impl::rvq_apply,
       .rvq_apply_vq4p = generic_impl::rvq_apply_vq4p,
+      .rvq_lut_to_q16 = generic_impl::rvq_lut_to_q16,
+      .rvq_apply_q16 = generic_impl::rvq_apply_q16,
       .rvq_matmul = generic_impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
   };
