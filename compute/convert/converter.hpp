@@ -33,7 +33,7 @@ struct ConvertOptions {
   int index_bits = 8;
   int trunk_bits = 4;
   int engram_bits = 8;                       // DeepSeek-V4.1 Engram tables: 4 or 8 (engram_table.hpp)
-  std::uint64_t engram_chunk_pages = 256;    // Engram rows converted per resumable step, in 4 KiB pages
+  std::uint64_t engram_chunk_pages = 4096;   // Engram rows converted per resumable step, in 4 KiB pages (16 MiB)
   int jobs = 0;                              // 0 = hardware threads
   std::optional<std::vector<int>> layers;    // MoE layers to encode in this run (default all)
   ProgressMode progress = ProgressMode::quiet;
