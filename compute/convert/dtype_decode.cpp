@@ -131,9 +131,13 @@ Result<WeightSource> resolve_weight(const Checkpoint& ck, const std::string& nam
                                             ".scale, which is missing");
       }
       const std::string sw = where(base + ".scale", scale->shard);
-      if (e.shape.size() != 2) return make_error(Errc::format, me + ": packed E2M1 must be 2-D, is " + shape_text(e.shape));
+      if (e.shape.size() != 2) {
+        return make_error(Errc::format, me + ": packed E2M1 must be 2-D, is " + shape_text(e.shape));
+      }
       const std::int64_t m = e.shape[0], n = e.shape[1] * 2;
-      if (n % 32 != 0) return make_error(Errc::format, me + ": " + std::to_string(n) + " columns are not a multiple of 32");
+      if (n % 32 != 0) {
+        return make_error(Errc::format, me + ": " + std::to_string(n) + " columns are not a multiple of 32");
+      }
       const std::vector<std::int64_t> want{m, n / 32};
       if (!ue8m0(scale->entry->dtype) || scale->entry->shape != want) {
         return make_error(Errc::format, sw + ": MXFP4 scales must be F8_E8M0 or U8 " + shape_text(want) + ", are " +
@@ -165,8 +169,8 @@ Result<WeightSource> resolve_weight(const Checkpoint& ck, const std::string& nam
         }
       }
       if (!scale) {
-        return make_error(Errc::format, me + ": its scale companion " + name + "_scale_inv" +
-                                            (base.empty() ? std::string() : " (or " + base + ".scale)") + " is missing");
+        const std::string alt = base.empty() ? std::string() : " (or " + base + ".scale)";
+        return make_error(Errc::format, me + ": its scale companion " + name + "_scale_inv" + alt + " is missing");
       }
       const std::string sw = where(scale_name, scale->shard);
       const std::vector<std::int64_t> want{(e.shape[0] + fp8_block.rows - 1) / fp8_block.rows,

@@ -27,9 +27,8 @@ T get(const std::byte* p) {
 }
 
 // Field offsets of the header.
-constexpr std::size_t kVersion = 8, kBits = 12, kRows = 16, kWidth = 24, kGroup = 28, kRowBytes = 32,
-                      kRowsPerPage = 36, kPageBytes = 40, kLayer = 44, kDataBytes = 48, kDataCrc = 56,
-                      kHeaderCrc = 60, kHeaderUsed = 64;
+constexpr std::size_t kVersion = 8, kBits = 12, kRows = 16, kWidth = 24, kGroup = 28, kRowBytes = 32, kRowsPerPage = 36,
+                      kPageBytes = 40, kLayer = 44, kDataBytes = 48, kDataCrc = 56, kHeaderCrc = 60, kHeaderUsed = 64;
 
 constexpr float kFp16Max = 65504.0f;
 
@@ -46,7 +45,8 @@ std::uint32_t EngramTableHeader::rows_per_page() const noexcept {
 
 std::uint32_t EngramTableHeader::page_bytes() const noexcept {
   const std::uint32_t rb = row_bytes();
-  return rb <= kEngramPage ? std::uint32_t(kEngramPage) : std::uint32_t((rb + kEngramPage - 1) / kEngramPage * kEngramPage);
+  return rb <= kEngramPage ? std::uint32_t(kEngramPage)
+                           : std::uint32_t((rb + kEngramPage - 1) / kEngramPage * kEngramPage);
 }
 
 std::uint64_t EngramTableHeader::data_bytes() const noexcept {
@@ -60,15 +60,17 @@ std::uint64_t EngramTableHeader::row_offset(std::uint64_t row) const noexcept {
 }
 
 Status check_engram_header(const EngramTableHeader& h) {
-  if (h.bits != 4 && h.bits != 8) return make_error(Errc::argument, "engram table: bits " + std::to_string(h.bits) + " is not 4 or 8");
+  if (h.bits != 4 && h.bits != 8)
+    return make_error(Errc::argument, "engram table: bits " + std::to_string(h.bits) + " is not 4 or 8");
   if (h.width < kEngramGroup || h.width > 65536 || h.width % kEngramGroup != 0) {
-    return make_error(Errc::argument, "engram table: width " + std::to_string(h.width) +
-                                          " is not a multiple of 32 in 32..65536");
+    return make_error(Errc::argument,
+                      "engram table: width " + std::to_string(h.width) + " is not a multiple of 32 in 32..65536");
   }
   if (h.rows < 1 || h.rows > (std::uint64_t(1) << 40)) {
     return make_error(Errc::argument, "engram table: rows " + std::to_string(h.rows) + " is not in 1..2^40");
   }
-  if (h.layer < 0 || h.layer > 4096) return make_error(Errc::argument, "engram table: layer " + std::to_string(h.layer) + " is not in 0..4096");
+  if (h.layer < 0 || h.layer > 4096)
+    return make_error(Errc::argument, "engram table: layer " + std::to_string(h.layer) + " is not in 0..4096");
   return ok();
 }
 
@@ -92,7 +94,9 @@ std::array<std::byte, kEngramPage> encode_engram_header(const EngramTableHeader&
 
 Result<EngramTableHeader> parse_engram_header(std::span<const std::byte> b, std::string_view origin) {
   const std::string o(origin);
-  if (b.size() < kHeaderUsed) return make_error(Errc::format, o + ": " + std::to_string(b.size()) + " bytes, too short for an engram table header");
+  if (b.size() < kHeaderUsed)
+    return make_error(Errc::format,
+                      o + ": " + std::to_string(b.size()) + " bytes, too short for an engram table header");
   if (std::memcmp(b.data(), kEngramMagic.data(), kEngramMagic.size()) != 0) {
     return make_error(Errc::format, o + ": not an engram table (bad magic)");
   }
@@ -114,7 +118,8 @@ Result<EngramTableHeader> parse_engram_header(std::span<const std::byte> b, std:
   h.data_crc = get<std::uint32_t>(b.data() + kDataCrc);
   if (auto s = check_engram_header(h); !s) return std::unexpected(s.error().with_context(o));
   const std::uint32_t group = get<std::uint32_t>(b.data() + kGroup);
-  if (group != std::uint32_t(kEngramGroup)) return make_error(Errc::format, o + ": group " + std::to_string(group) + " is not 32");
+  if (group != std::uint32_t(kEngramGroup))
+    return make_error(Errc::format, o + ": group " + std::to_string(group) + " is not 32");
   if (get<std::uint32_t>(b.data() + kRowBytes) != h.row_bytes() ||
       get<std::uint32_t>(b.data() + kRowsPerPage) != h.rows_per_page() ||
       get<std::uint32_t>(b.data() + kPageBytes) != h.page_bytes() ||
@@ -196,7 +201,8 @@ Result<EngramTableWriter> EngramTableWriter::open(const std::filesystem::path& p
       return make_error(Errc::io, path.string() + ": write: " + std::strerror(errno));
     }
   }
-  if (::lseek(w.fd_.get(), off_t(keep), SEEK_SET) < 0) return make_error(Errc::io, path.string() + ": lseek: " + std::strerror(errno));
+  if (::lseek(w.fd_.get(), off_t(keep), SEEK_SET) < 0)
+    return make_error(Errc::io, path.string() + ": lseek: " + std::strerror(errno));
   w.rows_ = rows_done;
   w.crc_ = crc_done;
   w.page_.assign(header.page_bytes(), std::byte{0});
@@ -212,10 +218,11 @@ Status EngramTableWriter::flush_page() {
 }
 
 Status EngramTableWriter::append(std::span<const float> row) {
-  if (rows_ >= header_.rows) return make_error(Errc::argument, path_.string() + ": more rows than the header's " + std::to_string(header_.rows));
+  if (rows_ >= header_.rows)
+    return make_error(Errc::argument, path_.string() + ": more rows than the header's " + std::to_string(header_.rows));
   if (row.size() != std::size_t(header_.width)) {
-    return make_error(Errc::argument, path_.string() + ": a row of " + std::to_string(row.size()) + " columns, width is " +
-                                          std::to_string(header_.width));
+    return make_error(Errc::argument, path_.string() + ": a row of " + std::to_string(row.size()) +
+                                          " columns, width is " + std::to_string(header_.width));
   }
   const std::uint32_t rb = header_.row_bytes();
   auto s = quantize_engram_row(header_.bits, row, std::span(page_).subspan(std::size_t(in_page_) * rb, rb));
@@ -261,15 +268,16 @@ Result<EngramTableReader> EngramTableReader::open(const std::filesystem::path& p
   auto size = file_size(r.fd_.get(), path);
   if (!size) return std::unexpected(size.error());
   if (*size != h->file_bytes()) {
-    return make_error(Errc::format, path.string() + ": size " + std::to_string(*size) + " != " +
-                                        std::to_string(h->file_bytes()) + " from its header");
+    return make_error(Errc::format, path.string() + ": size " + std::to_string(*size) +
+                                        " != " + std::to_string(h->file_bytes()) + " from its header");
   }
   return r;
 }
 
 Status EngramTableReader::read_row(std::uint64_t row, std::span<float> out) const {
   if (row >= header_.rows || out.size() != std::size_t(header_.width)) {
-    return make_error(Errc::argument, path_.string() + ": row " + std::to_string(row) + " of " + std::to_string(header_.rows));
+    return make_error(Errc::argument,
+                      path_.string() + ": row " + std::to_string(row) + " of " + std::to_string(header_.rows));
   }
   std::vector<std::byte> b(header_.row_bytes());
   auto n = pread_full(fd_.get(), b, header_.row_offset(row));

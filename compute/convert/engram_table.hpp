@@ -29,21 +29,21 @@
 namespace waste::convert {
 
 inline constexpr std::uint32_t kEngramTableVersion = 1;
-inline constexpr std::size_t kEngramPage = 4096;      // the header's size and the data page size
-inline constexpr int kEngramGroup = 32;               // columns per scale
+inline constexpr std::size_t kEngramPage = 4096;  // the header's size and the data page size
+inline constexpr int kEngramGroup = 32;           // columns per scale
 inline constexpr std::string_view kEngramMagic{"WENGRAM\0", 8};
 
 struct EngramTableHeader {
-  int bits = 8;                    // 4 or 8
+  int bits = 8;  // 4 or 8
   std::uint64_t rows = 0;
-  int width = 0;                   // columns of a row (engram_head_dim), a multiple of 32
-  int layer = 0;                   // the decoder layer the table feeds
-  std::uint32_t data_crc = 0;      // CRC-32 of the data_bytes() bytes after the header
+  int width = 0;               // columns of a row (engram_head_dim), a multiple of 32
+  int layer = 0;               // the decoder layer the table feeds
+  std::uint32_t data_crc = 0;  // CRC-32 of the data_bytes() bytes after the header
 
   [[nodiscard]] std::uint32_t row_bytes() const noexcept;
   [[nodiscard]] std::uint32_t rows_per_page() const noexcept;
   [[nodiscard]] std::uint32_t page_bytes() const noexcept;
-  [[nodiscard]] std::uint64_t data_bytes() const noexcept;   // whole pages
+  [[nodiscard]] std::uint64_t data_bytes() const noexcept;  // whole pages
   [[nodiscard]] std::uint64_t file_bytes() const noexcept { return kEngramPage + data_bytes(); }
   // Byte offset of a row in the file.
   [[nodiscard]] std::uint64_t row_offset(std::uint64_t row) const noexcept;
@@ -69,7 +69,7 @@ class EngramTableWriter {
  public:
   static Result<EngramTableWriter> open(const std::filesystem::path& path, const EngramTableHeader& header,
                                         std::uint64_t rows_done, std::uint32_t crc_done);
-  Status append(std::span<const float> row);       // one row of width floats
+  Status append(std::span<const float> row);  // one row of width floats
   // Pages written so far reach the disk (fsync); afterwards rows_done() rows are durable.
   Status sync();
   [[nodiscard]] std::uint64_t rows_done() const noexcept { return rows_; }
@@ -86,7 +86,7 @@ class EngramTableWriter {
   std::uint64_t rows_ = 0;
   std::uint32_t crc_ = 0;
   std::vector<std::byte> page_;
-  std::uint32_t in_page_ = 0;      // rows in page_
+  std::uint32_t in_page_ = 0;  // rows in page_
 };
 
 // Reads rows of a finished table (pread at row_offset); checks the header and the file size.

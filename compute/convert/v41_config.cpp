@@ -103,7 +103,8 @@ std::vector<V41Expected> v41_expected_tensors(const ModelConfig& c) {
     e.push_back({a + "wq_b.weight", {nh * hd, c.q_lora}});
     e.push_back({a + "wkv.weight", {hd, hid}});
     e.push_back({a + "kv_norm.weight", {hd}});
-    if (c.o_groups > 0) e.push_back({a + "wo_a.weight", {std::int64_t(c.o_groups) * c.o_lora_rank, nh * hd / c.o_groups}});
+    if (c.o_groups > 0)
+      e.push_back({a + "wo_a.weight", {std::int64_t(c.o_groups) * c.o_lora_rank, nh * hd / c.o_groups}});
     e.push_back({a + "wo_b.weight", {hid, std::int64_t(c.o_groups) * c.o_lora_rank}});
     e.push_back({a + "attn_sink", {nh}});
     if (has(c.kv_source_layer_ids, l)) {

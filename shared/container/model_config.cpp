@@ -303,7 +303,9 @@ Result<std::vector<T>> int_list(const json& text, const std::string& where, cons
   if (it == text.end() || it->is_null()) return out;
   const std::string w = where + "." + key;
   if (!it->is_array()) return make_error(Errc::format, w + ": expected an array, found " + it->type_name());
-  if (it->size() > 4096) return make_error(Errc::format, w + ": " + std::to_string(it->size()) + " entries (at most 4096)");
+  if (it->size() > 4096) {
+    return make_error(Errc::format, w + ": " + std::to_string(it->size()) + " entries (at most 4096)");
+  }
   for (std::size_t i = 0; i < it->size(); ++i) {
     const json& v = (*it)[i];
     const std::string e = w + "[" + std::to_string(i) + "]";
@@ -433,8 +435,9 @@ Status parse_v41_keys(const json& text, const ConfigReader& r, ModelConfig& c) {
   {
     auto vs = text.find("engram_vocab_size");
     if (vs != text.end() && !vs->is_null()) {
-      if (!vs->is_number_integer() || vs->get<std::int64_t>() < 2 || vs->get<std::int64_t>() > (std::int64_t(1) << 40)) {
-        return fail("engram_vocab_size: " + vs->dump() + " is not an integer in 2.." + std::to_string(std::int64_t(1) << 40));
+      constexpr std::int64_t kTop = std::int64_t(1) << 40;
+      if (!vs->is_number_integer() || vs->get<std::int64_t>() < 2 || vs->get<std::int64_t>() > kTop) {
+        return fail("engram_vocab_size: " + vs->dump() + " is not an integer in 2.." + std::to_string(kTop));
       }
       c.engram_vocab_size = vs->get<std::int64_t>();
     }

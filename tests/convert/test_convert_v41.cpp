@@ -65,7 +65,9 @@ void add_fp4(std::vector<test::StTensor>& all, const std::string& base, std::int
   test::StTensor w{base + ".weight", "I8", {rows, cols / 2}, {}};
   for (std::int64_t i = 0; i < rows * cols / 2; ++i) w.bytes.push_back(rnd8(w.name, std::size_t(i)));
   test::StTensor s{base + ".scale", "F8_E8M0", {rows, cols / 32}, {}};
-  for (std::int64_t i = 0; i < rows * cols / 32; ++i) s.bytes.push_back(std::uint8_t(118 + rnd8(s.name, std::size_t(i)) % 5));
+  for (std::int64_t i = 0; i < rows * cols / 32; ++i) {
+    s.bytes.push_back(std::uint8_t(118 + rnd8(s.name, std::size_t(i)) % 5));
+  }
   all.push_back(std::move(w));
   all.push_back(std::move(s));
 }
@@ -262,7 +264,8 @@ void write_v41_checkpoint(const fs::path& dir, const std::set<std::string>& skip
   }
   test::write_file(dir / "model-00001-of-00002.safetensors", test::safetensors_bytes(shard[0]));
   test::write_file(dir / "model-00002-of-00002.safetensors", test::safetensors_bytes(shard[1]));
-  test::write_file(dir / "model.safetensors.index.json", json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump(1));
+  const json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", map}};
+  test::write_file(dir / "model.safetensors.index.json", index.dump(1));
 }
 
 ConvertOptions options(const fs::path& src, const fs::path& out, int engram_bits) {

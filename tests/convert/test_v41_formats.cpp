@@ -78,17 +78,18 @@ TEST_CASE("V4.1 fp8 e4m3 with 32x32 UE8M0 .scale blocks decodes exactly", "[conv
   auto e = resolve_weight(ck2, "layers.1.engram.embed.weight", {1, 32});
   REQUIRE(e);
   const auto ev = decode_all(*e);
-  CHECK(ev[0] == 2.0f);           // 0x40 = 2, x 2^0
-  CHECK(ev[32] == 1.0f);          // x 2^-1
-  CHECK(ev[64] == 0.25f);         // x 2^-3
-  CHECK(ev[64 + 63] == 8.0f);     // x 2^2
+  CHECK(ev[0] == 2.0f);        // 0x40 = 2, x 2^0
+  CHECK(ev[32] == 1.0f);       // x 2^-1
+  CHECK(ev[64] == 0.25f);      // x 2^-3
+  CHECK(ev[64 + 63] == 8.0f);  // x 2^2
   CHECK(ev[128 + 5] == 4.0f);
   CHECK(ev[128 + 40] == 2.0f);
   // With the config's 32x32 blocks the same scale tensor is the wrong shape: refused by name.
   auto wrong = resolve_weight(ck2, "layers.1.engram.embed.weight", {32, 32});
   REQUIRE_FALSE(wrong);
-  CHECK(wrong.error().message == "tensor layers.1.engram.embed.scale (shard model.safetensors): block scales must be "
-                                 "F8_E8M0 (or U8) [1, 2] for blocks of 32x32, are F8_E8M0 [3, 2]");
+  CHECK(wrong.error().message ==
+        "tensor layers.1.engram.embed.scale (shard model.safetensors): block scales must be "
+        "F8_E8M0 (or U8) [1, 2] for blocks of 32x32, are F8_E8M0 [3, 2]");
 }
 
 TEST_CASE("V4.1 I8-packed E2M1 experts with UE8M0 .scale decode exactly (low nibble first)", "[convert][dtype][v41]") {
@@ -109,9 +110,9 @@ TEST_CASE("V4.1 I8-packed E2M1 experts with UE8M0 .scale decode exactly (low nib
   CHECK(v[0] == 0.5f);
   CHECK(v[1] == 1.0f);
   CHECK(v[2] == 0.0f);
-  CHECK(v[32] == -48.0f);   // -6 x 2^3
-  CHECK(v[33] == -4.0f);    // -0.5 x 2^3
-  CHECK(v[64 + 6] == 1.5f); // 3 x 2^-1
+  CHECK(v[32] == -48.0f);    // -6 x 2^3
+  CHECK(v[33] == -4.0f);     // -0.5 x 2^3
+  CHECK(v[64 + 6] == 1.5f);  // 3 x 2^-1
   CHECK(v[64 + 7] == 0.0f);
   CHECK(std::signbit(v[64 + 7]));
   CHECK(v[64 + 62] == -0.5f);  // -2 x 2^-2
@@ -121,13 +122,16 @@ TEST_CASE("V4.1 I8-packed E2M1 experts with UE8M0 .scale decode exactly (low nib
   auto no_scale = make(dir, {{"layers.0.ffn.experts.3.w2.weight", "I8", {2, 32}, p}});
   auto a = resolve_weight(no_scale, "layers.0.ffn.experts.3.w2.weight", {32, 32});
   REQUIRE_FALSE(a);
-  CHECK(a.error().message == "tensor layers.0.ffn.experts.3.w2.weight (shard model.safetensors): I8 (packed E2M1) "
-                             "needs its scale companion layers.0.ffn.experts.3.w2.scale, which is missing");
-  auto bad_shape = make(dir, {{"x.weight", "I8", {2, 32}, p}, {"x.scale", "F8_E8M0", {2, 4}, std::vector<std::uint8_t>(8, 127)}});
+  CHECK(a.error().message ==
+        "tensor layers.0.ffn.experts.3.w2.weight (shard model.safetensors): I8 (packed E2M1) "
+        "needs its scale companion layers.0.ffn.experts.3.w2.scale, which is missing");
+  auto bad_shape =
+      make(dir, {{"x.weight", "I8", {2, 32}, p}, {"x.scale", "F8_E8M0", {2, 4}, std::vector<std::uint8_t>(8, 127)}});
   auto b = resolve_weight(bad_shape, "x.weight", {32, 32});
   REQUIRE_FALSE(b);
-  CHECK(b.error().message == "tensor x.scale (shard model.safetensors): MXFP4 scales must be F8_E8M0 or U8 [2, 2], "
-                             "are F8_E8M0 [2, 4]");
+  CHECK(b.error().message ==
+        "tensor x.scale (shard model.safetensors): MXFP4 scales must be F8_E8M0 or U8 [2, 2], "
+        "are F8_E8M0 [2, 4]");
   auto odd = make(dir, {{"y.weight", "I8", {2, 8}, std::vector<std::uint8_t>(16)}, {"y.scale", "F8_E8M0", {2, 0}, {}}});
   auto d = resolve_weight(odd, "y.weight", {32, 32});
   REQUIRE_FALSE(d);
@@ -139,8 +143,9 @@ TEST_CASE("V4.1 I8-packed E2M1 experts with UE8M0 .scale decode exactly (low nib
   auto f8_missing = make(dir, {{"q.weight", "F8_E4M3", {32, 32}, std::vector<std::uint8_t>(1024)}});
   auto m = resolve_weight(f8_missing, "q.weight", {32, 32});
   REQUIRE_FALSE(m);
-  CHECK(m.error().message == "tensor q.weight (shard model.safetensors): its scale companion q.weight_scale_inv (or "
-                             "q.scale) is missing");
+  CHECK(m.error().message ==
+        "tensor q.weight (shard model.safetensors): its scale companion q.weight_scale_inv (or "
+        "q.scale) is missing");
 }
 
 TEST_CASE("engram table header: sizes, page packing and parse hazards", "[convert][engram][v41]") {

@@ -174,8 +174,9 @@ TEST_CASE("V4.1 config: nesting, model_type and the candidate default", "[shared
                   "shared_compressed_attention", "sliding_attention"});
   CHECK(ModelConfig::from_json(lt));
   lt["layer_types"][2] = "shared_compressed_attention";
-  CHECK(error_of(lt) == "config.layer_types[2]: \"shared_compressed_attention\" where kv_source_layer_ids [1, 4] "
-                        "make it \"sliding_attention\"");
+  CHECK(error_of(lt) ==
+        "config.layer_types[2]: \"shared_compressed_attention\" where kv_source_layer_ids [1, 4] "
+        "make it \"sliding_attention\"");
 }
 
 TEST_CASE("V4.1 config errors name the key", "[shared][container][v41]") {
@@ -189,8 +190,9 @@ TEST_CASE("V4.1 config errors name the key", "[shared][container][v41]") {
   {
     json j = tiny_v41();
     j.erase("attn_sink");
-    CHECK(error_of(j) == "config.attn_sink: missing (DeepSeek-V4.1 attention adds a per-head sink to every softmax; "
-                         "the converter sets it from the checkpoint's attn_sink)");
+    CHECK(error_of(j) ==
+          "config.attn_sink: missing (DeepSeek-V4.1 attention adds a per-head sink to every softmax; "
+          "the converter sets it from the checkpoint's attn_sink)");
   }
   // A compressing layer's ratio must equal its kv source's.
   CHECK(error_of(with(tiny_v41(), "compress_ratios", {0, 2, 2, 1, 1, 1})) ==
@@ -230,8 +232,7 @@ TEST_CASE("V4.1 config errors name the key", "[shared][container][v41]") {
   // Engram.
   CHECK(error_of(with(tiny_v41(), "engram_layer_ids", {3, 1})) ==
         "config.engram_layer_ids[1]: 1 is not above the entry before it (the list must be sorted, without repeats)");
-  CHECK(error_of(with(tiny_v41(), "engram_layer_ids", {1, 7})) ==
-        "config.engram_layer_ids[1]: 7 is out of range 0..5");
+  CHECK(error_of(with(tiny_v41(), "engram_layer_ids", {1, 7})) == "config.engram_layer_ids[1]: 7 is out of range 0..5");
   CHECK(error_of(with(tiny_v41(), "engram_num_embeddings", {1000})) ==
         "config.engram_num_embeddings: 1 entries for 2 engram_layer_ids");
   CHECK(error_of(with(tiny_v41(), "engram_num_embeddings", {1000, 0})) ==
