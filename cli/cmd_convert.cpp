@@ -115,6 +115,10 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--trunk-bits", args->options.trunk_bits, "Trunk matrices: 4 (Q4G) or 8 (Q8G) bits per weight")
           ->type_name("BITS")
           ->check(one_of("--trunk-bits", std::vector<int>{4, 8}));
+      sub.add_option("--engram-bits", args->options.engram_bits,
+                     "DeepSeek-V4.1 Engram tables (engram-L{n}.bin): 4 or 8 bits per value")
+          ->type_name("BITS")
+          ->check(one_of("--engram-bits", std::vector<int>{4, 8}));
       sub.add_option("--jobs", args->options.jobs, "Threads (0 = all; the bytes do not depend on it)")
           ->type_name("N")
           ->check(int_range("--jobs", 0, 64));

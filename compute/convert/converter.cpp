@@ -21,6 +21,8 @@
 #include "compute/convert/source_config.hpp"
 #include "compute/convert/tokenizer_files.hpp"
 #include "compute/convert/trunk_quant.hpp"
+#include "compute/convert/v41_config.hpp"
+#include "compute/convert/v41_engram.hpp"
 #include "compute/tokenizer/pre_tokenizer.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/container_writer.hpp"
@@ -79,7 +81,7 @@ std::string shape_text(const std::vector<std::int64_t>& s) {
 std::string params_text(const ConvertOptions& o, const SourceConfig& src, const Checkpoint& ck) {
   json p = {{"stages", o.stages}, {"entries", o.entries}, {"index_bits", o.index_bits},
             {"vec_dim", kVecDim}, {"iterations", o.rvq.iterations}, {"train_vectors", o.rvq.train_vectors},
-            {"sample_experts", o.rvq.sample_experts}, {"config", src.config},
+            {"sample_experts", o.rvq.sample_experts}, {"config", src.config}, {"engram_bits", o.engram_bits},
             {"tensors", ck.names().size()}, {"bytes", ck.total_bytes()}};
   return p.dump();
 }
@@ -169,12 +171,18 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   }
   if (o.stages < 1 || o.stages > 8) return make_error(Errc::argument, "--stages must be in 1..8");
 
+  const bool v41 = src->family == SourceFamily::deepseek_v41;
+  if (o.engram_bits != 4 && o.engram_bits != 8) return make_error(Errc::argument, "--engram-bits must be 4 or 8");
   std::vector<TrunkItem> trunk;
   std::int64_t dropped_mtp = 0, dropped_vision = 0;
   for (const std::string& hf : ck->names()) {
     const DropReason why = drop_reason(*src, hf);
     dropped_mtp += why == DropReason::mtp ? 1 : 0;
     dropped_vision += why == DropReason::vision ? 1 : 0;
+    if (v41 && why == DropReason::kept && v41_classify(hf, c.n_layers).kind == V41Kind::unknown) {
+      return make_error(Errc::format, "tensor " + hf + ": not a DeepSeek-V4.1 release name this converter knows "
+                                      "(refused rather than left out)");
+    }
     if (hf.find(".experts.") != std::string::npos) continue;
     auto name = container_name(*src, hf);
     if (!name) continue;
@@ -187,14 +195,18 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
     const TensorFormat fmt = trunk_format(*name, w->shape, o.trunk_bits);
     trunk.push_back({*name, std::move(*w), fmt});
   }
-  if (dropped_mtp > 0) {
+  if (dropped_mtp > 0 && v41) {
+    notes.push_back("left out " + std::to_string(dropped_mtp) + " tensors of the DSpark draft stages (mtp.*, " +
+                    "num_nextn_predict_layers " + std::to_string(c.n_mtp) + "): the container has no reader for them");
+  } else if (dropped_mtp > 0) {
     notes.push_back("left out " + std::to_string(dropped_mtp) + " tensors of the MTP layer" +
                     (c.n_mtp > 0 ? "s (num_nextn_predict_layers " + std::to_string(c.n_mtp) + ")" : "s") +
                     " at index " + std::to_string(c.n_layers) + "+: the container has no reader for them");
   }
   if (dropped_vision > 0) {
-    notes.push_back("left out " + std::to_string(dropped_vision) +
-                    " tensors of the vision tower (model.visual.*): the text container does not carry it");
+    notes.push_back("left out " + std::to_string(dropped_vision) + " tensors of the vision tower (" +
+                    (v41 ? "vision.*, aligner.*, image_*" : "model.visual.*") +
+                    "): the text container does not carry it");
   }
   // MXFP4 pairs carry no plain name: add the logical tensor once (non-expert MXFP4 is rare).
   std::sort(trunk.begin(), trunk.end(), [](const TrunkItem& a, const TrunkItem& b) { return a.name < b.name; });
@@ -207,7 +219,50 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
       info.shape = t.source.shape;
       probe.trunk.push_back(std::move(info));
     }
-    if (auto s = validate_text_tensors(probe); !s) return std::unexpected(s.error().with_context("checkpoint"));
+    if (v41) {
+      // The trunk a V4.1 forward pass reads (v41_config.hpp); validate_text_tensors knows MLA/KDA only.
+      for (const auto& x : v41_expected_tensors(c)) {
+        const TrunkTensorInfo* t = probe.find_tensor(x.name);
+        if (t == nullptr) return make_error(Errc::format, "checkpoint: tensor " + x.name + ": missing");
+        if (!x.shape.empty() && t->shape != x.shape) {
+          return make_error(Errc::format, "checkpoint: tensor " + x.name + ": expected shape " + shape_text(x.shape) +
+                                              ", found " + shape_text(t->shape));
+        }
+      }
+    } else if (auto s = validate_text_tensors(probe); !s) {
+      return std::unexpected(s.error().with_context("checkpoint"));
+    }
+  }
+  // DeepSeek-V4.1's Engram: the tables resolved and shape-checked, the addressing derived now.
+  std::vector<std::pair<EngramTableHeader, WeightSource>> engram_tables;
+  std::optional<EngramAddressing> engram_addressing;
+  if (c.uses_engram()) {
+    if (!*hf_tokenizer) {
+      return make_error(Errc::format, (o.src / "tokenizer.json").string() +
+                                          ": missing; the Engram layers' compressed token map is derived from it");
+    }
+    auto a = derive_engram_addressing(c, **hf_tokenizer);
+    if (!a) return std::unexpected(a.error());
+    engram_addressing = std::move(*a);
+    for (std::size_t i = 0; i < c.engram_layer_ids.size(); ++i) {
+      const int l = c.engram_layer_ids[i];
+      auto w = resolve_weight(*ck, v41_engram_table_name(l), BlockSize{1, kEngramGroup});
+      if (!w) return std::unexpected(w.error());
+      EngramTableHeader h;
+      h.bits = o.engram_bits;
+      h.rows = std::uint64_t(c.engram_num_embeddings[i]);
+      h.width = c.engram_head_dim;
+      h.layer = l;
+      if (w->shape.size() != 2 || std::uint64_t(w->shape[0]) != h.rows || w->shape[1] != h.width) {
+        return make_error(Errc::format, "tensor " + w->name + " (shard " + w->shard + "): expected shape " +
+                                            shape_text({std::int64_t(h.rows), h.width}) + ", found " +
+                                            shape_text(w->shape));
+      }
+      engram_tables.emplace_back(h, std::move(*w));
+    }
+    notes.push_back("Engram tables of layers " + json(c.engram_layer_ids).dump() + " written as engram-L{n}.bin at " +
+                    std::to_string(o.engram_bits) + " bits; engram.json and engram-tokmap.bin derived (" +
+                    std::to_string(c.engram_compressed_vocab_size) + " compressed ids)");
   }
   std::vector<int> moe_layers;
   for (int l = 0; l < c.n_layers; ++l) if (c.is_moe(l)) moe_layers.push_back(l);
@@ -257,6 +312,7 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
       for (const auto& entry : fs::directory_iterator(work_dir(o))) fs::remove(entry.path(), ec);
       // Banks renamed into place by an interrupted assembly of another conversion are stale too.
       for (int l : moe_layers) fs::remove(o.out / ("experts-L" + std::to_string(l) + ".bin"), ec);
+      for (int l : c.engram_layer_ids) fs::remove(o.out / ("engram-L" + std::to_string(l) + ".bin"), ec);
       WASTE_TRY(write_file_atomic(work_dir(o) / "params.json", params));
     }
   }
@@ -278,6 +334,7 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
       need += info.payload_bytes() + info.scale_bytes();
     }
     need += std::uint64_t(moe_layers.size()) * 3 * o.stages * (16 + std::uint64_t(o.entries) * kVecDim * 2) * 2;
+    for (const auto& [h, w] : engram_tables) need += h.file_bytes();
     struct statvfs st {};
     if (::statvfs(o.out.c_str(), &st) == 0) {
       const std::uint64_t avail = std::uint64_t(st.f_bavail) * st.f_frsize;
@@ -391,6 +448,23 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
   for (int l : moe_layers) if (finished.count(l)) summary.layers.push_back(finished[l].report);
   if (!summary.remaining.empty()) return summary;
 
+  // ---- 3. Engram tables (DeepSeek-V4.1), each resumable a chunk of rows at a time.
+  auto engram_done = [&](int l) {
+    return fs::exists(work_dir(o) / ("engram-L" + std::to_string(l) + ".bin"), ec) ||
+           fs::exists(o.out / ("engram-L" + std::to_string(l) + ".bin"), ec);
+  };
+  for (const auto& [h, w] : engram_tables) {
+    if (engram_done(h.layer)) continue;
+    const std::string stem = "engram-L" + std::to_string(h.layer);
+    auto t0 = Clock::now();
+    WASTE_TRY(convert_engram_table(w, h, work_dir(o) / (stem + ".part"), work_dir(o) / (stem + ".progress"),
+                                   std::max<std::uint64_t>(1, o.engram_chunk_pages) * h.rows_per_page(), o.progress));
+    fs::rename(work_dir(o) / (stem + ".part"), work_dir(o) / (stem + ".bin"), ec);  // the table's completion mark
+    if (ec) return make_error(Errc::io, (work_dir(o) / (stem + ".part")).string() + ": rename: " + ec.message());
+    WASTE_TRY(sync_dir(work_dir(o)));
+    summary.seconds_write += since(t0);
+  }
+
   // ---- 3. Assembly: trunk, codebooks, banks, tokenizer, manifest last.
   auto t_trunk = Clock::now();
   auto writer = ContainerWriter::create(o.out, skeleton, /*durable=*/true);
@@ -434,6 +508,14 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
     if (!fs::exists(from, ec)) from = o.out / ("experts-L" + std::to_string(l) + ".bin");  // renamed by an interrupted run
     WASTE_TRY(writer->adopt_bank(l, 3 * o.stages * int(i), from));
   }
+  for (const auto& [h, w] : engram_tables) {
+    const std::string file = "engram-L" + std::to_string(h.layer) + ".bin";
+    if (fs::exists(work_dir(o) / file, ec)) {
+      fs::rename(work_dir(o) / file, o.out / file, ec);
+      if (ec) return make_error(Errc::io, (work_dir(o) / file).string() + ": rename: " + ec.message());
+    }
+  }
+  if (engram_addressing) WASTE_TRY(write_engram_addressing(*engram_addressing, o.out));
   auto tok = write_tokenizer_files(o.src, o.out, c.arch, *hf_tokenizer ? &**hf_tokenizer : nullptr);
   if (!tok) return std::unexpected(tok.error());
   if (!tok->chat_refused.empty()) notes.push_back(tok->chat_refused);

@@ -6,8 +6,12 @@
 //   2. per MoE layer: codebooks fitted, experts encoded; books, stats and bank written to
 //      OUT/.convert/L{L}.*.tmp, fsync'd and renamed (the bank last: it marks the layer done).
 //      A rerun keeps finished layers.
-//   3. when every MoE layer is done: trunk quantised, codebooks concatenated, banks renamed into
-//      place, tokenizer files, then manifest.json atomically, last; OUT/.convert removed.
+//   3. DeepSeek-V4.1: each Engram table streamed into OUT/.convert/engram-L{n}.part a chunk of
+//      rows at a time (OUT/.convert/engram-L{n}.progress records the rows done; a rerun resumes
+//      there), renamed to .bin when complete.
+//   4. when every MoE layer is done: trunk quantised, codebooks concatenated, banks and Engram
+//      tables renamed into place, engram.json and engram-tokmap.bin, tokenizer files, then
+//      manifest.json atomically, last; OUT/.convert removed.
 #pragma once
 
 #include <filesystem>
@@ -28,6 +32,8 @@ struct ConvertOptions {
   int entries = 256;
   int index_bits = 8;
   int trunk_bits = 4;
+  int engram_bits = 8;                       // DeepSeek-V4.1 Engram tables: 4 or 8 (engram_table.hpp)
+  std::uint64_t engram_chunk_pages = 4096;   // Engram rows converted per resumable step, in 4 KiB pages (16 MiB)
   int jobs = 0;                              // 0 = hardware threads
   std::optional<std::vector<int>> layers;    // MoE layers to encode in this run (default all)
   ProgressMode progress = ProgressMode::quiet;

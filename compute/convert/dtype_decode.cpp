@@ -119,7 +119,35 @@ Result<WeightSource> resolve_weight(const Checkpoint& ck, const std::string& nam
   w.shape = e.shape;
   w.data = main->data;
   if (w.shape.empty()) w.shape = {1};
+  // `<base>.scale`: DeepSeek-V4.1's companion (UE8M0) of an F8 or packed-E2M1 weight.
+  const std::string base = ends_with(name, ".weight") ? name.substr(0, name.size() - 7) : std::string();
+  auto ue8m0 = [&](Dtype d) { return d == Dtype::f8_e8m0 || d == Dtype::u8; };
   switch (e.dtype) {
+    case Dtype::i8: {
+      if (base.empty()) return make_error(Errc::unsupported, me + ": dtype I8 is not supported");
+      auto scale = ck.find(base + ".scale");
+      if (!scale) {
+        return make_error(Errc::format, me + ": I8 (packed E2M1) needs its scale companion " + base +
+                                            ".scale, which is missing");
+      }
+      const std::string sw = where(base + ".scale", scale->shard);
+      if (e.shape.size() != 2) {
+        return make_error(Errc::format, me + ": packed E2M1 must be 2-D, is " + shape_text(e.shape));
+      }
+      const std::int64_t m = e.shape[0], n = e.shape[1] * 2;
+      if (n % 32 != 0) {
+        return make_error(Errc::format, me + ": " + std::to_string(n) + " columns are not a multiple of 32");
+      }
+      const std::vector<std::int64_t> want{m, n / 32};
+      if (!ue8m0(scale->entry->dtype) || scale->entry->shape != want) {
+        return make_error(Errc::format, sw + ": MXFP4 scales must be F8_E8M0 or U8 " + shape_text(want) + ", are " +
+                                            dtype_name(scale->entry->dtype) + " " + shape_text(scale->entry->shape));
+      }
+      w.encoding = WeightEncoding::mxfp4;
+      w.shape = {m, n};
+      w.scales = scale->data;
+      return w;
+    }
     case Dtype::f32:
     case Dtype::f16:
     case Dtype::bf16:
@@ -132,11 +160,29 @@ Result<WeightSource> resolve_weight(const Checkpoint& ck, const std::string& nam
                                             " needs quantization_config.weight_block_size in config.json (never inferred from shapes)");
       }
       auto scale = ck.find(name + "_scale_inv");
-      if (!scale) return make_error(Errc::format, me + ": its scale companion " + name + "_scale_inv is missing");
-      const std::string sw = where(name + "_scale_inv", scale->shard);
+      std::string scale_name = name + "_scale_inv";
+      if (!scale && !base.empty()) {
+        scale = ck.find(base + ".scale");
+        if (scale) {
+          scale_name = base + ".scale";
+          w.ue8m0_scales = true;
+        }
+      }
+      if (!scale) {
+        const std::string alt = base.empty() ? std::string() : " (or " + base + ".scale)";
+        return make_error(Errc::format, me + ": its scale companion " + name + "_scale_inv" + alt + " is missing");
+      }
+      const std::string sw = where(scale_name, scale->shard);
       const std::vector<std::int64_t> want{(e.shape[0] + fp8_block.rows - 1) / fp8_block.rows,
                                            (e.shape[1] + fp8_block.cols - 1) / fp8_block.cols};
-      if (scale->entry->dtype != Dtype::f32 || scale->entry->shape != want) {
+      if (w.ue8m0_scales) {
+        if (!ue8m0(scale->entry->dtype) || scale->entry->shape != want) {
+          return make_error(Errc::format, sw + ": block scales must be F8_E8M0 (or U8) " + shape_text(want) +
+                                              " for blocks of " + std::to_string(fp8_block.rows) + "x" +
+                                              std::to_string(fp8_block.cols) + ", are " +
+                                              dtype_name(scale->entry->dtype) + " " + shape_text(scale->entry->shape));
+        }
+      } else if (scale->entry->dtype != Dtype::f32 || scale->entry->shape != want) {
         return make_error(Errc::format, sw + ": block scales must be F32 " + shape_text(want) + " for blocks of " +
                                             std::to_string(fp8_block.rows) + "x" + std::to_string(fp8_block.cols) +
                                             ", are " + dtype_name(scale->entry->dtype) + " " + shape_text(scale->entry->shape));
@@ -175,14 +221,17 @@ Status decode_rows(const WeightSource& w, std::int64_t row0, std::int64_t n_rows
     case WeightEncoding::fp8_block: {
       const std::int64_t scale_cols = (cols + w.block_cols - 1) / w.block_cols;
       const bool e4m3 = w.dtype == Dtype::f8_e4m3;
+      const std::int64_t sbytes = w.ue8m0_scales ? 1 : 4;
       for (std::int64_t r = 0; r < n_rows; ++r) {
         const std::int64_t row = row0 + r;
-        const std::byte* srow = w.scales.data() + (row / w.block_rows) * scale_cols * 4;
+        const std::byte* srow = w.scales.data() + (row / w.block_rows) * scale_cols * sbytes;
         const std::byte* qrow = d + row * cols;
         for (std::int64_t c = 0; c < cols; ++c) {
           const auto b = std::to_integer<std::uint8_t>(qrow[c]);
           const float v = e4m3 ? f8_e4m3fn_to_f32(b) : f8_e5m2_to_f32(b);
-          o[r * cols + c] = v * load_le<float>(srow + (c / w.block_cols) * 4);  // a multiply, despite "inv"
+          const std::byte* sp = srow + (c / w.block_cols) * sbytes;
+          const float s = w.ue8m0_scales ? e8m0_to_f32(std::to_integer<std::uint8_t>(*sp)) : load_le<float>(sp);
+          o[r * cols + c] = v * s;  // a multiply, despite "inv"
         }
       }
       return {};

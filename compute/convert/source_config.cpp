@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compute/convert/glm_config.hpp"
+#include "compute/convert/v41_config.hpp"
 #include "shared/container/file_io.hpp"
 #include "shared/json_depth.hpp"
 
@@ -44,16 +45,20 @@ Result<SourceConfig> normalize_config(const json& raw) {
   const bool nested = raw.contains("text_config") && raw["text_config"].is_object();
   json config = nested ? raw["text_config"] : raw;
   const bool glm = is_glm_config(raw, config);
+  const bool v41 = !glm && is_v41_config(raw, config);
   if (nested) {
     json outer = raw;
     outer.erase("text_config");
     config["_outer"] = outer;
-    s.prefix = glm ? "" : "language_model.";
+    s.prefix = glm || v41 ? "" : "language_model.";
   }
   if (glm) {
     s.family = SourceFamily::glm;
     s.source_head = "model.language_model.";
     WASTE_TRY(normalize_glm_text_config(config, raw));
+  } else if (v41) {
+    s.source_head = "";  // the release's names have no head: layers.N..., embed.weight, head.weight
+    WASTE_TRY(normalize_v41_text_config(config, raw));
   } else {
     s.source_head = s.prefix + "model.";
   }
@@ -72,8 +77,8 @@ Result<SourceConfig> normalize_config(const json& raw) {
       config["architectures"][0].is_string()) {
     arch0 = config["architectures"][0].get<std::string>();
   }
-  if (glm || contains(arch0, "Deepseek") || model_type == "deepseek_v3" || model_type == "kimi_k2") {
-    if (!glm) s.family = SourceFamily::deepseek;
+  if (glm || v41 || contains(arch0, "Deepseek") || model_type == "deepseek_v3" || model_type == "kimi_k2") {
+    if (!glm) s.family = v41 ? SourceFamily::deepseek_v41 : SourceFamily::deepseek;
     rename_key(config, "n_routed_experts", "num_experts");
     rename_key(config, "num_experts_per_tok", "num_experts_per_token");
     rename_key(config, "n_shared_experts", "num_shared_experts");
@@ -114,6 +119,15 @@ Result<SourceConfig> load_source_config(const std::filesystem::path& config_json
 }
 
 DropReason drop_reason(const SourceConfig& source, const std::string& hf_name) {
+  if (source.family == SourceFamily::deepseek_v41) {
+    switch (v41_classify(hf_name, source.model.n_layers).kind) {
+      case V41Kind::companion: return DropReason::companion;
+      case V41Kind::mtp: return DropReason::mtp;
+      case V41Kind::vision: return DropReason::vision;
+      case V41Kind::engram_table: return DropReason::engram_table;
+      default: return DropReason::kept;
+    }
+  }
   // Companions: fp8 block scales and MXFP4 pairs. Only `.weight_scale` is one: GLM's learned
   // `hc_attn_scale` / `hc_ffn_scale` also end in "_scale" and are weights.
   if (hf_name.ends_with("_scale_inv") || hf_name.ends_with("_packed") || hf_name.ends_with(".weight_scale")) {
@@ -128,6 +142,11 @@ DropReason drop_reason(const SourceConfig& source, const std::string& hf_name) {
 
 std::optional<std::string> container_name(const SourceConfig& source, const std::string& hf_name) {
   if (drop_reason(source, hf_name) != DropReason::kept) return std::nullopt;
+  if (source.family == SourceFamily::deepseek_v41) {
+    auto v = v41_classify(hf_name, source.model.n_layers);
+    if (v.kind != V41Kind::trunk) return std::nullopt;  // experts (banks), names the container has no use for
+    return v.name;
+  }
   const int layer = layer_of(hf_name, source.source_head);
   std::string name = hf_name;
   if (source.family == SourceFamily::glm && name.starts_with(source.source_head)) {
@@ -141,6 +160,7 @@ std::optional<std::string> container_name(const SourceConfig& source, const std:
 }
 
 std::string expert_weight_name(const SourceConfig& source, int layer, int expert, int kind) {
+  if (source.family == SourceFamily::deepseek_v41) return v41_expert_weight_name(layer, expert, kind);
   const std::string head = source.source_head + "layers." + std::to_string(layer) + ".";
   if (source.family != SourceFamily::kimi) {
     static constexpr const char* kDs[3] = {"gate_proj", "up_proj", "down_proj"};

@@ -12,6 +12,8 @@
 // `model.norm.weight`, `lm_head.weight`, MoE names mapped as for DeepSeek, every other name (mHC
 // `hc_attn_fn/base/scale`, `hc_ffn_*`, KDA, MLA, the indexer) unchanged after the unnesting. The
 // MTP layer (index >= num_hidden_layers) and the vision tower (`model.visual.*`) are not kept.
+//
+// DeepSeek-V4.1-Flash: compute/convert/v41_config.hpp (config keys and the release's vendor names).
 #pragma once
 
 #include <filesystem>
@@ -26,7 +28,7 @@
 
 namespace waste::convert {
 
-enum class SourceFamily : std::uint8_t { kimi, deepseek, glm };
+enum class SourceFamily : std::uint8_t { kimi, deepseek, glm, deepseek_v41 };
 
 struct SourceConfig {
   nlohmann::json config;        // as stored in the manifest
@@ -46,7 +48,8 @@ inline constexpr int kMaxConfigDepth = 64;
 Result<SourceConfig> normalize_config(const nlohmann::json& raw);
 Result<SourceConfig> load_source_config(const std::filesystem::path& config_json);
 
-enum class DropReason : std::uint8_t { kept, companion, mtp, vision };
+// engram_table: a DeepSeek-V4.1 Engram table, written to engram-L{n}.bin instead of the trunk.
+enum class DropReason : std::uint8_t { kept, companion, mtp, vision, engram_table };
 // Why a checkpoint tensor is not kept (kept when it is).
 DropReason drop_reason(const SourceConfig& source, const std::string& hf_name);
 // The container name of a checkpoint tensor (DeepSeek MoE names mapped, GLM unnested), or nullopt

@@ -61,7 +61,9 @@ std::string chat_format_for(const std::string& arch) {
   // Glm5NextForCausalLM) or the short name.
   if (arch == "glm5-next" || arch.starts_with("Glm5Next")) return std::string(kShippedGlmChat);
   // DeepSeek-V4.1-Flash: its config's architecture or model_type.
-  if (arch == "DeepseekV41ForCausalLM" || arch == "deepseek_v41") return std::string(kShippedDeepseekV41Chat);
+  if (arch == "deepseek-v4.1" || arch == "DeepseekV41ForCausalLM" || arch == "deepseek_v41") {
+    return std::string(kShippedDeepseekV41Chat);
+  }
   return {};
 }
 

@@ -27,7 +27,7 @@ struct TokenizerOutcome {
 // specials.json text from tokenizer_config.json text.
 Result<std::string> specials_from_tokenizer_config(std::string_view config_text, std::string_view origin);
 // The chat.json text for an arch ("kimi-linear", "kimi-k3", "glm5-next" or Glm5Next*,
-// DeepseekV41ForCausalLM or deepseek_v41), empty when none is known.
+// deepseek-v4.1, DeepseekV41ForCausalLM or deepseek_v41), empty when none is known.
 std::string chat_format_for(const std::string& arch);
 // The <|...|> markers of a chat.json text that are not among `specials` (texts).
 std::vector<std::string> missing_markers(const std::string& chat_json, const std::vector<std::string>& specials);

@@ -85,6 +85,7 @@ std::string arch_from(const json& outer_or_config) {
   if (raw.find("KimiK3") != std::string::npos) return "kimi-k3";
   if (raw.find("KimiLinear") != std::string::npos) return "kimi-linear";
   if (raw.find("Glm5Next") != std::string::npos) return "glm5-next";
+  if (raw.find("DeepseekV41") != std::string::npos) return "deepseek-v4.1";
   return raw;
 }
 
@@ -99,7 +100,10 @@ bool is_deepseek_family(const json& outer, const json& text) {
     auto mt = o->find("model_type");
     if (mt != o->end() && mt->is_string()) {
       const std::string t = mt->get<std::string>();
-      if (t == "deepseek_v3" || t == "deepseek_v2" || t == "kimi_k2") return true;
+      if (t == "deepseek_v3" || t == "deepseek_v2" || t == "kimi_k2" || t == "deepseek_v41" ||
+          t == "deepseek_v41_text") {
+        return true;
+      }
     }
   }
   return false;
@@ -121,11 +125,22 @@ Result<const json*> synonym(const json& text, const std::string& where, const ch
 Status parse_routing(const json& text, const std::string& where, ModelConfig& c) {
   auto scoring = synonym(text, where, "scoring_func", "moe_router_activation_func");
   if (!scoring) return std::unexpected(scoring.error());
-  if (*scoring) {
-    const json& v = **scoring;
+  // score_func: the public engine's manifest name for the same key.
+  auto alt = synonym(text, where, "scoring_func", "score_func");
+  if (!alt) return std::unexpected(alt.error());
+  if (*scoring && *alt && **scoring != **alt) {
+    return make_error(Errc::format, where + ": moe_router_activation_func " + (*scoring)->dump() + " and score_func " +
+                                        (*alt)->dump() + " contradict each other");
+  }
+  if (*scoring || *alt) {
+    const json& v = *scoring ? **scoring : **alt;
+    const char* key = *scoring ? "scoring_func" : "score_func";
     if (v == "sigmoid") c.scoring = RouterScoring::sigmoid;
     else if (v == "softmax") c.scoring = RouterScoring::softmax;
-    else return make_error(Errc::format, where + ".scoring_func: " + v.dump() + " is not sigmoid or softmax");
+    else if (v == "sqrtsoftplus") c.scoring = RouterScoring::sqrtsoftplus;
+    else {
+      return make_error(Errc::format, where + "." + key + ": " + v.dump() + " is not sigmoid, softmax or sqrtsoftplus");
+    }
   }
   auto groups = synonym(text, where, "n_group", "num_expert_group");
   if (!groups) return std::unexpected(groups.error());
@@ -278,6 +293,209 @@ Status parse_mlp_layer_types(const json& text, const std::string& where, ModelCo
   return ok();
 }
 
+// A list of integers under `key` (absent or null: empty), each in lo..hi; `sorted`: strictly
+// ascending. Errors name the key and the entry.
+template <class T>
+Result<std::vector<T>> int_list(const json& text, const std::string& where, const char* key, std::int64_t lo,
+                                std::int64_t hi, bool sorted) {
+  std::vector<T> out;
+  auto it = text.find(key);
+  if (it == text.end() || it->is_null()) return out;
+  const std::string w = where + "." + key;
+  if (!it->is_array()) return make_error(Errc::format, w + ": expected an array, found " + it->type_name());
+  if (it->size() > 4096) {
+    return make_error(Errc::format, w + ": " + std::to_string(it->size()) + " entries (at most 4096)");
+  }
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& v = (*it)[i];
+    const std::string e = w + "[" + std::to_string(i) + "]";
+    if (!v.is_number_integer()) return make_error(Errc::format, e + ": expected an integer, found " + v.dump());
+    if ((v.is_number_unsigned() && v.get<std::uint64_t>() > std::uint64_t(hi)) || v.get<std::int64_t>() < lo ||
+        v.get<std::int64_t>() > hi) {
+      return make_error(Errc::format, e + ": " + v.dump() + " is out of range " + std::to_string(lo) + ".." +
+                                          std::to_string(hi));
+    }
+    const auto x = static_cast<T>(v.get<std::int64_t>());
+    if (sorted && !out.empty() && x <= out.back()) {
+      return make_error(Errc::format, e + ": " + v.dump() + " is not above the entry before it (the list must be "
+                                          "sorted, without repeats)");
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+std::string ids_text(const std::vector<int>& ids) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) t += (i ? ", " : "") + std::to_string(ids[i]);
+  return t + "]";
+}
+
+// DeepSeek-V4.1-Flash's keys (CSA2 attention, single-pass mHC, Engram), read for every config
+// (absent = empty / 0) and cross-checked as the public engine's cfg_sane does.
+Status parse_v41_keys(const json& text, const ConfigReader& r, ModelConfig& c) {
+  const std::string& where = r.where();
+  auto fail = [&](const std::string& what) { return make_error(Errc::format, where + "." + what); };
+  WASTE_ASSIGN(c.head_dim, r.get_int("head_dim", 0, 0, k2p16));
+  WASTE_ASSIGN(c.o_groups, r.get_int("o_groups", 0, 0, 4096));
+  WASTE_ASSIGN(c.o_lora_rank, r.get_int("o_lora_rank", 0, 0, k2p20));
+  WASTE_ASSIGN(c.sliding_window, r.get_int("sliding_window", 0, 0, k2p24));
+  WASTE_ASSIGN(c.candidate_topk_blocks, r.get_int("candidate_topk_blocks", 0, 0, k2p24));
+  WASTE_ASSIGN(c.candidate_block_size, r.get_int("candidate_block_size", 0, 0, k2p16));
+  WASTE_ASSIGN(c.gate_temp, r.get_float("gate_temp", 1.0f));
+  if (!(c.gate_temp > 0.0f)) return fail("gate_temp: " + std::to_string(c.gate_temp) + " is not above 0");
+  {
+    auto it = text.find("compress_rope_theta");
+    if (it != text.end() && !it->is_null()) {
+      if (!it->is_number() || !std::isfinite(it->get<double>()) || !(it->get<double>() > 1.0) ||
+          it->get<double>() > 1e30) {
+        return fail("compress_rope_theta: " + it->dump() + " is not a number above 1");
+      }
+      c.compress_rope_theta = it->get<double>();
+    }
+  }
+  c.attn_sink = r.get_flag("attn_sink");
+  c.hc_single_pass = r.get_flag("hc_single_pass");
+
+  // compress_ratios: one per backbone layer, optionally followed by the DSpark layers' zeros.
+  WASTE_ASSIGN(c.compress_ratios, int_list<int>(text, where, "compress_ratios", 0, 1024, false));
+  if (!c.compress_ratios.empty()) {
+    const std::size_t n = std::size_t(c.n_layers), most = n + std::size_t(c.n_mtp);
+    if (c.compress_ratios.size() < n || c.compress_ratios.size() > most) {
+      return fail("compress_ratios: " + std::to_string(c.compress_ratios.size()) + " entries for " +
+                  std::to_string(n) + " layers (and " + std::to_string(c.n_mtp) + " draft layers)");
+    }
+    for (std::size_t i = n; i < c.compress_ratios.size(); ++i) {
+      if (c.compress_ratios[i] != 0) {
+        return fail("compress_ratios[" + std::to_string(i) + "]: " + std::to_string(c.compress_ratios[i]) +
+                    " for a draft layer (draft layers are window-only: 0)");
+      }
+    }
+    c.compress_ratios.resize(n);
+  }
+  const int last = c.n_layers - 1;
+  WASTE_ASSIGN(c.kv_source_layer_ids, int_list<int>(text, where, "kv_source_layer_ids", 0, last, true));
+  WASTE_ASSIGN(c.index_source_layer_ids, int_list<int>(text, where, "index_source_layer_ids", 0, last, true));
+  auto ratio = [&](int l) { return c.compress_ratios.empty() ? 0 : c.compress_ratios[std::size_t(l)]; };
+  for (std::size_t i = 0; i < c.kv_source_layer_ids.size(); ++i) {
+    const int l = c.kv_source_layer_ids[i];
+    if (ratio(l) == 0) {
+      return fail("kv_source_layer_ids[" + std::to_string(i) + "]: layer " + std::to_string(l) +
+                  " has compress ratio 0 (a kv source must compress)");
+    }
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (ratio(l) == 0) continue;
+    const int src = c.kv_source_of(l);
+    if (src < 0) {
+      return fail("compress_ratios[" + std::to_string(l) + "]: layer " + std::to_string(l) + " compresses (ratio " +
+                  std::to_string(ratio(l)) + ") but no kv_source_layer_ids entry is at or before it");
+    }
+    if (ratio(l) != ratio(src)) {
+      return fail("compress_ratios[" + std::to_string(l) + "]: layer " + std::to_string(l) + " has ratio " +
+                  std::to_string(ratio(l)) + " but its kv source, layer " + std::to_string(src) + ", has ratio " +
+                  std::to_string(ratio(src)));
+    }
+  }
+  for (std::size_t i = 0; i < c.index_source_layer_ids.size(); ++i) {
+    const int l = c.index_source_layer_ids[i];
+    if (ratio(l) == 0) {
+      return fail("index_source_layer_ids[" + std::to_string(i) + "]: layer " + std::to_string(l) +
+                  " has compress ratio 0 (an index source scores compressed positions)");
+    }
+  }
+  {
+    auto it = text.find("candidate_source_layer_id");
+    if (it == text.end() || it->is_null()) {
+      // The reference's default: the last kv source, when there is an indexer at all.
+      c.candidate_source_layer_id = c.kv_source_layer_ids.empty() || c.index_source_layer_ids.empty()
+                                        ? -1
+                                        : c.kv_source_layer_ids.back();
+    } else {
+      WASTE_ASSIGN(c.candidate_source_layer_id, r.get_int("candidate_source_layer_id", -1, -1024, last));
+      if (c.candidate_source_layer_id < 0) c.candidate_source_layer_id = -1;
+    }
+    if (c.candidate_source_layer_id >= 0) {
+      const auto& ix = c.index_source_layer_ids;
+      if (std::find(ix.begin(), ix.end(), c.candidate_source_layer_id) == ix.end()) {
+        return fail("candidate_source_layer_id: layer " + std::to_string(c.candidate_source_layer_id) +
+                    " is not among index_source_layer_ids " + ids_text(ix));
+      }
+      if (c.candidate_topk_blocks < 1 || c.candidate_block_size < 1) {
+        return fail("candidate_source_layer_id: the two-level top-k needs candidate_topk_blocks and "
+                    "candidate_block_size >= 1");
+      }
+    }
+  }
+
+  // Engram.
+  WASTE_ASSIGN(c.engram_layer_ids, int_list<int>(text, where, "engram_layer_ids", 0, last, true));
+  WASTE_ASSIGN(c.engram_num_embeddings,
+               int_list<std::int64_t>(text, where, "engram_num_embeddings", 1, std::int64_t(1) << 40, false));
+  {
+    auto vs = text.find("engram_vocab_size");
+    if (vs != text.end() && !vs->is_null()) {
+      constexpr std::int64_t kTop = std::int64_t(1) << 40;
+      if (!vs->is_number_integer() || vs->get<std::int64_t>() < 2 || vs->get<std::int64_t>() > kTop) {
+        return fail("engram_vocab_size: " + vs->dump() + " is not an integer in 2.." + std::to_string(kTop));
+      }
+      c.engram_vocab_size = vs->get<std::int64_t>();
+    }
+  }
+  WASTE_ASSIGN(c.engram_max_ngram_size, r.get_int("engram_max_ngram_size", 0, 0, 16));
+  WASTE_ASSIGN(c.engram_n_heads, r.get_int("engram_n_heads", 0, 0, 1024));
+  WASTE_ASSIGN(c.engram_head_dim, r.get_int("engram_head_dim", 0, 0, k2p16));
+  WASTE_ASSIGN(c.engram_pad_id, r.get_int("engram_pad_id", 0, 0, k2p24));
+  WASTE_ASSIGN(c.engram_compressed_vocab_size, r.get_int("engram_compressed_vocab_size", 0, 0, k2p24));
+  if (!c.engram_layer_ids.empty()) {
+    if (c.engram_num_embeddings.size() != c.engram_layer_ids.size()) {
+      return fail("engram_num_embeddings: " + std::to_string(c.engram_num_embeddings.size()) + " entries for " +
+                  std::to_string(c.engram_layer_ids.size()) + " engram_layer_ids");
+    }
+    if (c.engram_max_ngram_size < 2) return fail("engram_max_ngram_size: engram layers need n-grams of 2 or more");
+    if (c.engram_n_heads < 1) return fail("engram_n_heads: engram layers need at least 1 head");
+    if (c.engram_head_dim < 32 || c.engram_head_dim % 32 != 0) {
+      return fail("engram_head_dim: " + std::to_string(c.engram_head_dim) +
+                  " is not a positive multiple of 32 (one scale per 32 columns)");
+    }
+    if (c.engram_vocab_size < 2) return fail("engram_vocab_size: engram layers need it (the primes start there)");
+    if (c.engram_compressed_vocab_size < 1 || c.engram_compressed_vocab_size > c.vocab) {
+      return fail("engram_compressed_vocab_size: " + std::to_string(c.engram_compressed_vocab_size) +
+                  " is not in 1..vocab_size " + std::to_string(c.vocab));
+    }
+    if (c.engram_pad_id >= c.vocab) {
+      return fail("engram_pad_id: " + std::to_string(c.engram_pad_id) + " is not a token id below vocab_size " +
+                  std::to_string(c.vocab));
+    }
+  } else if (!c.engram_num_embeddings.empty()) {
+    return fail("engram_num_embeddings: given without engram_layer_ids");
+  }
+  return ok();
+}
+
+// The layer kinds of a deepseek-v4.1 config: every layer CSA; its layer_types, when written
+// (transformers' to_dict), must name exactly the kv sources "shared_compressed_attention".
+Status v41_layers(const json& text, const std::string& where, ModelConfig& c) {
+  c.attention.assign(std::size_t(c.n_layers), LayerAttention::csa);
+  auto lt = text.find("layer_types");
+  if (lt == text.end() || lt->is_null()) return ok();
+  if (!lt->is_array() || lt->size() != std::size_t(c.n_layers)) {
+    return make_error(Errc::format, where + ".layer_types: expected an array of " + std::to_string(c.n_layers) +
+                                        " entries");
+  }
+  const auto& src = c.kv_source_layer_ids;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const bool is_src = std::find(src.begin(), src.end(), l) != src.end();
+    const char* want = is_src ? "shared_compressed_attention" : "sliding_attention";
+    if ((*lt)[std::size_t(l)] != want) {
+      return make_error(Errc::format, where + ".layer_types[" + std::to_string(l) + "]: " +
+                                          (*lt)[std::size_t(l)].dump() + " where kv_source_layer_ids " +
+                                          ids_text(src) + " make it \"" + want + "\"");
+    }
+  }
+  return ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
@@ -297,6 +515,7 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
     auto mt = text->find("model_type");
     if (mt != text->end() && mt->is_string()) c.arch = mt->get<std::string>();
     if (c.arch == "glm5_next" || c.arch == "glm5_next_text") c.arch = "glm5-next";
+    if (c.arch == "deepseek_v41" || c.arch == "deepseek_v41_text") c.arch = "deepseek-v4.1";
   }
 
   WASTE_ASSIGN(c.n_layers, r.get_int("num_hidden_layers", 0, 1, 128));
@@ -330,6 +549,7 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   WASTE_TRY(parse_routing(*text, where, c));
   WASTE_ASSIGN(c.n_mtp, r.get_int("num_nextn_predict_layers", 0, 0, 16));
   WASTE_TRY(parse_glm_keys(*text, r, c));
+  WASTE_TRY(parse_v41_keys(*text, r, c));
   c.renormalize = r.get_flag("moe_renormalize");
   c.latent_norm = r.get_flag("latent_moe_use_norm");
   c.mla_output_gate = r.get_flag("mla_use_output_gate");
@@ -394,9 +614,25 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
       }
     }
   }
-  WASTE_ASSIGN(c.rope, parse_rope_config(*text, where, is_deepseek_family(config_in, *text), c.qk_rope));
+  if (c.is_deepseek_v41()) {
+    // V4.1's YaRN (compressed layers only) has no mscale at all (transformers: attention_factor
+    // 1): written as mscale = mscale_all_dim = 0, which the rope reader takes for exactly that.
+    auto rs = text->find("rope_scaling");
+    if (rs != text->end() && rs->is_object() && !rs->contains("mscale") && !rs->contains("mscale_all_dim")) {
+      json patched = *text;
+      patched["rope_scaling"]["mscale"] = 0.0;
+      patched["rope_scaling"]["mscale_all_dim"] = 0.0;
+      WASTE_ASSIGN(c.rope, parse_rope_config(patched, where, true, c.qk_rope));
+    } else {
+      WASTE_ASSIGN(c.rope, parse_rope_config(*text, where, true, c.qk_rope));
+    }
+  } else {
+    WASTE_ASSIGN(c.rope, parse_rope_config(*text, where, is_deepseek_family(config_in, *text), c.qk_rope));
+  }
   c.attention.assign(c.n_layers, LayerAttention::mla);
-  if (has_layer_types) {
+  if (c.is_deepseek_v41()) {
+    WASTE_TRY(v41_layers(*text, where, c));
+  } else if (has_layer_types) {
     WASTE_TRY(parse_layer_types(*text, where, kda_layers, c));
   } else {
     for (int l1 : kda_layers) c.attention[l1 - 1] = LayerAttention::kda;
@@ -427,7 +663,34 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
   if (c.swiglu_limit > 0.0f) {
     WASTE_TRY(need(!c.act_situ, "swiglu_limit clamps SiLU gates; hidden_act situ has none"));
   }
-  if (c.has_indexer()) {
+  if (c.n_csa_layers() > 0) {
+    if (!c.attn_sink) {
+      return make_error(Errc::format, where + ".attn_sink: missing (DeepSeek-V4.1 attention adds a per-head sink to "
+                                              "every softmax; the converter sets it from the checkpoint's attn_sink)");
+    }
+    WASTE_TRY(need(c.head_dim >= 1, "DeepSeek-V4.1 attention needs head_dim >= 1"));
+    WASTE_TRY(need(c.qk_rope <= c.head_dim, "qk_rope_head_dim " + std::to_string(c.qk_rope) + " exceeds head_dim " +
+                                                std::to_string(c.head_dim)));
+    WASTE_TRY(need(c.q_lora >= 1, "DeepSeek-V4.1 attention needs q_lora_rank >= 1"));
+    WASTE_TRY(need(c.o_groups >= 1 && c.n_heads % c.o_groups == 0,
+                   "o_groups " + std::to_string(c.o_groups) + " does not divide num_attention_heads " +
+                       std::to_string(c.n_heads)));
+    WASTE_TRY(need(c.o_lora_rank >= 1, "DeepSeek-V4.1 attention needs o_lora_rank >= 1"));
+    WASTE_TRY(need(c.sliding_window >= 1, "DeepSeek-V4.1 attention needs sliding_window >= 1"));
+    WASTE_TRY(need(!c.compress_ratios.empty(), "DeepSeek-V4.1 attention needs compress_ratios (one per layer)"));
+    if (!c.index_source_layer_ids.empty()) {
+      WASTE_TRY(need(c.index_n_heads >= 1 && c.index_head_dim >= 1 && c.index_topk >= 1,
+                     "index_source_layer_ids needs index_n_heads, index_head_dim and index_topk >= 1"));
+      for (int l : c.index_source_layer_ids) {
+        WASTE_TRY(need(c.kv_source_of(l) >= 0, "index source layer " + std::to_string(l) +
+                                                  " has no kv_source_layer_ids entry at or before it"));
+      }
+    }
+    WASTE_TRY(need(c.compress_rope_theta > 0.0 || c.kv_source_layer_ids.empty(),
+                   "compressing layers need compress_rope_theta"));
+  }
+  if (c.hc_single_pass) WASTE_TRY(need(c.uses_mhc(), "hc_single_pass needs hc_mult >= 1"));
+  if (c.has_indexer() && !c.is_deepseek_v41()) {
     WASTE_TRY(need(c.index_head_dim >= 1 && c.index_kpool >= 1 && c.index_topk >= 1,
                    "index_n_heads > 0 needs index_head_dim, index_kpool and index_topk >= 1"));
     WASTE_TRY(need(c.index_topk % c.index_kpool == 0, "index_topk " + std::to_string(c.index_topk) +
@@ -458,11 +721,29 @@ Result<ModelConfig> ModelConfig::from_json(const json& config_in) {
       {std::int64_t(c.q_lora) * c.hidden, "q_a_proj size"},
       {std::int64_t(c.hc_mix()) * c.stream_width(), "mHC projection size"},
       {std::int64_t(c.index_n_heads) * c.index_head_dim * std::max(c.q_lora, c.hidden), "indexer query size"},
+      {std::int64_t(c.n_heads) * c.head_dim * std::max(c.q_lora, c.o_lora_rank), "wq_b / wo_a size"},
+      {std::int64_t(c.o_groups) * c.o_lora_rank * c.hidden, "wo_b size"},
+      {std::int64_t(c.head_dim) * c.hidden * 2, "wkv / compressor size"},
+      {std::int64_t(c.hidden) * (c.hc_mult + 1) * std::max(1, c.engram_max_ngram_size - 1) * c.engram_n_heads *
+           c.engram_head_dim, "engram wkv size"},
   };
   for (const auto& [value, what] : products) {
     if (value > kMax) return make_error(Errc::format, where + ": " + what + " = " + std::to_string(value) + " overflows int32");
   }
   return c;
+}
+
+int ModelConfig::n_csa_layers() const {
+  return static_cast<int>(std::count(attention.begin(), attention.end(), LayerAttention::csa));
+}
+
+int ModelConfig::kv_source_of(int layer) const {
+  if (layer < 0 || std::size_t(layer) >= compress_ratios.size() || compress_ratios[std::size_t(layer)] == 0) return -1;
+  int src = -1;
+  for (int s : kv_source_layer_ids) {
+    if (s <= layer) src = s;
+  }
+  return src;
 }
 
 int ModelConfig::n_kda_layers() const {
@@ -485,6 +766,10 @@ json ModelConfig::to_json() const {
     j["architectures"] = {"Glm5NextForConditionalGeneration"};
     j["model_type"] = "glm5_next";
   }
+  else if (arch == "deepseek-v4.1") {
+    j["architectures"] = {"DeepseekV41ForCausalLM"};
+    j["model_type"] = "deepseek_v41_text";
+  }
   else if (!arch.empty()) j["architectures"] = {arch};
   j["num_hidden_layers"] = n_layers;
   j["hidden_size"] = hidden;
@@ -502,6 +787,7 @@ json ModelConfig::to_json() const {
   j["routed_scaling_factor"] = routed_scale;
   if (renormalize) j["moe_renormalize"] = true;
   if (scoring == RouterScoring::softmax) j["scoring_func"] = "softmax";
+  if (scoring == RouterScoring::sqrtsoftplus) j["scoring_func"] = "sqrtsoftplus";
   if (n_group > 1) {
     j["n_group"] = n_group;
     j["topk_group"] = topk_group;
@@ -538,6 +824,32 @@ json ModelConfig::to_json() const {
     j["index_n_heads"] = index_n_heads;
     j["index_head_dim"] = index_head_dim;
     j["index_kpool_always_select_tail"] = index_kpool_always_select_tail;
+  }
+  if (head_dim > 0) j["head_dim"] = head_dim;
+  if (o_groups > 0) j["o_groups"] = o_groups;
+  if (o_lora_rank > 0) j["o_lora_rank"] = o_lora_rank;
+  if (sliding_window > 0) j["sliding_window"] = sliding_window;
+  if (!compress_ratios.empty()) j["compress_ratios"] = compress_ratios;
+  if (!kv_source_layer_ids.empty()) j["kv_source_layer_ids"] = kv_source_layer_ids;
+  if (!index_source_layer_ids.empty()) j["index_source_layer_ids"] = index_source_layer_ids;
+  if (!kv_source_layer_ids.empty() || candidate_source_layer_id >= 0) {
+    j["candidate_source_layer_id"] = candidate_source_layer_id;
+    j["candidate_topk_blocks"] = candidate_topk_blocks;
+    j["candidate_block_size"] = candidate_block_size;
+  }
+  if (compress_rope_theta > 0.0) j["compress_rope_theta"] = compress_rope_theta;
+  if (gate_temp != 1.0f) j["gate_temp"] = gate_temp;
+  if (attn_sink) j["attn_sink"] = true;
+  if (hc_single_pass) j["hc_single_pass"] = true;
+  if (!engram_layer_ids.empty()) {
+    j["engram_layer_ids"] = engram_layer_ids;
+    j["engram_num_embeddings"] = engram_num_embeddings;
+    j["engram_vocab_size"] = engram_vocab_size;
+    j["engram_max_ngram_size"] = engram_max_ngram_size;
+    j["engram_n_heads"] = engram_n_heads;
+    j["engram_head_dim"] = engram_head_dim;
+    j["engram_pad_id"] = engram_pad_id;
+    j["engram_compressed_vocab_size"] = engram_compressed_vocab_size;
   }
   if (arch == "glm5-next") {
     json types = json::array(), mlp = json::array();

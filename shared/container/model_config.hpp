@@ -20,13 +20,16 @@ inline constexpr int kMaxExperts = 1 << 16;
 // n_group bound: the router keeps one score per group on the stack.
 inline constexpr int kMaxExpertGroups = 64;
 
-enum class LayerAttention : std::uint8_t { kda, mla };
+// csa: DeepSeek-V4.1's attention (one shared 512-wide K=V latent, sliding window, CSA2
+// compressed branch per compress_ratios); every layer of a deepseek-v4.1 config.
+enum class LayerAttention : std::uint8_t { kda, mla, csa };
 enum class LayerFfn : std::uint8_t { dense, moe };
-enum class RouterScoring : std::uint8_t { sigmoid, softmax };
+// sqrtsoftplus: sqrt(softplus(x)) (DeepSeek-V4.1).
+enum class RouterScoring : std::uint8_t { sigmoid, softmax, sqrtsoftplus };
 
 
 struct ModelConfig {
-  std::string arch;            // "kimi-linear", "kimi-k3", "glm5-next", or the raw architectures[0]
+  std::string arch;            // "kimi-linear", "kimi-k3", "glm5-next", "deepseek-v4.1", or the raw architectures[0]
   int n_layers = 0;            // num_hidden_layers, 1..128
   int hidden = 0;              // hidden_size
   int vocab = 0;               // vocab_size
@@ -85,12 +88,45 @@ struct ModelConfig {
   int index_head_dim = 0;      // index_head_dim
   bool index_kpool_always_select_tail = false;  // index_kpool_always_select_tail
 
+  // DeepSeek-V4.1-Flash (deepseek_v41): CSA2 attention, single-pass mHC, Engram tables. The
+  // public engine's manifest keys, under the HF names (model-families.md §2.1, §2.3). All empty
+  // or 0 for every other family.
+  int head_dim = 0;            // head_dim: query head width = the shared K=V latent width (512)
+  int o_groups = 0;            // o_groups: head groups of the grouped low-rank output projection
+  int o_lora_rank = 0;         // o_lora_rank: per-group width of wo_a
+  int sliding_window = 0;      // sliding_window: raw KV ring per layer
+  std::vector<int> compress_ratios;        // per backbone layer: 0 window only, 1 projection, r > 1 pooling
+  std::vector<int> kv_source_layer_ids;    // layers owning a compressor (sorted)
+  std::vector<int> index_source_layer_ids; // layers running the indexer (sorted)
+  int candidate_source_layer_id = -1;      // two-level top-k source (-1 = off); absent = last kv source
+  int candidate_topk_blocks = 0;           // candidate_topk_blocks
+  int candidate_block_size = 0;            // candidate_block_size (compressed positions per block)
+  double compress_rope_theta = 0.0;        // compress_rope_theta: rope base of compressed layers (+ YaRN)
+  float gate_temp = 1.0f;                  // gate_temp: router logits divided by it
+  bool attn_sink = false;                  // attn_sink: per-head sink in every softmax (required by V4.1)
+  bool hc_single_pass = false;             // hc_single_pass: a sublayer's mix yields the next one's pre
+  std::vector<int> engram_layer_ids;               // layers with an Engram table (sorted)
+  std::vector<std::int64_t> engram_num_embeddings; // rows per Engram layer
+  std::int64_t engram_vocab_size = 0;              // engram_vocab_size: where the prime draw starts
+  int engram_max_ngram_size = 0;                   // engram_max_ngram_size (N-grams 2..N)
+  int engram_n_heads = 0;                          // engram_n_heads: hash heads per n-gram size
+  int engram_head_dim = 0;                         // engram_head_dim: row width
+  int engram_pad_id = 0;                           // engram_pad_id
+  int engram_compressed_vocab_size = 0;            // engram_compressed_vocab_size
+
   // Per layer: from layer_types when the config gives it ("linear_attention" = KDA,
   // "full_attention" / "deepseek_sparse_attention" = MLA; GLM), else from
   // linear_attn_config.kda_layers (1-based in JSON, the v0 rule).
   std::vector<LayerAttention> attention;
 
   [[nodiscard]] bool is_kda(int layer) const { return attention[layer] == LayerAttention::kda; }
+  [[nodiscard]] bool is_csa(int layer) const { return attention[layer] == LayerAttention::csa; }
+  [[nodiscard]] bool is_deepseek_v41() const { return arch == "deepseek-v4.1"; }
+  [[nodiscard]] int n_csa_layers() const;
+  [[nodiscard]] bool uses_engram() const { return !engram_layer_ids.empty(); }
+  // The kv source whose compressed cache layer `layer` reads (the last source at or before it),
+  // or -1 (window-only layer, or none).
+  [[nodiscard]] int kv_source_of(int layer) const;
   [[nodiscard]] bool is_moe(int layer) const { return n_experts > 0 && layer >= first_dense; }
   [[nodiscard]] int expert_input_dim() const { return latent_dim > 0 ? latent_dim : hidden; }
   [[nodiscard]] int shared_inter() const { return moe_inter * (n_shared > 1 ? n_shared : 1); }

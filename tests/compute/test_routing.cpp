@@ -145,7 +145,8 @@ TEST_CASE("Routing config: DeepSeek and Kimi key names, refusals naming the key"
         "config: n_group 4 and num_expert_group 2 contradict each other");
   CHECK(with({{"n_group", 8}, {"topk_group", 1}}).error().message ==
         "config.topk_group: 1 groups of 2 experts hold fewer than num_experts_per_token 4");
-  CHECK(with({{"scoring_func", "relu"}}).error().message == "config.scoring_func: \"relu\" is not sigmoid or softmax");
+  CHECK(with({{"scoring_func", "relu"}}).error().message ==
+        "config.scoring_func: \"relu\" is not sigmoid, softmax or sqrtsoftplus");
   CHECK(with({{"topk_method", "aux"}}).error().message ==
         "config.topk_method: \"aux\" is not noaux_tc, group_limited_greedy or greedy");
 }

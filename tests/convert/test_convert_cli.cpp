@@ -106,6 +106,9 @@ TEST_CASE("waste convert refuses bad flags with exit code 2", "[convert][cli]") 
   auto vq4p = run_waste({"convert", src, "--out", out, "--index-bits", "6"}, dir.path());
   CHECK(vq4p.rc == 2);
   CHECK(vq4p.err == "waste convert: --index-bits 6 needs --stages 4 --entries 64 (VQ4P)\n");
+  auto engram = run_waste({"convert", src, "--out", out, "--engram-bits", "6"}, dir.path());
+  CHECK(engram.rc == 2);
+  CHECK(engram.err == "waste convert: --engram-bits must be one of 4, 8\n");
   CHECK_FALSE(fs::exists(dir.path() / "m.waste" / "manifest.json"));
   auto missing = run_waste({"convert", (dir.path() / "nope").string(), "--out", out}, dir.path());
   CHECK(missing.rc == 1);

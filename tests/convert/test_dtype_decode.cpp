@@ -142,7 +142,8 @@ TEST_CASE("an F8 weight without its scale companion is refused, naming tensor an
   auto ck = make(dir, {{"w.weight", "F8_E5M2", {1, 2}, {0x3C, 0x40}}});
   auto w = resolve_weight(ck, "w.weight", {128, 128});
   REQUIRE_FALSE(w.has_value());
-  CHECK(w.error().message == "tensor w.weight (shard model.safetensors): its scale companion w.weight_scale_inv is missing");
+  CHECK(w.error().message ==
+        "tensor w.weight (shard model.safetensors): its scale companion w.weight_scale_inv (or w.scale) is missing");
 }
 
 TEST_CASE("MXFP4 pairs decode low nibble first with one E8M0 scale per 32 inputs", "[convert][dtype]") {
