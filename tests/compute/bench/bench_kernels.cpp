@@ -63,8 +63,8 @@ void bench_rvq(int reps) {
   using namespace waste;
   struct Shape { const char* name; int rows, cols; };
   std::printf("\nRVQ, best of %d, single thread (lookups = rows x vectors x stages)\n", reps);
-  std::printf("%-8s %-10s %12s %10s %12s %12s %12s %12s\n", "isa", "shape", "vq3r_us", "ns/row",
-              "lookups/ns", "lut_build_us", "vq4p_us", "v4p_lk/ns");
+  std::printf("%-8s %-10s %12s %10s %12s %12s %12s %12s %10s %10s %10s\n", "isa", "shape", "vq3r_us", "ns/row",
+              "lookups/ns", "lut_build_us", "vq4p_us", "v4p_lk/ns", "to_q16_us", "q16_us", "q16_lk/ns");
   for (const Shape shape : {Shape{"gate", 1024, 2304}, Shape{"down", 2304, 1024}}) {
     const auto vq3 = test::make_expert_matrix(shape.rows, shape.cols, 3, false, 11);
     const auto vq4p = test::make_expert_matrix(shape.rows, shape.cols, 4, true, 12);
@@ -87,9 +87,16 @@ void bench_rvq(int reps) {
       const double t_vq4p = best_ns(n, [&] {
         k->rvq_apply_vq4p(vq4p.view, lut_q.data(), block_scales.data(), y.data(), 0, shape.rows);
       });
-      std::printf("%-8s %-10s %12.1f %10.1f %12.2f %12.1f %12.1f %12.2f\n", k->isa, shape.name,
+      // q16 (WASTE_LUT=q16): the in-place conversion of a fresh copy of the f32 tables, then the apply.
+      std::vector<float> lut16 = lut3;
+      const double t_to_q16 = best_ns(n, [&] {
+        std::copy(lut3.begin(), lut3.end(), lut16.begin());
+        k->rvq_lut_to_q16(lut16.data(), 3, 256, 0, nv);
+      });
+      const double t_q16 = best_ns(n, [&] { k->rvq_apply_q16(vq3.view, lut16.data(), 256, y.data(), 0, shape.rows); });
+      std::printf("%-8s %-10s %12.1f %10.1f %12.2f %12.1f %12.1f %12.2f %10.1f %10.1f %10.2f\n", k->isa, shape.name,
                   t_vq3 / 1e3, t_vq3 / shape.rows, lookups3 / t_vq3, t_build / 1e3, t_vq4p / 1e3,
-                  lookups4 / t_vq4p);
+                  lookups4 / t_vq4p, t_to_q16 / 1e3, t_q16 / 1e3, lookups3 / t_q16);
     }
   }
 }
