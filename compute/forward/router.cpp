@@ -27,40 +27,19 @@ int scan_top(const float* scored, int E, int n, unsigned char* taken, int* ids) 
 
 }  // namespace
 
-Result<ScoreFunction> parse_score_function(std::string_view name) {
-  if (name == "sigmoid") return ScoreFunction::sigmoid;
-  if (name == "softmax") return ScoreFunction::softmax;
-  if (name == "sqrtsoftplus") return ScoreFunction::sqrtsoftplus;
-  return make_error(Errc::format,
-                    "scoring function \"" + std::string(name) + "\" is not sigmoid, softmax or sqrtsoftplus");
-}
-
-const char* score_function_name(ScoreFunction f) {
-  switch (f) {
-    case ScoreFunction::softmax: return "softmax";
-    case ScoreFunction::sqrtsoftplus: return "sqrtsoftplus";
-    case ScoreFunction::sigmoid: break;
-  }
-  return "sigmoid";
-}
-
-ScoreFunction score_function_of(RouterScoring scoring) {
-  return scoring == RouterScoring::softmax ? ScoreFunction::softmax : ScoreFunction::sigmoid;
-}
-
 float sqrt_softplus(float x) {
   // ops.hpp's softplus is torch's (beta 1, threshold 20): x itself above 20, else log1p(exp(x)).
   return std::sqrt(softplus(x));
 }
 
-void score_experts(ScoreFunction f, const float* logits, int n, float temp, float* probs) {
+void score_experts(RouterScoring f, const float* logits, int n, float temp, float* probs) {
   const float* x = logits;
   if (temp != 1.0f) {
     for (int e = 0; e < n; ++e) probs[e] = logits[e] / temp;
     x = probs;
   }
   switch (f) {
-    case ScoreFunction::softmax: {
+    case RouterScoring::softmax: {
       float max_logit = x[0];
       for (int e = 1; e < n; ++e) max_logit = std::max(max_logit, x[e]);
       float sum = 0.0f;
@@ -71,10 +50,10 @@ void score_experts(ScoreFunction f, const float* logits, int n, float temp, floa
       for (int e = 0; e < n; ++e) probs[e] /= sum;
       break;
     }
-    case ScoreFunction::sqrtsoftplus:
+    case RouterScoring::sqrtsoftplus:
       for (int e = 0; e < n; ++e) probs[e] = sqrt_softplus(x[e]);
       break;
-    case ScoreFunction::sigmoid:
+    case RouterScoring::sigmoid:
       for (int e = 0; e < n; ++e) probs[e] = sigmoid(x[e]);
       break;
   }
@@ -83,7 +62,7 @@ void score_experts(ScoreFunction f, const float* logits, int n, float temp, floa
 void router_scores(const ModelConfig& c, std::span<const float> bias, const float* logits, float* probs,
                    float* scored) {
   const int E = c.n_experts;
-  score_experts(score_function_of(c.scoring), logits, E, 1.0f, probs);
+  score_experts(c.scoring, logits, E, 1.0f, probs);
   for (int e = 0; e < E; ++e) scored[e] = bias.empty() ? probs[e] : probs[e] + bias[std::size_t(e)];
 }
 

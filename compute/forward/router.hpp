@@ -20,24 +20,12 @@
 
 namespace waste::forward {
 
-// A router's score function. ModelConfig::scoring (RouterScoring) names the two the v0
-// configs use; V4.1's `scoring_func: "sqrtsoftplus"` is the third.
-enum class ScoreFunction : std::uint8_t { sigmoid, softmax, sqrtsoftplus };
-
-// "sigmoid", "softmax" or "sqrtsoftplus" (exact, case-sensitive); anything else is
-// Errc::format "scoring function \"relu\" is not sigmoid, softmax or sqrtsoftplus".
-Result<ScoreFunction> parse_score_function(std::string_view name);
-// The config spelling of f ("sqrtsoftplus").
-const char* score_function_name(ScoreFunction f);
-// ModelConfig's scoring as a ScoreFunction.
-ScoreFunction score_function_of(RouterScoring scoring);
-
 // sqrt(softplus(x)), softplus(x) = log(1 + e^x) (x itself above 20, as torch's softplus).
 float sqrt_softplus(float x);
 
-// probs[e] = f(logits[e] / temp) for e < n (softmax over the n). temp 1 divides nothing:
+// probs[e] = f(logits[e] / temp) for e < n, f the config's scoring (ModelConfig::scoring) (softmax over the n). temp 1 divides nothing:
 // the bits of the plain f(logits). probs may alias logits.
-void score_experts(ScoreFunction f, const float* logits, int n, float temp, float* probs);
+void score_experts(RouterScoring f, const float* logits, int n, float temp, float* probs);
 
 // probs[e] = the scoring function of the logits; scored[e] = probs[e] + bias[e] (bias may be
 // empty). probs may alias logits' storage only when it is not needed after (it is not read).
@@ -54,7 +42,7 @@ int router_rank_flat(const float* scored, int E, int n, unsigned char* taken, in
 
 // DeepSeek-V4.1's gate (DeepseekV41TopKRouter): everything it reads besides the tensors.
 struct NoauxRouter {
-  ScoreFunction score = ScoreFunction::sqrtsoftplus;  // scoring_func
+  RouterScoring score = RouterScoring::sqrtsoftplus;  // scoring_func
   int n_experts = 0;                                  // n_routed_experts
   int top_k = 0;                                      // num_experts_per_tok, 1..n_experts
   float gate_temp = 1.0f;                             // gate_temp: logits / gate_temp before score

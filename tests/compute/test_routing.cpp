@@ -153,23 +153,6 @@ TEST_CASE("Routing config: DeepSeek and Kimi key names, refusals naming the key"
 
 // DeepSeek-V4.1's gate (route_noaux): sqrtsoftplus scores, selection by score + bias (bias_vl on
 // image-span tokens), weights from the unbiased scores over (sum + 1e-20), times route_scale.
-TEST_CASE("Score function names: the three config spellings, anything else refused by name", "[compute][routing]") {
-  using forward::ScoreFunction;
-  for (auto f : {ScoreFunction::sigmoid, ScoreFunction::softmax, ScoreFunction::sqrtsoftplus}) {
-    auto parsed = forward::parse_score_function(forward::score_function_name(f));
-    REQUIRE(parsed);
-    CHECK(*parsed == f);
-  }
-  CHECK(std::string(forward::score_function_name(forward::ScoreFunction::sqrtsoftplus)) == "sqrtsoftplus");
-  CHECK(forward::parse_score_function("relu").error().message ==
-        "scoring function \"relu\" is not sigmoid, softmax or sqrtsoftplus");
-  CHECK(forward::parse_score_function("SqrtSoftplus").error().message ==
-        "scoring function \"SqrtSoftplus\" is not sigmoid, softmax or sqrtsoftplus");
-  CHECK(forward::parse_score_function("").error().code == Errc::format);
-  CHECK(forward::score_function_of(RouterScoring::softmax) == forward::ScoreFunction::softmax);
-  CHECK(forward::score_function_of(RouterScoring::sigmoid) == forward::ScoreFunction::sigmoid);
-}
-
 TEST_CASE("sqrt(softplus(x)): log1p(e^x) below 20, x itself above (torch's threshold)", "[compute][routing]") {
   CHECK(forward::sqrt_softplus(0.0f) == Approx(std::sqrt(std::log(2.0))).epsilon(1e-7));
   CHECK(forward::sqrt_softplus(1.0f) == Approx(std::sqrt(std::log1p(std::exp(1.0)))).epsilon(1e-7));
@@ -232,7 +215,7 @@ TEST_CASE("route_noaux: the bias picks, the unbiased scores weigh, image tokens 
 TEST_CASE("route_noaux: all scores zero renormalise to zero weights, not NaN (the 1e-20 floor)", "[compute][routing]") {
   // sigmoid scores of -200 underflow to 0: without the +1e-20 the weights would be 0/0.
   forward::NoauxRouter r;
-  r.score = forward::ScoreFunction::sigmoid;
+  r.score = RouterScoring::sigmoid;
   r.n_experts = 3;
   r.top_k = 2;
   const float logits[3] = {-200.0f, -200.0f, -200.0f};
@@ -247,24 +230,24 @@ TEST_CASE("route_noaux: all scores zero renormalise to zero weights, not NaN (th
   CHECK(w[1] == 0.0f);
 }
 
-TEST_CASE("score_experts with temperature 1 gives route()'s sigmoid and softmax bits", "[compute][routing]") {
+TEST_CASE("score_experts with temperature 1 gives route()'s bits for every scoring function", "[compute][routing]") {
   ModelConfig c;
   c.n_experts = 5;
   const float logits[5] = {0.3f, -1.7f, 2.25f, 0.0f, 9.0f};
-  for (auto scoring : {RouterScoring::sigmoid, RouterScoring::softmax}) {
+  for (auto scoring : {RouterScoring::sigmoid, RouterScoring::softmax, RouterScoring::sqrtsoftplus}) {
     c.scoring = scoring;
     std::vector<float> probs(5), scored(5), direct(5);
     forward::router_scores(c, {}, logits, probs.data(), scored.data());
-    forward::score_experts(forward::score_function_of(scoring), logits, 5, 1.0f, direct.data());
+    forward::score_experts(scoring, logits, 5, 1.0f, direct.data());
     CHECK(std::memcmp(probs.data(), direct.data(), 5 * sizeof(float)) == 0);
     CHECK(probs[4] > probs[0]);
   }
   // In place (probs aliasing logits) and through the temperature's copy: the same values.
   float in_place[5];
   std::memcpy(in_place, logits, sizeof in_place);
-  forward::score_experts(forward::ScoreFunction::softmax, in_place, 5, 0.5f, in_place);
+  forward::score_experts(RouterScoring::softmax, in_place, 5, 0.5f, in_place);
   std::vector<float> apart(5);
-  forward::score_experts(forward::ScoreFunction::softmax, logits, 5, 0.5f, apart.data());
+  forward::score_experts(RouterScoring::softmax, logits, 5, 0.5f, apart.data());
   CHECK(std::memcmp(in_place, apart.data(), sizeof in_place) == 0);
   CHECK(apart[4] == Approx(std::exp(18.0) / (std::exp(0.6) + std::exp(-3.4) + std::exp(4.5) + 1.0 + std::exp(18.0)))
                         .epsilon(1e-6));

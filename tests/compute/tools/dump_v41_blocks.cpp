@@ -103,7 +103,7 @@ int run_router(Input& in, const std::filesystem::path& out) {
   r.top_k = in.i[1];
   const int tokens = in.i[2];
   if (in.i[3] < 0 || in.i[3] > 2) return fail("score function code " + std::to_string(in.i[3]));
-  r.score = forward::ScoreFunction(in.i[3]);
+  r.score = RouterScoring(in.i[3]);
   r.renormalize = in.i[4] != 0;
   r.gate_temp = in.f[0];
   r.route_scale = in.f[1];
