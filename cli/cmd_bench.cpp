@@ -30,6 +30,7 @@
 #include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "shared/memory/client_sizing.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/forward/expert_batch.hpp"
 #include "compute/forward/lut_mode.hpp"
@@ -471,7 +472,7 @@ const CommandRegistration kRegistration{Command{
           ->check(int_range("--lookahead", -1, 64));
       sub.add_option("--prefill-chunk", args->prefill_chunk, "Prompt tokens per prefill call (1 = token by token)")
           ->type_name("TOKENS")
-          ->check(int_range("--prefill-chunk", 1, 64));
+          ->check(int_range("--prefill-chunk", 1, sizing::kMaxPrefillChunk));
       sub.add_option("--prefill-matmul", args->prefill_matmul,
                      "Prompt tokens' experts by matrix products: on (the default), off (lookup tables, as decode) "
                      "or a token count (experts routed to >= N tokens of a pass); when not given, $WASTE_PREFILL_MATMUL "

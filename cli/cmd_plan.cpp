@@ -17,6 +17,7 @@ namespace {
 struct PlanArgs {
   std::string model;
   int ctx = 4096;
+  int prefill_chunk = kPrefillChunkTokens;  // the engine's prefill_chunk the scratch is planned for
   std::string budget;
   bool json = false;
 };
@@ -26,7 +27,7 @@ void line(const char* name, std::uint64_t bytes) {
 }
 
 int run_plan(const PlanArgs& a) {
-  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx));
+  auto plan = plan_memory(std::filesystem::path(a.model), std::uint32_t(a.ctx), a.prefill_chunk);
   if (!plan) return report_error("plan", plan.error());
   std::optional<std::uint64_t> requested;
   if (!a.budget.empty()) {
@@ -43,6 +44,7 @@ int run_plan(const PlanArgs& a) {
   if (a.json) {
     print_json({{"model", a.model},
                 {"ctx_tokens", a.ctx},
+                {"prefill_chunk", a.prefill_chunk},
                 {"trunk_bytes", plan->trunk_bytes},
                 {"vision_bytes", plan->vision_bytes},
                 {"state_bytes", plan->state_bytes},
@@ -96,6 +98,10 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--ctx", args->ctx, "Context length in tokens")
           ->type_name("TOKENS")
           ->check(int_range("--ctx", 1, kMaxCtxTokens));
+      sub.add_option("--prefill-chunk", args->prefill_chunk,
+                     "Tokens per prefill pass the scratch is planned for (an engine's prefill_chunk)")
+          ->type_name("TOKENS")
+          ->check(int_range("--prefill-chunk", 1, kMaxPrefillChunkTokens));
       sub.add_option("--budget", args->budget,
                      "RAM budget to check, in bytes with a K/M/G/T suffix (8G, 500M); auto = this machine's")
           ->type_name("SIZE")

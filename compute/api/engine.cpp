@@ -206,7 +206,8 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
                               *impl->kernels,
                               options.ctx_tokens,
                               impl->codebook_base,
-                              lookahead};
+                              lookahead,
+                              options.prefill_chunk};
   impl->forward = std::make_unique<forward::Forward>(in);
   if (options.profile) impl->forward->set_profile(&impl->profile);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));

@@ -55,7 +55,8 @@ struct EngineOptions {
   int reader_threads = 2;          // in-process IoServer reader threads (1..64; 0 is taken as 1)
   int lookahead = -1;              // next-layer experts prefetched per MoE layer in decode:
                                    // -1 = automatic from the source's cache size, 0 = off, else 1..64
-  int prefill_chunk = 64;          // prompt tokens per chunked-prefill call (1 = token by token), <= 64
+  int prefill_chunk = 64;          // tokens per chunked-prefill pass (1 = token by token), 1..512; the
+                                   // chunk buffers hold max(this, 64) tokens (plan_memory's prefill_chunk)
   bool resident_experts = false;   // read every expert at open: decode then measures compute alone
   bool resident_embedding = false; // load the on-disk embed_tokens into memory at open (no disk read per
                                    // token); front ends set it from the budget (InProcessCache)

@@ -52,7 +52,7 @@ Result<EngineParts> open_expert_plane(const EngineOptions& options, const Contai
     co.allow_spawn = options.daemon.allow_spawn;
     co.spawn_args = options.daemon.spawn_args;
     if (options.daemon.linger_ms >= 0) co.linger = std::chrono::milliseconds(options.daemon.linger_ms);
-    auto plan = plan_memory(container.manifest, std::uint32_t(options.ctx_tokens));
+    auto plan = plan_memory(container.manifest, std::uint32_t(options.ctx_tokens), options.prefill_chunk);
     if (!plan) return std::unexpected(plan.error());
     co.state_bytes = plan->state_bytes * std::uint64_t(options.daemon.sequences) + plan->scratch_bytes;
     auto attached = attach_daemon(options.model, container, co);
@@ -116,7 +116,7 @@ Result<OpenedEngine> open_engine(const OpenRequest& r) {
     // The arena: --cache-records as given (embedding on disk), else what the budget leaves.
     Result<InProcessCache> cache = InProcessCache{r.cache_records.value_or(0), 0, false};
     if (!r.cache_records) {
-      auto plan = plan_memory(container->manifest, std::uint32_t(options.ctx_tokens));
+      auto plan = plan_memory(container->manifest, std::uint32_t(options.ctx_tokens), options.prefill_chunk);
       if (!plan) return std::unexpected(plan.error());
       cache = in_process_cache(*plan, r.budget);
       if (!cache) return std::unexpected(cache.error());

@@ -29,9 +29,9 @@ Status Forward::run_batch(std::span<const Segment> segments) {
     }
     total += seg.tokens.size();
   }
-  if (total > std::size_t(kMaxPrefillChunk)) {
+  if (total > std::size_t(prefill_capacity_)) {
     return make_error(Errc::argument, "batch of " + std::to_string(total) + " tokens: must be 1.." +
-                                          std::to_string(kMaxPrefillChunk));
+                                          std::to_string(prefill_capacity_));
   }
   for (std::size_t i = 0; i < segments.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {

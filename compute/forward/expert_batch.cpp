@@ -62,10 +62,10 @@ Result<int> parse_min_tokens(std::string_view text, std::string_view what) {
   if (text == "on") return kPromptTokens;
   int n = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= kMaxPrefillChunk) return n;
+  if (ec == std::errc() && end == text.data() + text.size() && n >= 1 && n <= kLutRows) return n;
   return make_error(Errc::argument, std::string(what) + ": '" + std::string(text) +
                                         "' is not off, on or a token count in 1.." +
-                                        std::to_string(kMaxPrefillChunk));
+                                        std::to_string(kLutRows));
 }
 
 void run(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view, const float* xin,

@@ -24,6 +24,7 @@ Forward::Forward(const Inputs& in)
       exec_{in.pool, in.kernels},
       ctx_tokens_(in.ctx_tokens),
       lookahead_(in.lookahead),
+      prefill_capacity_(sizing::prefill_capacity(std::clamp(in.prefill_chunk, 1, kMaxPrefillChunk))),
       plan_(plan_model(in.config)),
       residual_(in.config, plan_.residual, exec_),
       codebook_base_(in.codebook_base.begin(), in.codebook_base.end()) {
@@ -177,18 +178,19 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
 
 // The chunk working set (the LUTs dominate), allocated on the first prefill or batch and kept.
 void Forward::ensure_batch_scratch() {
-  if (pre_moe_.tokens >= kMaxPrefillChunk) return;
+  const int T = prefill_capacity_;
+  if (pre_moe_.tokens >= T) return;
   // Sized by the same function as the memory plan (shared/memory/client_sizing).
-  const sizing::ForwardSizes z = sizing::forward_sizes(c_, kMaxPrefillChunk);
-  pre_moe_.resize(c_, experts_.geometry, kMaxPrefillChunk);
-  if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, kMaxPrefillChunk);
+  const sizing::ForwardSizes z = sizing::forward_sizes(c_, T);
+  pre_moe_.resize(c_, experts_.geometry, T);
+  if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, T);
   if (!indexer_.empty()) {
     if (auto shape = KpoolIndexerShape::make(c_.index_n_heads, c_.index_head_dim, c_.index_kpool, c_.index_topk,
                                              c_.hidden, c_.q_lora, c_.index_kpool_always_select_tail)) {
-      indexer_s_.resize(*shape, ctx_tokens_, kMaxPrefillChunk);
+      indexer_s_.resize(*shape, ctx_tokens_, T);
     }
   }
-  if (c_.n_kda_layers() > 0) kda_.resize(c_, kMaxPrefillChunk);
+  if (c_.n_kda_layers() > 0) kda_.resize(c_, T);
   pre_x_.assign(z.pre_stream, 0.0f);
   pre_ps_.assign(z.pre_hidden, 0.0f);
   pre_h_.assign(z.pre_hidden, 0.0f);
@@ -289,9 +291,9 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
 Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
                         std::span<const float* const> embeddings, bool prompt) {
   const int T = int(tokens.size());
-  if (T < 1 || T > kMaxPrefillChunk) {
+  if (T < 1 || T > prefill_capacity_) {
     return make_error(Errc::argument, "prefill chunk of " + std::to_string(T) + " tokens: must be 1.." +
-                                          std::to_string(kMaxPrefillChunk));
+                                          std::to_string(prefill_capacity_));
   }
   if (!embeddings.empty() && embeddings.size() != tokens.size()) {
     return make_error(Errc::argument, "prefill: " + std::to_string(embeddings.size()) + " embedding rows for " +

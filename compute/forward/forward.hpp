@@ -46,6 +46,10 @@ class Forward {
     int ctx_tokens;
     std::span<const int> codebook_base;  // per layer: the manifest bank's codebook_base (-1 = no bank)
     int lookahead = 0;                   // next-layer ids prefetched per MoE layer in decode
+    // Most tokens a prefill pass or batch of this Forward carries, 1..kMaxPrefillChunk
+    // (EngineOptions::prefill_chunk; clamped): its chunk buffers hold max(this, 64) tokens,
+    // what the memory plan counts for that chunk (sizing::prefill_capacity).
+    int prefill_chunk = sizing::kPrefillChunk;
   };
   explicit Forward(const Inputs& in);
 
@@ -55,7 +59,7 @@ class Forward {
   // fed the vision tower's output row (the token id is still checked and recorded as fed).
   Status step(int token, model::RunState& state, std::span<float> logits, const float* embedding = nullptr);
 
-  // Chunked prefill (§3.10) of 1..kMaxPrefillChunk tokens: projections batched over the chunk,
+  // Chunked prefill (§3.10) of 1..prefill_capacity() tokens: projections batched over the chunk,
   // the attention recurrences token by token, each distinct routed expert read once per chunk;
   // logits of the last token. Same preconditions per token, and position() + tokens.size() <=
   // ctx_tokens.
@@ -80,7 +84,7 @@ class Forward {
   // through one forward pass: every trunk projection and the lm_head run once over the whole
   // batch, each distinct routed expert is read once and applied to every token that chose it,
   // the attention recurrences step each token's own state. Each segment ends with the logits
-  // and state it would have alone (prefill()'s bits). 1..kMaxPrefillChunk tokens in all; the
+  // and state it would have alone (prefill()'s bits). 1..prefill_capacity() tokens in all; the
   // states must be distinct; the same preconditions per segment as prefill(). Under the
   // per-token rule a token's bits depend on its segment's `prompt` only, never on the others.
   Status run_batch(std::span<const Segment> segments);
@@ -88,6 +92,9 @@ class Forward {
   // Bytes of every scratch buffer this Forward holds (vector capacities), for the check that
   // the memory plan's scratch_bytes covers it.
   [[nodiscard]] std::uint64_t scratch_bytes() const;
+
+  // Tokens one prefill pass or batch may carry: max(Inputs::prefill_chunk, 64).
+  [[nodiscard]] int prefill_capacity() const { return prefill_capacity_; }
 
   void set_lookahead(int n) { lookahead_ = n; }
   [[nodiscard]] int lookahead() const { return lookahead_; }
@@ -118,6 +125,7 @@ class Forward {
   int ctx_tokens_;
   int lookahead_;
   int prefill_window_ = 64;
+  int prefill_capacity_ = sizing::kPrefillChunk;
   profile::EngineProfile* profile_ = nullptr;
   ModelPlan plan_;
   Residual residual_;

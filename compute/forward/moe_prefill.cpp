@@ -36,6 +36,24 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   const bool per_token = expert_batch::per_token(g);
   auto by_matmul = [&](int t) { return per_token && !prompt.empty() && prompt[std::size_t(t)] != 0; };
 
+  // Gate/up LUT rows exist for p.lut_rows tokens (kLutRows), not for every token of the pass:
+  // prompt tokens under the per-token rule need none. A pass with more tokens on the LUT path
+  // (decode tokens beyond the rows; every token under "off", the count rule or VQ4P) runs in
+  // groups of lut_rows tokens: under the per-token rule a token's bits do not depend on its
+  // group; under the count rule (A/B only) the counts are per group.
+  int n_lut = 0;
+  for (int t = 0; t < n_tokens; ++t) n_lut += by_matmul(t) ? 0 : 1;
+  if (n_lut > p.lut_rows) {
+    for (int t0 = 0; t0 < n_tokens; t0 += p.lut_rows) {
+      const int n = std::min(p.lut_rows, n_tokens - t0);
+      WASTE_TRY(moe_prefill(exec, c, w, layer, x + std::int64_t(t0) * hid, n, ex, s, p, out + std::int64_t(t0) * hid,
+                            window, prompt.empty() ? prompt : prompt.subspan(std::size_t(t0), std::size_t(n)),
+                            watch_in));
+    }
+    return ok();
+  }
+  for (int t = 0, slot = 0; t < n_tokens; ++t) p.lut_slot[std::size_t(t)] = by_matmul(t) ? -1 : slot++;
+
   // Route every token; keep its ids and weights in selection order.
   matvec_tokens(exec, w.router, x, hid, n_tokens, p.router.data(), E);
   for (int t = 0; t < n_tokens; ++t) {
@@ -78,12 +96,13 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   const std::size_t lut_in = std::size_t(sizing::lut_floats(g, 0));
   const std::size_t q_blocks = g.packed6 ? std::size_t(kernels::lut_quant_blocks(g.cols[0] / g.vec_dim)) : 0;
   const int nv_in = g.cols[0] / g.vec_dim;
-  auto token_luts = [&](int t) {
-    const std::size_t q_off = g.packed6 ? std::size_t(t) * lut_in : 0;
-    const std::size_t s_off = std::size_t(t) * q_blocks;
+  auto token_luts = [&](int t) {  // token t's LUT row (t is on the LUT path: it has one)
+    const std::size_t row = std::size_t(p.lut_slot[std::size_t(t)]);
+    const std::size_t q_off = g.packed6 ? row * lut_in : 0;
+    const std::size_t s_off = row * q_blocks;
     return std::pair<Lut, Lut>{
-        Lut{p.lut_gate.data() + std::size_t(t) * lut_in, p.lutq_gate.data() + q_off, p.lutq_scale_gate.data() + s_off},
-        Lut{p.lut_up.data() + std::size_t(t) * lut_in, p.lutq_up.data() + q_off, p.lutq_scale_up.data() + s_off}};
+        Lut{p.lut_gate.data() + row * lut_in, p.lutq_gate.data() + q_off, p.lutq_scale_gate.data() + s_off},
+        Lut{p.lut_up.data() + row * lut_in, p.lutq_up.data() + q_off, p.lutq_scale_up.data() + s_off}};
   };
   if (c.latent_dim > 0) {
     matvec_tokens(exec, w.latent_down, x, hid, n_tokens, p.xin.data(), lat);

@@ -66,6 +66,8 @@ void MoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g) {
 void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, int n_tokens) {
   tokens = n_tokens;
   const sizing::PrefillMoeSizes z = sizing::prefill_moe_sizes(c, g, n_tokens);
+  lut_rows = int(z.lut_rows);
+  lut_slot.assign(z.lut_slots, -1);
   ids.assign(z.routes, 0);
   weights.assign(z.routes, 0.0f);
   xin.assign(z.xin, 0.0f);
@@ -105,7 +107,7 @@ std::uint64_t MoeScratch::bytes() const {
 }
 
 std::uint64_t PrefillMoeScratch::bytes() const {
-  return capacity_bytes(ids, weights, xin, lut_gate, lut_up, lutq_gate, lutq_up, lutq_scale_gate, lutq_scale_up, ys,
+  return capacity_bytes(ids, weights, xin, lut_slot, lut_gate, lut_up, lutq_gate, lutq_up, lutq_scale_gate, lutq_scale_up, ys,
                         distinct, user_begin, users, fill, router, ysum, routed, fa, fb) +
          capacity_bytes(mm_x, mm_y, mm_a, mm_b);
 }

@@ -15,9 +15,14 @@
 namespace waste::forward {
 
 inline constexpr int kMaxLookahead = 64;
-inline constexpr int kMaxPrefillChunk = 64;
+// Most tokens one prefill pass (Forward::prefill, Forward::run_batch) may carry; a Forward's
+// chunk buffers hold max(its prefill_chunk, 64) tokens (sizing::prefill_capacity).
+inline constexpr int kMaxPrefillChunk = 512;
+// Gate/up LUT rows of a pass: tokens on the LUT path at once (moe_prefill.cpp groups beyond).
+inline constexpr int kLutRows = 64;
 // The buffers are sized by shared/memory/client_sizing (what the memory plan sums).
-static_assert(kMaxLookahead == sizing::kMaxLookahead && kMaxPrefillChunk == sizing::kPrefillChunk);
+static_assert(kMaxLookahead == sizing::kMaxLookahead && kMaxPrefillChunk == sizing::kMaxPrefillChunk &&
+              kLutRows == sizing::kLutRows);
 static_assert(kernels::kLutQuantBlock == sizing::kLutQuantBlock);
 
 // MLA working buffers for up to `tokens` tokens at once (absorbed attention, §3.5).
@@ -79,7 +84,9 @@ struct PrefillMoeScratch {
   std::vector<int> ids;                       // [T][top_k]
   std::vector<float> weights;                 // [T][top_k]
   std::vector<float> xin;                     // [T][lat] (K3 latent input)
-  std::vector<float> lut_gate, lut_up;        // [T][lut floats]
+  int lut_rows = 0;                           // min(T, kLutRows)
+  std::vector<int> lut_slot;                  // [T] the token's LUT row, -1 when it needs none
+  std::vector<float> lut_gate, lut_up;        // [lut_rows][lut floats]
   std::vector<std::int8_t> lutq_gate, lutq_up;
   std::vector<float> lutq_scale_gate, lutq_scale_up;
   std::vector<float> ys;                      // [T][top_k][lat]

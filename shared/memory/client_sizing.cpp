@@ -30,7 +30,7 @@ std::uint64_t MoeSizes::bytes() const {
 }
 
 std::uint64_t PrefillMoeSizes::bytes() const {
-  return routes * (2 * kI + kF) + xin * kF + 2 * lut * kF + 2 * lutq + 2 * lut_scales * kF + ys * kF +
+  return routes * (2 * kI + kF) + lut_slots * kI + xin * kF + 2 * lut * kF + 2 * lutq + 2 * lut_scales * kF + ys * kF +
          experts * 2 * kI + user_begin * kI + router * kF + ysum * kF + routed * kF + 2 * ffn * kF +
          2 * (matmul_lat + matmul_inter) * kF;
 }
@@ -123,11 +123,13 @@ PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g,
   const U T = u(tokens), K = u(c.top_k), E = u(c.n_experts), lat = u(c.expert_input_dim());
   s.routes = T * K;
   s.xin = c.latent_dim > 0 ? T * lat : 0;
+  s.lut_rows = std::min<U>(T, U(kLutRows));
+  s.lut_slots = T;
   if (E > 0) {
-    s.lut = T * lut_floats(g, 0);
+    s.lut = s.lut_rows * lut_floats(g, 0);
     if (g.packed6) {
       s.lutq = s.lut;
-      s.lut_scales = T * lut_quant_blocks(u(g.cols[0] / g.vec_dim));
+      s.lut_scales = s.lut_rows * lut_quant_blocks(u(g.cols[0] / g.vec_dim));
     }
   }
   s.ys = T * K * lat;
@@ -160,14 +162,16 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
   return s;
 }
 
-ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uint64_t ctx_tokens) {
+ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uint64_t ctx_tokens,
+                         int prefill_chunk) {
+  const int T = prefill_capacity(prefill_chunk);
   ClientSizes s;
   s.state = state_sizes(c, ctx_tokens);
-  s.mla = mla_sizes(c, ctx_tokens, kPrefillChunk);
-  s.kda = kda_sizes(c, kPrefillChunk);
+  s.mla = mla_sizes(c, ctx_tokens, T);
+  s.kda = kda_sizes(c, T);
   s.moe = moe_sizes(c, g);
-  s.prefill_moe = prefill_moe_sizes(c, g, kPrefillChunk);
-  s.forward = forward_sizes(c, kPrefillChunk);
+  s.prefill_moe = prefill_moe_sizes(c, g, T);
+  s.forward = forward_sizes(c, T);
   s.logits = u(c.vocab);
   return s;
 }

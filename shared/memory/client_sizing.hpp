@@ -13,7 +13,15 @@
 
 namespace waste::sizing {
 
-inline constexpr int kPrefillChunk = 64;   // tokens per chunked-prefill call (forward::kMaxPrefillChunk)
+inline constexpr int kPrefillChunk = 64;   // default tokens per chunked-prefill pass (EngineOptions::prefill_chunk)
+inline constexpr int kMaxPrefillChunk = 512;  // most tokens one pass may carry (forward::kMaxPrefillChunk)
+// Gate/up LUT rows of a pass (forward::kLutRows): tokens whose experts take the LUT path at once
+// (decode tokens under the per-token rule; every token under the count rule, "off" or VQ4P). A
+// pass with more such tokens runs its MoE in groups of this many tokens (moe_prefill.cpp).
+inline constexpr int kLutRows = 64;
+// Tokens the chunk buffers of a client with prefill chunk `chunk` hold: never fewer than the
+// default chunk (a pass of up to 64 tokens always fits, as before chunks above 64 existed).
+constexpr int prefill_capacity(int chunk) { return chunk > kPrefillChunk ? chunk : kPrefillChunk; }
 inline constexpr int kMaxLookahead = 64;   // lookahead ids per MoE layer (forward::kMaxLookahead)
 inline constexpr int kLutQuantBlock = 32;  // VQ4P int8 LUT block (kernels::kLutQuantBlock)
 
@@ -73,7 +81,9 @@ struct MoeSizes {
 struct PrefillMoeSizes {
   std::uint64_t routes = 0;      // ids (int), weights (float), users (int): T x top_k
   std::uint64_t xin = 0;         // T x lat (K3 latent only)
-  std::uint64_t lut = 0;         // lut_gate, lut_up (float): T x lut floats
+  std::uint64_t lut_rows = 0;    // min(T, kLutRows): tokens on the LUT path at once
+  std::uint64_t lut_slots = 0;   // lut_slot (int): T, each token's LUT row (-1: none)
+  std::uint64_t lut = 0;         // lut_gate, lut_up (float): lut_rows x lut floats
   std::uint64_t lutq = 0;        // lutq_gate, lutq_up (int8), VQ4P only
   std::uint64_t lut_scales = 0;  // lutq_scale_gate, lutq_scale_up (float), VQ4P only
   std::uint64_t ys = 0;          // T x top_k x lat
@@ -113,8 +123,9 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens);
 // LUT floats of one input of matrix kind 0 (gate/up) or 2 (down): positions x stages x table.
 std::uint64_t lut_floats(const ExpertGeometry& g, int kind);
 
-// Everything one client holds once it has decoded and prefilled (the prefill buffers are the
-// kPrefillChunk-token ones; MLA/KDA scratch is sized for the chunk, which covers one token).
+// Everything one client holds once it has decoded and prefilled (the prefill buffers are sized
+// for prefill_capacity(prefill_chunk) tokens; MLA/KDA scratch for the chunk, which covers one
+// token). `prefill_chunk`: 1..kMaxPrefillChunk (the caller checks).
 struct ClientSizes {
   StateSizes state;
   MlaSizes mla;
@@ -126,6 +137,7 @@ struct ClientSizes {
   [[nodiscard]] std::uint64_t state_bytes() const { return state.bytes(); }
   [[nodiscard]] std::uint64_t scratch_bytes() const;
 };
-ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uint64_t ctx_tokens);
+ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uint64_t ctx_tokens,
+                         int prefill_chunk = kPrefillChunk);
 
 }  // namespace waste::sizing

@@ -1,5 +1,7 @@
 #include "shared/memory/memory_plan.hpp"
 
+#include <string>
+
 #include "shared/container/container.hpp"
 #include "shared/container/manifest.hpp"
 #include "shared/container/trunk.hpp"
@@ -7,15 +9,26 @@
 
 namespace waste {
 
-static_assert(kPrefillChunkTokens == sizing::kPrefillChunk);
+static_assert(kPrefillChunkTokens == sizing::kPrefillChunk && kMaxPrefillChunkTokens == sizing::kMaxPrefillChunk);
 
-Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens) {
-  auto parsed = Manifest::parse(manifest_json);
-  if (!parsed) return std::unexpected(parsed.error());
-  return plan_memory(*parsed, ctx_tokens);
+namespace {
+
+Status check_prefill_chunk(int prefill_chunk) {
+  if (prefill_chunk >= 1 && prefill_chunk <= kMaxPrefillChunkTokens) return ok();
+  return make_error(Errc::argument, "prefill_chunk " + std::to_string(prefill_chunk) + " must be 1.." +
+                                        std::to_string(kMaxPrefillChunkTokens));
 }
 
-Result<MemoryPlan> plan_memory(const Manifest& m, std::uint32_t ctx_tokens) {
+}  // namespace
+
+Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens, int prefill_chunk) {
+  auto parsed = Manifest::parse(manifest_json);
+  if (!parsed) return std::unexpected(parsed.error());
+  return plan_memory(*parsed, ctx_tokens, prefill_chunk);
+}
+
+Result<MemoryPlan> plan_memory(const Manifest& m, std::uint32_t ctx_tokens, int prefill_chunk) {
+  WASTE_TRY(check_prefill_chunk(prefill_chunk));
   const ModelConfig& c = m.config;
   MemoryPlan plan;
 
@@ -36,7 +49,7 @@ Result<MemoryPlan> plan_memory(const Manifest& m, std::uint32_t ctx_tokens) {
     if (!g) return std::unexpected(g.error());
     geometry = *g;
   }
-  const sizing::ClientSizes sizes = sizing::client_sizes(c, geometry, ctx_tokens);
+  const sizing::ClientSizes sizes = sizing::client_sizes(c, geometry, ctx_tokens, prefill_chunk);
   plan.state_bytes = sizes.state_bytes();
   plan.scratch_bytes = sizes.scratch_bytes();
 
@@ -52,10 +65,11 @@ Result<MemoryPlan> plan_memory(const Manifest& m, std::uint32_t ctx_tokens) {
   return plan;
 }
 
-Result<MemoryPlan> plan_memory(const std::filesystem::path& container, std::uint32_t ctx_tokens) {
+Result<MemoryPlan> plan_memory(const std::filesystem::path& container, std::uint32_t ctx_tokens, int prefill_chunk) {
+  WASTE_TRY(check_prefill_chunk(prefill_chunk));  // an argument error names no file
   auto text = read_manifest_text(container);  // says so when `container` is not one
   if (!text) return std::unexpected(text.error());
-  auto plan = plan_memory(std::string_view(*text), ctx_tokens);
+  auto plan = plan_memory(std::string_view(*text), ctx_tokens, prefill_chunk);
   if (!plan) return std::unexpected(plan.error().with_context((container / "manifest.json").string()));
   return plan;
 }

@@ -17,7 +17,8 @@ namespace waste {
 struct Manifest;
 
 inline constexpr std::uint32_t kDefaultCtxTokens = 4096;
-inline constexpr int kPrefillChunkTokens = 64;   // chunked prefill width the scratch is sized for
+inline constexpr int kPrefillChunkTokens = 64;      // default chunked-prefill width (the scratch is sized for it)
+inline constexpr int kMaxPrefillChunkTokens = 512;  // widest chunk a plan (and an engine) takes
 
 struct MemoryPlan {
   std::uint64_t trunk_bytes = 0;      // the trunk image (TrunkLayout): tensors under the prefix, minus quantised embed_tokens
@@ -39,13 +40,17 @@ struct MemoryPlan {
   [[nodiscard]] std::uint64_t client_bytes() const { return state_bytes + scratch_bytes; }
 };
 
-// Plan from a parsed manifest (a container's description: ContainerInfo::manifest). Errors:
-// ExpertGeometry::from's.
-Result<MemoryPlan> plan_memory(const Manifest& manifest, std::uint32_t ctx_tokens = kDefaultCtxTokens);
+// Plan from a parsed manifest (a container's description: ContainerInfo::manifest), for a client
+// whose prefill passes carry up to `prefill_chunk` tokens (EngineOptions::prefill_chunk; the
+// chunk buffers hold max(prefill_chunk, 64) tokens). Errors: ExpertGeometry::from's; a chunk
+// outside 1..kMaxPrefillChunkTokens (Errc::argument, "prefill_chunk N must be 1..512").
+Result<MemoryPlan> plan_memory(const Manifest& manifest, std::uint32_t ctx_tokens = kDefaultCtxTokens,
+                               int prefill_chunk = kPrefillChunkTokens);
 // Plan from manifest.json text. Errors: Manifest::parse's (Errc::format, naming the key).
-Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens = kDefaultCtxTokens);
+Result<MemoryPlan> plan_memory(std::string_view manifest_json, std::uint32_t ctx_tokens = kDefaultCtxTokens,
+                               int prefill_chunk = kPrefillChunkTokens);
 // Plan for a container directory (reads DIR/manifest.json). Errors name the path.
 Result<MemoryPlan> plan_memory(const std::filesystem::path& container,
-                               std::uint32_t ctx_tokens = kDefaultCtxTokens);
+                               std::uint32_t ctx_tokens = kDefaultCtxTokens, int prefill_chunk = kPrefillChunkTokens);
 
 }  // namespace waste

@@ -75,6 +75,8 @@ TEST_CASE("bad option values are refused in words before a file is opened or a d
       {{"eval", none, "hi", "--top", "0"}, "waste eval: --top must be >= 1\n"},
       {{"eval", none, "--file", "x.txt", "--ctx", "-3"}, "waste eval: --ctx must be between 1 and 1048576\n"},
       {{"bench", none, "--lookahead", "65"}, "waste bench: --lookahead must be between -1 and 64\n"},
+      {{"bench", none, "--prefill-chunk", "513"}, "waste bench: --prefill-chunk must be between 1 and 512\n"},
+      {{"plan", none, "--prefill-chunk", "0"}, "waste plan: --prefill-chunk must be between 1 and 512\n"},
       {{"bench", none, "--prompt-tokens", "0"}, "waste bench: --prompt-tokens must be between 1 and 1048576\n"},
       {{"bench", none, "--sweep", "1G,lots"}, "waste bench: --sweep: 'lots' is not a size (use e.g. 500M,2G)\n"},
       {{"plan", none, "--budget", "8X"}, "waste plan: --budget: '8X' is not a size (use e.g. 8G, 500M)\n"},

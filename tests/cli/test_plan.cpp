@@ -8,6 +8,7 @@
 #include "shared/container/manifest.hpp"
 #include "shared/container/trunk.hpp"
 #include "shared/memory/budget.hpp"
+#include "shared/memory/memory_plan.hpp"
 
 namespace waste {
 namespace {
@@ -87,6 +88,24 @@ TEST_CASE("waste plan reports the reference memory plan", "[cli][plan]") {
     CHECK(line_bytes(ran.out, "recommended") == floor + 3 * ws);
     CHECK(line_bytes(ran.out, "budget") == floor + 3 * ws);
   }
+}
+
+TEST_CASE("waste plan --prefill-chunk plans the scratch of that chunk, 1..512", "[cli][plan]") {
+  const std::string model = test::tokenizer_container().string();
+  auto ran = test::run_waste({"plan", model, "--prefill-chunk", "512", "--json"});
+  INFO(ran.err);
+  REQUIRE(ran.rc == 0);
+  const auto doc = nlohmann::json::parse(ran.out);
+  CHECK(doc["prefill_chunk"].get<int>() == 512);
+  auto at512 = plan_memory(test::tokenizer_container(), kDefaultCtxTokens, 512);
+  auto at64 = plan_memory(test::tokenizer_container());
+  REQUIRE(at512);
+  REQUIRE(at64);
+  CHECK(doc["scratch_bytes"].get<std::uint64_t>() == at512->scratch_bytes);
+  CHECK(at512->scratch_bytes > at64->scratch_bytes);
+  ran = test::run_waste({"plan", model, "--prefill-chunk", "513"});
+  CHECK(ran.rc != 0);
+  CHECK(ran.err == "waste plan: --prefill-chunk must be between 1 and 512\n");
 }
 
 TEST_CASE("waste plan refuses a budget below the floor", "[cli][plan]") {

@@ -215,6 +215,51 @@ TEST_CASE("A prompt longer than one pass continues in the next, beside other seq
   CHECK(same_bits(b->logits(), want_short[0]));
 }
 
+TEST_CASE("A pass of more decode tokens than LUT rows (80 of 64) beside a prompt gets the bits each gets alone",
+          "[compute][batch]") {
+  constexpr int kSeqs = 80;  // decode tokens in one pass: above kLutRows, so the MoE runs in groups
+  for (const char* preset : {"tiny", "kl-shaped"}) {
+    INFO(preset);
+    const auto dir = test::container_for(preset);
+    EngineOptions wide = options_for(dir, 48);
+    wide.prefill_chunk = 512;
+    auto engine = open(wide);
+    auto single = open(options_for(dir, 48));  // chunk 64: every sequence fed alone
+    const int vocab = engine->config().vocab;
+    std::vector<std::unique_ptr<EngineSequence>> seqs, refs;
+    std::vector<std::vector<int>> prompts;
+    for (int i = 0; i <= kSeqs; ++i) {
+      prompts.push_back(prompt_of(i == kSeqs ? 30 : 3, i, vocab));
+      seqs.push_back(sequence(*engine));
+      refs.push_back(sequence(*single));
+    }
+    // Every sequence's prompt but the last one's, alone in both engines.
+    for (int i = 0; i < kSeqs; ++i) {
+      for (Engine* e : {engine.get(), single.get()}) {
+        EngineSequence* s = (e == engine.get() ? seqs : refs)[std::size_t(i)].get();
+        REQUIRE(e->feed_batch(std::vector<SequenceFeed>{{s, prompts[std::size_t(i)], {}, FeedKind::prompt}}));
+      }
+    }
+    // One pass: 80 decode steps and the 30-token prompt (110 tokens), against each fed alone.
+    std::vector<std::vector<int>> next(kSeqs + 1);
+    std::vector<SequenceFeed> feeds;
+    for (int i = 0; i < kSeqs; ++i) {
+      next[std::size_t(i)] = {argmax(seqs[std::size_t(i)]->logits())};
+      feeds.push_back({seqs[std::size_t(i)].get(), next[std::size_t(i)], {}, FeedKind::decode});
+    }
+    feeds.push_back({seqs[kSeqs].get(), prompts[kSeqs], {}, FeedKind::prompt});
+    REQUIRE(engine->feed_batch(feeds));
+    for (int i = 0; i <= kSeqs; ++i) {
+      INFO("sequence " << i);
+      const bool prompt = i == kSeqs;
+      REQUIRE(single->feed_batch(std::vector<SequenceFeed>{
+          {refs[std::size_t(i)].get(), prompt ? prompts[std::size_t(i)] : next[std::size_t(i)], {},
+           prompt ? FeedKind::prompt : FeedKind::decode}}));
+      CHECK(same_bits(seqs[std::size_t(i)]->logits(), refs[std::size_t(i)]->logits()));
+    }
+  }
+}
+
 TEST_CASE("feed_batch checks every feed before feeding any", "[compute][batch]") {
   const auto dir = test::container_for("tiny");
   auto engine = open(options_for(dir, 16));

@@ -4,6 +4,7 @@
 // The pieces are assembled as Engine::open does, so their byte counts can be read.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,9 +29,10 @@ struct Allocated {
   std::uint64_t state = 0, scratch = 0;
 };
 
-// Open `dir` like Engine::open, decode a prompt by chunked prefill (allocates the chunk
-// buffers) and one step, and report the bytes RunState and Forward (+ the logits) hold.
-Allocated run_and_measure(const std::filesystem::path& dir, int ctx) {
+// Open `dir` like Engine::open with prefill chunk `chunk`, decode a prompt by chunked prefill
+// (allocates the chunk buffers; above 64, a prompt of more than 64 tokens in one pass) and one
+// step, and report the bytes RunState and Forward (+ the logits) hold.
+Allocated run_and_measure(const std::filesystem::path& dir, int ctx, int chunk) {
   auto info = ContainerInfo::open(dir);
   INFO((info ? std::string() : info.error().message));
   REQUIRE(info);
@@ -49,9 +51,15 @@ Allocated run_and_measure(const std::filesystem::path& dir, int ctx) {
   std::vector<int> codebook_base(std::size_t(c.n_layers), -1);
   for (const auto& [layer, bank] : info->manifest.banks) codebook_base[std::size_t(layer)] = bank.codebook_base;
   forward::Forward fwd(forward::Forward::Inputs{c, *weights, *trunk, *books, info->geometry, **source, pool,
-                                                kernels::active(), ctx, codebook_base, 0});
+                                                kernels::active(), ctx, codebook_base, 0, chunk});
+  REQUIRE(fwd.prefill_capacity() == std::max(chunk, 64));
   std::vector<float> logits(std::size_t(c.vocab));
-  const std::vector<int> prompt = {1, 5, 7};
+  std::vector<int> prompt = {1, 5, 7};
+  if (chunk > 64) {
+    prompt.clear();
+    for (int i = 0; i < std::min(chunk, ctx - 1); ++i) prompt.push_back((i * 53 + 11) % c.vocab);
+    REQUIRE(prompt.size() > 64);
+  }
   auto pre = fwd.prefill(prompt, *state, logits);
   INFO((pre ? std::string() : pre.error().message));
   REQUIRE(pre);
@@ -60,11 +68,11 @@ Allocated run_and_measure(const std::filesystem::path& dir, int ctx) {
   return {state->allocated_bytes(), fwd.scratch_bytes() + logits.capacity() * sizeof(float)};
 }
 
-void check_plan_covers(const std::filesystem::path& dir, int ctx) {
-  auto plan = plan_memory(dir, std::uint32_t(ctx));
+void check_plan_covers(const std::filesystem::path& dir, int ctx, int chunk = 64) {
+  auto plan = plan_memory(dir, std::uint32_t(ctx), chunk);
   INFO((plan ? std::string() : plan.error().message));
   REQUIRE(plan);
-  const Allocated got = run_and_measure(dir, ctx);
+  const Allocated got = run_and_measure(dir, ctx, chunk);
   INFO("plan state " << plan->state_bytes << " scratch " << plan->scratch_bytes << "; allocated state "
                      << got.state << " scratch " << got.scratch);
   REQUIRE(got.state > 0);
@@ -86,7 +94,42 @@ TEST_CASE("memory plan covers the state and scratch an engine allocates (tiny, t
       INFO("ctx " << ctx);
       check_plan_covers(test::synth_container(preset), ctx);
     }
+    // Chunks above 64: a pass of 128 (and of 299 in chunk buffers of 512) allocates what the
+    // plan counts for that chunk; chunk 1 keeps the 64-token buffers.
+    for (int chunk : {128, 512, 1}) {
+      INFO("chunk " << chunk);
+      check_plan_covers(test::synth_container(preset), 300, chunk);
+    }
   }
+}
+
+TEST_CASE("the plan's chunk buffers grow with the prefill chunk, its gate/up LUT rows stay at 64", "[compute][memory]") {
+  const auto dir = test::synth_container("tiny");
+  auto info = ContainerInfo::open(dir);
+  REQUIRE(info);
+  const ModelConfig& c = info->manifest.config;
+  const std::uint64_t lut = sizing::lut_floats(info->geometry, 0);
+  REQUIRE(lut > 0);
+  const sizing::PrefillMoeSizes at64 = sizing::prefill_moe_sizes(c, info->geometry, 64);
+  const sizing::PrefillMoeSizes at512 = sizing::prefill_moe_sizes(c, info->geometry, 512);
+  CHECK(at64.lut == 64 * lut);
+  CHECK(at512.lut == 64 * lut);  // prompt tokens take no LUT rows
+  CHECK(at512.lut_rows == 64);
+  CHECK(sizing::prefill_moe_sizes(c, info->geometry, 7).lut == 7 * lut);
+  CHECK(at512.lut_slots == 512);
+  CHECK(at512.router == 8 * at64.router);
+  auto p64 = plan_memory(dir, 300, 64);
+  auto p1 = plan_memory(dir, 300, 1);
+  auto p512 = plan_memory(dir, 300, 512);
+  REQUIRE(p64);
+  REQUIRE(p1);
+  REQUIRE(p512);
+  CHECK(p1->scratch_bytes == p64->scratch_bytes);
+  CHECK(p512->scratch_bytes > p64->scratch_bytes);
+  CHECK(p512->state_bytes == p64->state_bytes);
+  CHECK(p512->scratch_bytes == sizing::client_sizes(c, info->geometry, 300, 512).scratch_bytes());
+  CHECK(plan_memory(dir, 300, 513).error().message == "prefill_chunk 513 must be 1..512");
+  CHECK(plan_memory(dir, 300, 0).error().message == "prefill_chunk 0 must be 1..512");
 }
 
 TEST_CASE("memory plan covers the state and scratch an engine allocates (kimi-linear shape, 4 layers)",
@@ -122,6 +165,7 @@ TEST_CASE("memory plan covers the state and scratch an engine allocates (kimi-li
   INFO((written ? std::string() : written.error().message));
   REQUIRE(written);
   check_plan_covers(dir / "model", 64);
+  check_plan_covers(dir / "model", 200, 512);  // one pass of 199 prompt tokens
   // Prefill's matrix products work in planned rows (no thread-local vectors outside the plan):
   // per chunk token the expert's input and output (lat) and its gate and up rows (inter).
   const ModelConfig& c = spec->skeleton.config;

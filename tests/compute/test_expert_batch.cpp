@@ -141,71 +141,84 @@ TEST_CASE("Under the per-token rule a prompt gets the same bits at every prefill
                                                                         {"tiny-glm", test::container_for("tiny-glm")}};
   for (const char* experts : {"vq3r", "vq4p"}) containers.emplace_back(experts, kl_shaped(experts));
   for (const auto& [name, dir] : containers) {
-    INFO(name);
-    // 41 tokens: chunks of 64 (one), 16 (16 + 16 + 9), 7 (5 x 7 + 6) and 1 (a one-token prompt
-    // chunk, which without the per-token rule would be a decode step).
-    auto whole = open(dir, 64);
-    const ModelConfig& config = whole->config();
-    std::vector<int> prompt;
-    for (int i = 0; i < 41; ++i) prompt.push_back((i * 53 + 11) % config.vocab);
-    auto want = whole->eval(prompt);
-    REQUIRE(want);
-    const std::vector<float> want_logits(want->begin(), want->end());
-    const std::vector<std::byte> want_state = session::encode(config, whole->run_state());
-    // Decode steps after it, by LUT.
-    std::vector<std::vector<float>> want_steps;
-    std::vector<int> next_ids;
-    for (int step = 0; step < 3; ++step) {
-      const int next[1] = {argmax(whole->logits())};
-      next_ids.push_back(next[0]);
-      auto stepped = whole->eval(next);
-      REQUIRE(stepped);
-      want_steps.emplace_back(stepped->begin(), stepped->end());
-    }
-    auto same_after = [&](Engine& e) {
-      CHECK(std::memcmp(e.logits().data(), want_logits.data(), want_logits.size() * sizeof(float)) == 0);
-      CHECK(session::encode(config, e.run_state()) == want_state);
+    for (const int length : {41, 90}) {
+      INFO(name << ", a prompt of " << length << " tokens");
+      // 41 tokens: chunks of 64 (one), 16 (16 + 16 + 9), 7 (5 x 7 + 6) and 1 (a one-token prompt
+      // chunk, which without the per-token rule would be a decode step). 90 tokens: chunks of 64
+      // (64 + 26) against 128 and 512 (one pass of 90, chunk buffers of 128 and 512 tokens with 64
+      // LUT rows: VQ4P's 90 tokens on the LUT path run their MoE in groups of 64) and 16.
+      auto whole = open(dir, 64);
+      const ModelConfig& config = whole->config();
+      std::vector<int> prompt;
+      for (int i = 0; i < length; ++i) prompt.push_back((i * 53 + 11) % config.vocab);
+      auto want = whole->eval(prompt);
+      REQUIRE(want);
+      const std::vector<float> want_logits(want->begin(), want->end());
+      const std::vector<std::byte> want_state = session::encode(config, whole->run_state());
+      // Decode steps after it, by LUT.
+      std::vector<std::vector<float>> want_steps;
+      std::vector<int> next_ids;
       for (int step = 0; step < 3; ++step) {
-        const int next[1] = {next_ids[std::size_t(step)]};
-        auto stepped = e.eval(next);
+        const int next[1] = {argmax(whole->logits())};
+        next_ids.push_back(next[0]);
+        auto stepped = whole->eval(next);
         REQUIRE(stepped);
-        CHECK(std::memcmp(stepped->data(), want_steps[std::size_t(step)].data(),
-                          want_logits.size() * sizeof(float)) == 0);
+        want_steps.emplace_back(stepped->begin(), stepped->end());
       }
-    };
-    for (int chunk : {16, 7, 1}) {
-      INFO("chunk " << chunk);
-      auto e = open(dir, chunk);
-      REQUIRE(e->eval(prompt, {}, FeedKind::prompt));
-      same_after(*e);
+      auto same_after = [&](Engine& e) {
+        CHECK(std::memcmp(e.logits().data(), want_logits.data(), want_logits.size() * sizeof(float)) == 0);
+        CHECK(session::encode(config, e.run_state()) == want_state);
+        for (int step = 0; step < 3; ++step) {
+          const int next[1] = {next_ids[std::size_t(step)]};
+          auto stepped = e.eval(next);
+          REQUIRE(stepped);
+          CHECK(std::memcmp(stepped->data(), want_steps[std::size_t(step)].data(),
+                            want_logits.size() * sizeof(float)) == 0);
+        }
+      };
+      for (int chunk : length == 41 ? std::vector<int>{16, 7, 1} : std::vector<int>{128, 512, 16}) {
+        INFO("chunk " << chunk);
+        auto e = open(dir, chunk);
+        REQUIRE(e->eval(prompt, {}, FeedKind::prompt));
+        same_after(*e);
+      }
+      // Split anywhere (a one-token piece included): the first part, then the rest, in one engine
+      // and through a state saved at the split and restored into a fresh engine (a prefix cache's
+      // snapshot at a boundary that is no multiple of the chunk).
+      for (int split : length == 41 ? std::vector<int>{1, 5, 17, 40} : std::vector<int>{70}) {
+        INFO("split at " << split);
+        const std::span<const int> all(prompt);
+        auto e = open(dir, 16);
+        REQUIRE(e->eval(all.first(std::size_t(split)), {}, FeedKind::prompt));
+        const std::vector<std::byte> saved = session::encode(config, e->run_state());
+        REQUIRE(e->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt));
+        same_after(*e);
+        auto restored = open(dir, 64);
+        REQUIRE(session::decode_into(saved, config, restored->run_state(), "snapshot"));
+        REQUIRE(restored->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt));
+        same_after(*restored);
+      }
+      // The path ran (VQ4P excepted, which keeps the LUT path): the LUT path alone gives other bits,
+      // within the bound.
+      forward::expert_batch::set_min_tokens(0);
+      auto lut = open(dir, 64);
+      auto lut_logits = lut->eval(prompt);
+      REQUIRE(lut_logits);
+      if (length > 64) {
+        // Every token on the LUT path in a pass of 90 (more than the 64 LUT rows): the MoE runs in
+        // groups, each token with token-at-a-time's bits, as in passes of 64.
+        auto grouped = open(dir, 512);
+        auto grouped_logits = grouped->eval(prompt);
+        REQUIRE(grouped_logits);
+        CHECK(std::memcmp(grouped_logits->data(), lut_logits->data(), lut_logits->size() * sizeof(float)) == 0);
+        CHECK(session::encode(config, grouped->run_state()) == session::encode(config, lut->run_state()));
+      }
+      forward::expert_batch::set_min_tokens(forward::expert_batch::kPromptTokens);
+      CHECK(max_abs_diff(*lut_logits, want_logits) <= 1e-4f);
+      const bool same_as_lut = std::memcmp(lut_logits->data(), want_logits.data(), want_logits.size() * sizeof(float)) == 0;
+      CHECK(same_as_lut == (name == "vq4p"));
+      CHECK(whole->decode_matches_prompt() == (name == "vq4p"));
     }
-    // Split anywhere (a one-token piece included): the first part, then the rest, in one engine
-    // and through a state saved at the split and restored into a fresh engine (a prefix cache's
-    // snapshot at a boundary that is no multiple of the chunk).
-    for (int split : {1, 5, 17, 40}) {
-      INFO("split at " << split);
-      const std::span<const int> all(prompt);
-      auto e = open(dir, 16);
-      REQUIRE(e->eval(all.first(std::size_t(split)), {}, FeedKind::prompt));
-      const std::vector<std::byte> saved = session::encode(config, e->run_state());
-      REQUIRE(e->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt));
-      same_after(*e);
-      auto restored = open(dir, 64);
-      REQUIRE(session::decode_into(saved, config, restored->run_state(), "snapshot"));
-      REQUIRE(restored->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt));
-      same_after(*restored);
-    }
-    // The path ran (VQ4P excepted, which keeps the LUT path): the LUT path alone gives other bits,
-    // within the bound.
-    forward::expert_batch::set_min_tokens(0);
-    auto lut = open(dir, 64);
-    auto lut_logits = lut->eval(prompt);
-    REQUIRE(lut_logits);
-    forward::expert_batch::set_min_tokens(forward::expert_batch::kPromptTokens);
-    CHECK(max_abs_diff(*lut_logits, want_logits) <= 1e-4f);
-    const bool same_as_lut = std::memcmp(lut_logits->data(), want_logits.data(), want_logits.size() * sizeof(float)) == 0;
-    CHECK(same_as_lut == (name == "vq4p"));
-    CHECK(whole->decode_matches_prompt() == (name == "vq4p"));
   }
 }
 

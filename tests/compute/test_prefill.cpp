@@ -213,14 +213,14 @@ TEST_CASE("generate prefills the prompt in chunks and produces the same tokens",
 
 TEST_CASE("prefill_chunk and lookahead options are range-checked", "[compute][prefill]") {
   const auto dir = test::synth_container("tiny");
-  EngineOptions o = options_for(dir, 65);
+  EngineOptions o = options_for(dir, 513);
   auto e = Engine::open(o);
   REQUIRE_FALSE(e);
-  CHECK(e.error().message == "prefill_chunk 65 must be 1..64");
+  CHECK(e.error().message == "prefill_chunk 513 must be 1..512");
   o.prefill_chunk = 0;
   e = Engine::open(o);
   REQUIRE_FALSE(e);
-  CHECK(e.error().message == "prefill_chunk 0 must be 1..64");
+  CHECK(e.error().message == "prefill_chunk 0 must be 1..512");
   o.prefill_chunk = 8;
   o.lookahead = 65;
   e = Engine::open(o);

@@ -3,6 +3,7 @@
 // (Moved here from tests/ioserver/test_budget.cpp when the plan stopped parsing manifests itself.)
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -54,14 +55,15 @@ std::uint64_t tiny_state(std::uint64_t ctx) {
               + 1 * ctx * 40          // the MLA layer's latent + rope cache
               + 128);                 // residual stream of the last token (no AttnRes)
 }
-std::uint64_t tiny_scratch(std::uint64_t ctx) {
-  const std::uint64_t T = 64;
+// `T`: the chunk buffers' tokens (max(prefill_chunk, 64)); the gate/up LUT rows stay at 64.
+std::uint64_t tiny_scratch(std::uint64_t ctx, std::uint64_t T = 64) {
+  const std::uint64_t L = std::min<std::uint64_t>(T, 64);
   const std::uint64_t mla = 4 * (T * 4 * 24 + T * 40 + 4 * T * 32 + 2 * 4 * 32 + 2 * 4 * ctx + 2 * T * 4 * 16);
   const std::uint64_t kda = 4 * (6 * T * 128 + T * 32 + T * 4);
   const std::uint64_t lut_in = 16 * 3 * 256, lut_down = 8 * 3 * 256;  // 256-entry stage tables
   const std::uint64_t moe = 8 * (5 * 4 + 1 * 2) + 2 * (4 + 4) + 3 * 128 * 4 + 64 * 4 + (2 * lut_in + lut_down) * 4 +
                             2 * 64 * 4 + 2 * 128 * 4 + 128 * 4;
-  const std::uint64_t prefill_moe = T * 2 * (4 + 4 + 4) + 2 * T * lut_in * 4 + T * 2 * 128 * 4 + 8 * 2 * 4 + 9 * 4 +
+  const std::uint64_t prefill_moe = T * 2 * (4 + 4 + 4) + T * 4 /* LUT row per token */ + 2 * L * lut_in * 4 + T * 2 * 128 * 4 + 8 * 2 * 4 + 9 * 4 +
                                     T * 8 * 4 + T * 128 * 4 + 2 * T * 256 * 4 +
                                     2 * T * (128 + 64) * 4;  // matrix-product rows: x and y (lat), gate and up
   const std::uint64_t forward = 4 * (5 * 128 + 2 * 256 + 1 + 5 * T * 128) + T + T;  // live and prompt flags
@@ -97,6 +99,19 @@ TEST_CASE("memory plan of the tiny model matches the hand-computed numbers", "[s
     auto from_text = plan_memory(std::string_view(slurp(path / "manifest.json")), ctx);
     REQUIRE(from_text);
     CHECK(from_text->floor_bytes == plan->floor_bytes);
+    // Prefill chunks: buffers of max(chunk, 64) tokens, 64 gate/up LUT rows whatever the chunk.
+    for (const int chunk : {1, 64, 128, 512}) {
+      INFO("prefill chunk " << chunk);
+      auto at = plan_memory(path, ctx, chunk);
+      REQUIRE(at);
+      CHECK(at->scratch_bytes == tiny_scratch(ctx, std::uint64_t(std::max(chunk, 64))));
+      CHECK(at->state_bytes == tiny_state(ctx));
+    }
+    for (const int chunk : {0, 513}) {
+      auto refused = plan_memory(std::string_view(slurp(path / "manifest.json")), ctx, chunk);
+      REQUIRE_FALSE(refused);
+      CHECK(refused.error().message == "prefill_chunk " + std::to_string(chunk) + " must be 1..512");
+    }
   }
 }
 
