@@ -30,27 +30,6 @@ struct MinTokensGuard {
   ~MinTokensGuard() { forward::expert_batch::set_min_tokens(saved); }
 };
 
-// kl-shaped with other expert formats ("vq3r" is test::container_for("kl-shaped")).
-std::filesystem::path kl_shaped(const std::string& experts) {
-  if (experts == "vq3r") return test::container_for("kl-shaped");
-  const std::filesystem::path root = test::synth_container("tiny").parent_path();
-  const std::filesystem::path dir = root / ("kl-shaped-" + experts);
-  if (std::filesystem::exists(dir / "manifest.json")) return dir;
-  std::string json = test::kKimiLinearShaped;
-  json.replace(json.find("\"vq3r\""), 6, "\"" + experts + "\"");
-  const std::filesystem::path config = root / ("kl-shaped-" + experts + ".json");
-  std::ofstream(config) << json;
-  synth::SynthRequest request;
-  request.config_file = config;
-  auto spec = synth::make_spec(request);
-  INFO((spec ? std::string() : spec.error().message));
-  REQUIRE(spec);
-  auto written = synth::write_container(*spec, dir);
-  INFO((written ? std::string() : written.error().message));
-  REQUIRE(written);
-  return dir;
-}
-
 std::unique_ptr<Engine> open(const std::filesystem::path& dir, int chunk) {
   EngineOptions o;
   o.model = dir;
@@ -80,7 +59,7 @@ TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits
   MinTokensGuard guard;
   std::vector<std::pair<std::string, std::filesystem::path>> containers{{"tiny", test::container_for("tiny")},
                                                                         {"tiny-k3", test::container_for("tiny-k3")}};
-  for (const char* experts : {"vq3r", "vq2r", "vq4p"}) containers.emplace_back(experts, kl_shaped(experts));
+  for (const char* experts : {"vq3r", "vq2r", "vq4p"}) containers.emplace_back(experts, test::kl_shaped(experts));
   float worst = 0;
   for (const auto& [name, dir] : containers) {
     std::vector<int> prompt;
@@ -139,7 +118,7 @@ TEST_CASE("Under the per-token rule a prompt gets the same bits at every prefill
   std::vector<std::pair<std::string, std::filesystem::path>> containers{{"tiny", test::container_for("tiny")},
                                                                         {"tiny-k3", test::container_for("tiny-k3")},
                                                                         {"tiny-glm", test::container_for("tiny-glm")}};
-  for (const char* experts : {"vq3r", "vq4p"}) containers.emplace_back(experts, kl_shaped(experts));
+  for (const char* experts : {"vq3r", "vq4p"}) containers.emplace_back(experts, test::kl_shaped(experts));
   for (const auto& [name, dir] : containers) {
     for (const int length : {41, 90}) {
       INFO(name << ", a prompt of " << length << " tokens");

@@ -101,4 +101,26 @@ inline std::filesystem::path container_for(const std::string& preset) {
   return dir;
 }
 
+// kl-shaped with another expert format ("vq3r" is container_for("kl-shaped")), made once per
+// process beside the presets.
+inline std::filesystem::path kl_shaped(const std::string& experts) {
+  if (experts == "vq3r") return container_for("kl-shaped");
+  const std::filesystem::path root = synth_container("tiny").parent_path();
+  const std::filesystem::path dir = root / ("kl-shaped-" + experts);
+  if (std::filesystem::exists(dir / "manifest.json")) return dir;
+  std::string json = kKimiLinearShaped;
+  json.replace(json.find("\"vq3r\""), 6, "\"" + experts + "\"");
+  const std::filesystem::path config = root / ("kl-shaped-" + experts + ".json");
+  std::ofstream(config) << json;
+  synth::SynthRequest request;
+  request.config_file = config;
+  auto spec = synth::make_spec(request);
+  INFO((spec ? std::string() : spec.error().message));
+  REQUIRE(spec);
+  auto written = synth::write_container(*spec, dir);
+  INFO((written ? std::string() : written.error().message));
+  REQUIRE(written);
+  return dir;
+}
+
 }  // namespace waste::test

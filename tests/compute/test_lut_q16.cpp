@@ -30,23 +30,6 @@ struct ModeGuard {
   }
 };
 
-std::filesystem::path kl_shaped(const std::string& experts) {
-  if (experts == "vq3r") return test::container_for("kl-shaped");
-  const std::filesystem::path root = test::synth_container("tiny").parent_path();
-  const std::filesystem::path dir = root / ("kl-shaped-" + experts);
-  if (std::filesystem::exists(dir / "manifest.json")) return dir;
-  std::string json = test::kKimiLinearShaped;
-  json.replace(json.find("\"vq3r\""), 6, "\"" + experts + "\"");
-  const std::filesystem::path config = root / ("kl-shaped-" + experts + ".json");
-  std::ofstream(config) << json;
-  synth::SynthRequest request;
-  request.config_file = config;
-  auto spec = synth::make_spec(request);
-  REQUIRE(spec);
-  REQUIRE(synth::write_container(*spec, dir));
-  return dir;
-}
-
 std::unique_ptr<Engine> open(const std::filesystem::path& dir) {
   EngineOptions o;
   o.model = dir;
@@ -94,7 +77,7 @@ TEST_CASE("q16 LUTs keep decode's logits within 2e-3 of f32 LUTs with the same a
   std::vector<std::pair<std::string, std::filesystem::path>> containers{{"tiny", test::container_for("tiny")},
                                                                         {"tiny-k3", test::container_for("tiny-k3")},
                                                                         {"tiny-glm", test::container_for("tiny-glm")}};
-  for (const char* experts : {"vq3r", "vq2r", "vq4p"}) containers.emplace_back(experts, kl_shaped(experts));
+  for (const char* experts : {"vq3r", "vq2r", "vq4p"}) containers.emplace_back(experts, test::kl_shaped(experts));
   float worst = 0;
   for (const auto& [name, dir] : containers) {
     INFO(name);
