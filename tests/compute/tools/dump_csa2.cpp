@@ -30,6 +30,7 @@
 #include "compute/forward/csa2.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
+#include "tests/compute/tools/float_reader.hpp"
 
 using namespace waste;
 
@@ -39,31 +40,6 @@ int fail(const std::string& msg) {
   std::fprintf(stderr, "waste-dump-csa2: %s\n", msg.c_str());
   return 1;
 }
-
-// Reads the float arrays in order from one buffer.
-struct Reader {
-  const std::vector<float>& data;
-  std::size_t at = 0;
-  bool ok = true;
-  const float* take(std::int64_t n) {
-    if (at + std::size_t(n) > data.size()) {
-      ok = false;
-      return data.data();
-    }
-    const float* p = data.data() + at;
-    at += std::size_t(n);
-    return p;
-  }
-  kernels::QuantMatrix matrix(std::int64_t rows, std::int64_t cols) {
-    const float* p = take(rows * cols);
-    return kernels::QuantMatrix{reinterpret_cast<const std::uint8_t*>(p), nullptr, rows, cols,
-                                cols * std::int64_t(sizeof(float)), 128, 0};
-  }
-  std::vector<float> vec(std::int64_t n) {
-    const float* p = take(n);
-    return ok ? std::vector<float>(p, p + n) : std::vector<float>();
-  }
-};
 
 }  // namespace
 
@@ -100,7 +76,7 @@ int main(int argc, char** argv) {
 
   const std::int64_t hid = shape.hidden, D = shape.head_dim, HD = std::int64_t(shape.heads) * D;
   const std::int64_t GL = std::int64_t(shape.o_groups) * shape.o_lora, ID = shape.index_head_dim;
-  Reader r{floats};
+  test::FloatReader r{floats};
   std::vector<const float*> xs(static_cast<std::size_t>(layers));
   std::vector<forward::Csa2Weights> weights(static_cast<std::size_t>(layers));
   for (int L = 0; L < layers; ++L) {

@@ -24,6 +24,7 @@
 #include "compute/forward/kpool_indexer.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
+#include "tests/compute/tools/float_reader.hpp"
 #include "shared/container/model_config.hpp"
 
 using namespace waste;
@@ -34,31 +35,6 @@ int fail(const std::string& msg) {
   std::fprintf(stderr, "waste-dump-indexer: %s\n", msg.c_str());
   return 1;
 }
-
-// Reads the float arrays in order from one buffer.
-struct Reader {
-  const std::vector<float>& data;
-  std::size_t at = 0;
-  bool ok = true;
-  const float* take(std::int64_t n) {
-    if (at + std::size_t(n) > data.size()) {
-      ok = false;
-      return data.data();
-    }
-    const float* p = data.data() + at;
-    at += std::size_t(n);
-    return p;
-  }
-  kernels::QuantMatrix matrix(std::int64_t rows, std::int64_t cols) {
-    const float* p = take(rows * cols);
-    return kernels::QuantMatrix{reinterpret_cast<const std::uint8_t*>(p), nullptr, rows, cols,
-                                cols * std::int64_t(sizeof(float)), 128, 0};
-  }
-  std::vector<float> vec(std::int64_t n) {
-    const float* p = take(n);
-    return ok ? std::vector<float>(p, p + n) : std::vector<float>();
-  }
-};
 
 }  // namespace
 
@@ -85,7 +61,7 @@ int main(int argc, char** argv) {
   if (!config) return fail(config.error().message);
   const ModelConfig& c = *config;
 
-  Reader r{floats};
+  test::FloatReader r{floats};
   const float* x = r.take(std::int64_t(tokens) * hidden);
   model::MlaWeights mw;
   mw.q_a = r.matrix(q_lora, hidden);

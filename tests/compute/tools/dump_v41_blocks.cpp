@@ -34,6 +34,7 @@
 #include "compute/forward/router.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
+#include "tests/compute/tools/float_reader.hpp"
 
 using namespace waste;
 
@@ -62,27 +63,7 @@ struct Input {
   std::int32_t i[8] = {};
   float f[4] = {};
   std::vector<float> data;
-  std::size_t at = 0;
-  bool ok = true;
-  const float* take(std::int64_t n) {
-    if (n < 0 || at + std::size_t(n) > data.size()) {
-      ok = false;
-      return data.data();
-    }
-    const float* p = data.data() + at;
-    at += std::size_t(n);
-    return p;
-  }
-  kernels::QuantMatrix matrix(std::int64_t rows, std::int64_t cols) {
-    const float* p = take(rows * cols);
-    return kernels::QuantMatrix{reinterpret_cast<const std::uint8_t*>(p), nullptr, rows, cols,
-                                cols * std::int64_t(sizeof(float)), 128, 0};
-  }
-  std::vector<float> vec(std::int64_t n) {
-    const float* p = take(n);
-    return ok ? std::vector<float>(p, p + n) : std::vector<float>();
-  }
-  [[nodiscard]] bool whole() const { return ok && at == data.size(); }
+  test::FloatReader r{data};  // the arrays after the header, in order
 };
 
 bool parse(const std::string& path, Input& in) {
@@ -108,11 +89,11 @@ int run_router(Input& in, const std::filesystem::path& out) {
   r.gate_temp = in.f[0];
   r.route_scale = in.f[1];
   if (r.n_experts < 1 || r.top_k < 1 || r.top_k > r.n_experts || tokens < 1) return fail("bad router shape");
-  const float* logits = in.take(std::int64_t(tokens) * r.n_experts);
-  const std::vector<float> bias = in.i[5] ? in.vec(r.n_experts) : std::vector<float>();
-  const std::vector<float> bias_vl = in.i[6] ? in.vec(r.n_experts) : std::vector<float>();
-  const float* image = in.take(tokens);
-  if (!in.whole()) return fail("the input's size does not match its header");
+  const float* logits = in.r.take(std::int64_t(tokens) * r.n_experts);
+  const std::vector<float> bias = in.i[5] ? in.r.vec(r.n_experts) : std::vector<float>();
+  const std::vector<float> bias_vl = in.i[6] ? in.r.vec(r.n_experts) : std::vector<float>();
+  const float* image = in.r.take(tokens);
+  if (!in.r.whole()) return fail("the input's size does not match its header");
   std::vector<float> probs(std::size_t(r.n_experts)), scored(std::size_t(r.n_experts));
   std::vector<unsigned char> taken(std::size_t(r.n_experts));
   std::vector<std::int32_t> ids(std::size_t(tokens) * std::size_t(r.top_k));
@@ -139,19 +120,19 @@ int run_mhc(Input& in, const std::filesystem::path& out, const forward::Exec& ex
   c.hc_eps = in.f[1];
   const int hc = c.hc_mult, hid = c.hidden, mix_rows = c.hc_mix(), width = c.stream_width();
   if (hc < 1 || hc > 16 || hid < 1 || layers < 1 || tokens < 1 || c.hc_sinkhorn_iters < 1) return fail("bad mhc shape");
-  const float* emb = in.take(std::int64_t(tokens) * hid);
+  const float* emb = in.r.take(std::int64_t(tokens) * hid);
   struct Site {
     model::MhcWeights hc;
     kernels::QuantMatrix sub;
   };
   std::vector<Site> sites(std::size_t(2 * layers));
   for (auto& s : sites) {
-    s.hc.fn = in.matrix(mix_rows, width);
-    s.hc.base = in.vec(mix_rows);
-    s.hc.scale = in.vec(3);
-    s.sub = in.matrix(hid, hid);
+    s.hc.fn = in.r.matrix(mix_rows, width);
+    s.hc.base = in.r.vec(mix_rows);
+    s.hc.scale = in.r.vec(3);
+    s.sub = in.r.matrix(hid, hid);
   }
-  if (!in.whole()) return fail("the input's size does not match its header");
+  if (!in.r.whole()) return fail("the input's size does not match its header");
   std::vector<float> head(std::size_t(tokens) * std::size_t(hid));
   std::vector<float> streams_out(std::size_t(tokens) * std::size_t(width));
   std::vector<float> flat(static_cast<std::size_t>(width)), mix(static_cast<std::size_t>(mix_rows));
@@ -183,12 +164,12 @@ int run_engram(Input& in, const std::filesystem::path& out, const forward::Exec&
   const int tokens = in.i[4];
   if (tokens < 1) return fail("bad token count");
   const std::int64_t sw = std::int64_t(shape->hc) * shape->hidden;
-  const kernels::QuantMatrix wkv = in.matrix(shape->out_dim(), shape->in_dim());
-  const std::vector<float> q = in.vec(sw), k = in.vec(sw);
-  const float* rows = in.take(std::int64_t(tokens) * shape->in_dim());
-  const float* streams_in = in.take(std::int64_t(tokens) * sw);
-  const float* live = in.take(tokens);
-  if (!in.whole()) return fail("the input's size does not match its header");
+  const kernels::QuantMatrix wkv = in.r.matrix(shape->out_dim(), shape->in_dim());
+  const std::vector<float> q = in.r.vec(sw), k = in.r.vec(sw);
+  const float* rows = in.r.take(std::int64_t(tokens) * shape->in_dim());
+  const float* streams_in = in.r.take(std::int64_t(tokens) * sw);
+  const float* live = in.r.take(tokens);
+  if (!in.r.whole()) return fail("the input's size does not match its header");
   auto w = engram::EngramGateWeights::bind(*shape, wkv, q, k);
   if (!w) return fail(w.error().message);
   engram::EngramGateScratch s;
