@@ -307,7 +307,7 @@ TEST_CASE("engram token texts: BPE bytes, GPT-2 spellings, added tokens, unused 
   CHECK((*t)[280].spelling.empty());
 }
 
-TEST_CASE("a DeepSeek-V4.1 checkpoint in the release's names converts; the container holds what it should",
+TEST_CASE("a DeepSeek-V4.1 checkpoint in the release's names converts, and the container holds what it should",
           "[convert][e2e][v41]") {
   test::TempDir dir("conv-v41");
   write_v41_checkpoint(dir.path() / "src");
