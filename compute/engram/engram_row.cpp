@@ -4,7 +4,7 @@
 #include <string>
 
 #include "compute/convert/dtype_decode.hpp"
-#include "compute/forward/ops.hpp"
+#include "shared/container/engram_table.hpp"
 
 namespace waste::engram {
 
@@ -50,13 +50,8 @@ Status engram_dequantize_row(EngramRowFormat f, std::span<const std::uint8_t> ro
     }
     return ok();
   }
-  // q8 / q4: one row of a Q8G / Q4G matrix with groups of 32, its scales right after the codes
-  // (dequantize_row copies them out, so they may sit at any alignment).
-  const bool q8 = f == EngramRowFormat::q8;
-  const std::int64_t code_bytes = q8 ? width : width / 2;
-  const kernels::QuantMatrix m{row.data(), reinterpret_cast<const std::uint16_t*>(row.data() + code_bytes),
-                               1, width, code_bytes, kEngramScaleGroup, std::uint8_t(q8 ? 2 : 3)};
-  forward::dequantize_row(m, 0, out.data());
+  // q8 / q4: the engram-L{n}.bin rows, through the table's own decoder.
+  waste::dequantize_engram_row(f == EngramRowFormat::q8 ? 8 : 4, std::as_bytes(row), out);
   return ok();
 }
 

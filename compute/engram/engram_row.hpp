@@ -3,15 +3,15 @@
 //
 //   f8_e8m0  the release's storage: width F8_E4M3 (FN) codes, then width/32 E8M0 scale bytes
 //            (value = e4m3(code) * 2^(scale - 127)); 264 B at width 256. Lossless.
-//   q8       width int8 codes, then width/32 fp16 scales (little-endian): value = q * scale,
-//            the trunk's Q8G rule with groups of 32; 272 B at width 256.
-//   q4       width/2 bytes of 4-bit codes (low nibble = even column), then width/32 fp16 scales:
-//            value = (nibble - 8) * scale, the trunk's Q4G rule with groups of 32; 144 B at 256.
+//   q8       width/32 fp16 scales (little-endian), then width int8 codes: value = code * scale;
+//            272 B at width 256.
+//   q4       width/32 fp16 scales, then width/2 bytes of 4-bit codes (low nibble = even column):
+//            value = (nibble - 8) * scale; 144 B at width 256.
 //
-// q8 / q4 are the container's 8- and 4-bit forms (warp's --engram-bits 8 / 4: 209 / 110 GB for
-// both tables at 272 / 144 B per row); they decode through forward::dequantize_row, so a row's
-// numbers are the trunk's for the same codes and scales. The width must be a positive multiple
-// of 32 (256 in the release).
+// q8 / q4 are exactly the rows of the container's engram-L{n}.bin at 8 and 4 bits (`waste
+// convert --engram-bits 8 / 4`; shared/container/engram_table.hpp, the one format and the one
+// decoder of those rows: this file calls it). f8_e8m0 is the release's storage, read by the
+// converter. The width must be a positive multiple of 32 (256 in the release).
 #pragma once
 
 #include <cstdint>

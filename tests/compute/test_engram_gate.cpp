@@ -12,6 +12,7 @@
 #include "compute/engram/engram_row.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
+#include "shared/container/engram_table.hpp"
 
 using namespace waste;
 using engram::EngramRowFormat;
@@ -81,38 +82,45 @@ TEST_CASE("Engram f8_e8m0 rows: E4M3 codes times 2^(e-127) per 32 columns, as th
   CHECK(w[33] == std::ldexp(3.0f, -127));
 }
 
-TEST_CASE("Engram q8 / q4 rows: the trunk's Q8G / Q4G codes with an fp16 scale per 32 columns", "[compute][engram]") {
-  // q8, width 64: codes, then two little-endian halves (0.5 = 0x3800, -2 = 0xC000).
-  std::vector<std::uint8_t> q8(64 + 4, 0);
-  q8[0] = 0xFD;   // -3
-  q8[1] = 0x7F;   // 127
-  q8[2] = 0x80;   // -128
-  q8[40] = 0x05;  // 5, second group
-  q8[64] = 0x00;
-  q8[65] = 0x38;
-  q8[66] = 0x00;
-  q8[67] = 0xC0;
+TEST_CASE("Engram q8 / q4 rows: the engram-L{n}.bin rows, an fp16 scale per 32 columns, then the codes",
+          "[compute][engram]") {
+  // q8, width 64: two little-endian halves (0.5 = 0x3800, -2 = 0xC000), then the codes.
+  std::vector<std::uint8_t> q8(4 + 64, 0);
+  q8[0] = 0x00;
+  q8[1] = 0x38;
+  q8[2] = 0x00;
+  q8[3] = 0xC0;
+  q8[4 + 0] = 0xFD;   // -3
+  q8[4 + 1] = 0x7F;   // 127
+  q8[4 + 2] = 0x80;   // -128
+  q8[4 + 40] = 0x05;  // 5, second group
   const auto a = decode(EngramRowFormat::q8, q8, 64);
   CHECK(a[0] == -1.5f);
   CHECK(a[1] == 63.5f);
   CHECK(a[2] == -64.0f);
   CHECK(a[3] == 0.0f);
   CHECK(a[40] == -10.0f);
-  // q4, width 64: 32 bytes of nibbles (low = even column, value nibble - 8), then the halves
-  // 2.0 (0x4000) and a subnormal 2^-24 (0x0001): the trunk keeps subnormal scales.
-  std::vector<std::uint8_t> q4(32 + 4, 0x88);  // all zeros
-  q4[0] = 0x1F;                                // columns 0, 1: 15 - 8 = 7, 1 - 8 = -7
-  q4[16] = 0x90;                               // columns 32, 33: -8, 1
-  q4[32] = 0x00;
-  q4[33] = 0x40;
-  q4[34] = 0x01;
-  q4[35] = 0x00;
+  // q4, width 64: the halves 2.0 (0x4000) and a subnormal 2^-24 (0x0001) (subnormal scales are
+  // kept), then 32 bytes of nibbles (low = even column, value nibble - 8).
+  std::vector<std::uint8_t> q4(4 + 32, 0x88);  // all zeros
+  q4[0] = 0x00;
+  q4[1] = 0x40;
+  q4[2] = 0x01;
+  q4[3] = 0x00;
+  q4[4 + 0] = 0x1F;   // columns 0, 1: 15 - 8 = 7, 1 - 8 = -7
+  q4[4 + 16] = 0x90;  // columns 32, 33: -8, 1
   const auto b = decode(EngramRowFormat::q4, q4, 64);
   CHECK(b[0] == 14.0f);
   CHECK(b[1] == -14.0f);
   CHECK(b[2] == 0.0f);
   CHECK(b[32] == -8.0f * std::ldexp(1.0f, -24));
   CHECK(b[33] == std::ldexp(1.0f, -24));
+  // The same bytes through the table's decoder (shared/container/engram_table.hpp): one decoder.
+  std::vector<float> t8(64), t4(64);
+  dequantize_engram_row(8, std::as_bytes(std::span(q8)), t8);
+  dequantize_engram_row(4, std::as_bytes(std::span(q4)), t4);
+  CHECK(std::memcmp(t8.data(), a.data(), 64 * sizeof(float)) == 0);
+  CHECK(std::memcmp(t4.data(), b.data(), 64 * sizeof(float)) == 0);
 }
 
 TEST_CASE("Engram gate: signed sqrt of the normalised dot, per stream, then h += gate * value", "[compute][engram]") {

@@ -25,8 +25,8 @@ the engine:
   (gates 1e-6); a zero stream takes the 1e-6 floor (gate sigmoid(1e-3)); the signed sqrt and the
   per-stream normalisation must matter.
 - dequant: random rows of each storage form decode bit for bit (f8_e8m0: e4m3 FN with bias 7,
-  subnormals, NaN codes; E8M0 2^(e-127); q8 / q4: int8 or nibble - 8 times an IEEE half scale
-  per 32 columns, scales after the codes).
+  subnormals, NaN codes; E8M0 2^(e-127); q8 / q4, the engram-L{n}.bin rows: an IEEE half scale
+  per 32 columns first, then int8 codes or nibbles - 8).
 
 Exit 0 pass, 1 fail, 77 skip (no torch).
 """
@@ -364,15 +364,18 @@ def decode_rows(fmt, width, data):
         for c in range(width):
             g = c // 32
             if fmt == "f8_e8m0":
+                # the release: codes, then one E8M0 byte per 32 columns
                 e = row[code_bytes + g]
                 scale = math.nan if e == 255 else 2.0 ** (e - 127)
                 vals.append(e4m3(row[c]) * scale)
             else:
-                scale = half(row[code_bytes + 2 * g] | (row[code_bytes + 2 * g + 1] << 8))
+                # engram-L{n}.bin rows: the fp16 scales first, then the codes
+                scale = half(row[2 * g] | (row[2 * g + 1] << 8))
+                codes = row[2 * groups:]
                 if fmt == "q8":
-                    q = row[c] - 256 if row[c] >= 128 else row[c]
+                    q = codes[c] - 256 if codes[c] >= 128 else codes[c]
                 else:
-                    q = ((row[c // 2] >> 4) if c % 2 else (row[c // 2] & 15)) - 8
+                    q = ((codes[c // 2] >> 4) if c % 2 else (codes[c // 2] & 15)) - 8
                 vals.append(q * scale)
         out.append(vals)
     with np.errstate(over="ignore"):  # 448 * 2^127 is inf in f32, as in the engine
@@ -402,7 +405,7 @@ def check_dequant(tool, workdir):
                 bits = rng.integers(0, 0x7C00, groups, dtype=np.uint16) | signs
                 if r == 0:
                     bits[:2] = [0x0001, 0x83FF]
-                rows.append(np.concatenate([codes, bits.astype("<u2").view(np.uint8)]))
+                rows.append(np.concatenate([bits.astype("<u2").view(np.uint8), codes]))
         data = np.concatenate(rows).astype(np.uint8)
         d = os.path.join(workdir, "dequant-" + fmt)
         os.makedirs(d, exist_ok=True)
