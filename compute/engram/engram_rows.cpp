@@ -1,0 +1,449 @@
+// Engram rows from the container's tables (engram_rows.hpp).
+#include "compute/engram/engram_rows.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "shared/container/file_io.hpp"
+#include "shared/crc32.hpp"
+
+namespace waste::engram {
+namespace {
+
+// A page-aligned buffer for O_DIRECT reads.
+class PageBuffer {
+ public:
+  explicit PageBuffer(std::size_t bytes) : size_(bytes) {
+    void* p = std::aligned_alloc(kEngramPage, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    data_.reset(static_cast<std::byte*>(p));
+  }
+  std::byte* data() const noexcept { return data_.get(); }
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> data_;
+  std::size_t size_;
+};
+
+struct Table {
+  std::string name;  // engram-L{n}.bin, the errors' origin
+  EngramTableHeader header;
+  UniqueFd buffered;  // always open: the header, fadvise, the CRC check, and reads when not direct
+  UniqueFd direct;    // open when O_DIRECT works on this filesystem
+  int read_fd() const noexcept { return direct.valid() ? direct.get() : buffered.get(); }
+};
+
+std::string hex32(std::uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", v);
+  return b;
+}
+
+// O_DIRECT needs an aligned buffer, offset and length; some filesystems (tmpfs) refuse it at
+// open or at the first read, so one aligned read of the header page decides.
+UniqueFd try_open_direct(const std::filesystem::path& path) {
+#ifdef O_DIRECT
+  auto fd = open_file(path, O_RDONLY | O_DIRECT);
+  if (!fd) return {};
+  PageBuffer probe(kEngramPage);
+  if (::pread(fd->get(), probe.data(), kEngramPage, 0) != ssize_t(kEngramPage)) return {};
+  return std::move(*fd);
+#else
+  (void)path;
+  return {};
+#endif
+}
+
+}  // namespace
+
+struct EngramRowSource::State {
+  std::vector<Table> tables;
+  int width = 0;
+  std::string note;
+
+  // The cache: decoded rows by key (layer index, row), most recent first.
+  struct Entry {
+    std::uint64_t key;
+    std::vector<float> values;
+  };
+  mutable std::mutex mu;
+  std::list<Entry> lru;
+  std::unordered_map<std::uint64_t, std::list<Entry>::iterator> index;
+  std::size_t capacity = 0;  // rows
+  EngramRowStats stats;
+
+  // The prefetch worker.
+  bool use_thread = false;
+  std::condition_variable work_cv, idle_cv;
+  std::deque<std::pair<std::size_t, std::vector<std::uint64_t>>> queue;
+  bool busy = false, stop = false;
+  std::thread worker;
+
+  static std::uint64_t key(std::size_t layer, std::uint64_t row) noexcept {
+    return (std::uint64_t(layer) << 42) | row;  // rows are below 2^40 (check_engram_header)
+  }
+
+  // Under mu: copies a cached row into out and marks it recent.
+  bool lookup(std::uint64_t k, float* out) {
+    auto it = index.find(k);
+    if (it == index.end()) return false;
+    lru.splice(lru.begin(), lru, it->second);
+    std::memcpy(out, it->second->values.data(), std::size_t(width) * sizeof(float));
+    return true;
+  }
+  // Under mu: inserts (or refreshes) a row, evicting the least recent past capacity.
+  void insert(std::uint64_t k, const float* values) {
+    if (capacity == 0) return;
+    if (auto it = index.find(k); it != index.end()) {
+      lru.splice(lru.begin(), lru, it->second);
+      return;
+    }
+    if (index.size() >= capacity) {
+      Entry& last = lru.back();
+      index.erase(last.key);
+      last.key = k;
+      std::memcpy(last.values.data(), values, std::size_t(width) * sizeof(float));
+      lru.splice(lru.begin(), lru, std::prev(lru.end()));
+    } else {
+      lru.push_front(Entry{k, std::vector<float>(values, values + width)});
+    }
+    index[k] = lru.begin();
+  }
+
+  Status row_in_range(std::size_t layer, std::uint64_t row) const {
+    const Table& t = tables[layer];
+    if (row >= t.header.rows) {
+      return make_error(Errc::argument,
+                        t.name + ": row " + std::to_string(row) + " beyond its " + std::to_string(t.header.rows) + " rows");
+    }
+    return ok();
+  }
+
+  // Reads the page holding `row` into buf (page_bytes bytes); returns the row's bytes' offset in it.
+  Result<std::size_t> read_page(std::size_t layer, std::uint64_t row, PageBuffer& buf) {
+    const Table& t = tables[layer];
+    const EngramTableHeader& h = t.header;
+    const std::uint64_t page = row / h.rows_per_page();
+    const std::uint64_t off = kEngramPage + page * h.page_bytes();
+    auto n = pread_full(t.read_fd(), std::span(buf.data(), h.page_bytes()), off);
+    if (!n) return std::unexpected(n.error().with_context(t.name + ": row " + std::to_string(row)));
+    if (*n != h.page_bytes()) {
+      return make_error(Errc::io, t.name + ": row " + std::to_string(row) + ": read " + std::to_string(*n) + " of " +
+                                      std::to_string(h.page_bytes()) + " bytes at offset " + std::to_string(off) +
+                                      " (the file was cut short)");
+    }
+    {
+      std::lock_guard lock(mu);
+      stats.bytes_read += *n;
+    }
+    return std::size_t(row % h.rows_per_page() * h.row_bytes());
+  }
+
+  void run_worker() {
+    PageBuffer buf(max_page_bytes());
+    std::vector<float> values(static_cast<std::size_t>(width));
+    std::unique_lock lock(mu);
+    for (;;) {
+      work_cv.wait(lock, [&] { return stop || !queue.empty(); });
+      if (stop) return;
+      auto [layer, rows] = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      lock.unlock();
+      std::uint64_t last_page = ~std::uint64_t(0);
+      const EngramTableHeader& h = tables[layer].header;
+      for (std::uint64_t row : rows) {
+        {
+          std::lock_guard g(mu);
+          if (stop) break;
+          if (index.count(key(layer, row)) != 0) continue;
+        }
+        const std::uint64_t page = row / h.rows_per_page();
+        std::size_t at = std::size_t(row % h.rows_per_page() * h.row_bytes());
+        if (page != last_page) {
+          auto r = read_page(layer, row, buf);
+          if (!r) {  // the demand read reports it
+            last_page = ~std::uint64_t(0);
+            continue;
+          }
+          last_page = page;
+        }
+        dequantize_engram_row(h.bits, std::span(buf.data() + at, h.row_bytes()), values);
+        std::lock_guard g(mu);
+        insert(key(layer, row), values.data());
+        ++stats.prefetched;
+      }
+      lock.lock();
+      busy = false;
+      if (queue.empty()) idle_cv.notify_all();
+    }
+  }
+
+  std::size_t max_page_bytes() const {
+    std::size_t m = kEngramPage;
+    for (const auto& t : tables) m = std::max<std::size_t>(m, t.header.page_bytes());
+    return m;
+  }
+
+  ~State() {
+    if (worker.joinable()) {
+      {
+        std::lock_guard lock(mu);
+        stop = true;
+      }
+      work_cv.notify_all();
+      worker.join();
+    }
+  }
+};
+
+EngramRowSource::EngramRowSource(std::unique_ptr<State> state) : s_(std::move(state)) {}
+EngramRowSource::EngramRowSource(EngramRowSource&&) noexcept = default;
+EngramRowSource& EngramRowSource::operator=(EngramRowSource&&) noexcept = default;
+EngramRowSource::~EngramRowSource() = default;
+
+Result<EngramRowSource> EngramRowSource::open(const std::filesystem::path& container_dir, const EngramLayout& layout,
+                                              const EngramRowSourceOptions& options) {
+  auto s = std::make_unique<State>();
+  s->width = layout.head_dim;
+  for (const EngramLayer& layer : layout.layers) {
+    Table t;
+    t.name = engram_table_file_name(layer.layer);
+    const std::filesystem::path path = container_dir / t.name;
+    auto fd = open_file(path, O_RDONLY);
+    if (!fd) return std::unexpected(fd.error());
+    t.buffered = std::move(*fd);
+    std::array<std::byte, kEngramPage> head{};
+    auto n = pread_full(t.buffered.get(), head, 0);
+    if (!n) return std::unexpected(n.error().with_context(t.name));
+    auto h = parse_engram_header(std::span(head.data(), *n), t.name);
+    if (!h) return std::unexpected(h.error());
+    t.header = *h;
+    if (h->layer != layer.layer) {
+      return make_error(Errc::format, t.name + ": its header says layer " + std::to_string(h->layer));
+    }
+    if (h->width != layout.head_dim) {
+      return make_error(Errc::format, t.name + ": rows of " + std::to_string(h->width) +
+                                          " columns, engram.json's head_dim is " + std::to_string(layout.head_dim));
+    }
+    if (h->rows != layer.rows()) {
+      return make_error(Errc::format, t.name + ": " + std::to_string(h->rows) + " rows, engram.json's primes of layer " +
+                                          std::to_string(layer.layer) + " sum to " + std::to_string(layer.rows()));
+    }
+    auto size = file_size(t.buffered.get(), path);
+    if (!size) return std::unexpected(size.error());
+    if (*size != h->file_bytes()) {
+      return make_error(Errc::format, t.name + ": " + std::to_string(*size) + " bytes, its header needs " +
+                                          std::to_string(h->file_bytes()) +
+                                          (*size < h->file_bytes() ? " (truncated)" : " (trailing bytes)"));
+    }
+    if (options.direct) t.direct = try_open_direct(path);
+    if (options.direct && !t.direct.valid()) {
+      s->note += (s->note.empty() ? "" : "; ") + t.name + ": O_DIRECT refused by this filesystem, read buffered";
+    }
+    s->tables.push_back(std::move(t));
+  }
+  if (!options.direct) s->note = "O_DIRECT off: the tables are read buffered";
+  const std::size_t row_floats_bytes = std::size_t(std::max(layout.head_dim, 1)) * sizeof(float);
+  s->capacity = options.cache_bytes / row_floats_bytes;
+  s->use_thread = options.prefetch_thread && !s->tables.empty();
+  if (s->use_thread) {
+    State* raw = s.get();
+    s->worker = std::thread([raw] { raw->run_worker(); });
+  }
+  return EngramRowSource(std::move(s));
+}
+
+std::size_t EngramRowSource::layers() const noexcept { return s_->tables.size(); }
+int EngramRowSource::width() const noexcept { return s_->width; }
+const EngramTableHeader& EngramRowSource::header(std::size_t layer_index) const {
+  return s_->tables.at(layer_index).header;
+}
+bool EngramRowSource::direct() const noexcept {
+  for (const auto& t : s_->tables) {
+    if (!t.direct.valid()) return false;
+  }
+  return true;
+}
+const std::string& EngramRowSource::note() const noexcept { return s_->note; }
+
+Status EngramRowSource::read_rows(std::size_t layer_index, std::span<const std::uint64_t> rows, std::span<float> out) {
+  State& s = *s_;
+  if (layer_index >= s.tables.size()) {
+    return make_error(Errc::argument, "engram rows: layer index " + std::to_string(layer_index) + " of " +
+                                          std::to_string(s.tables.size()) + " tables");
+  }
+  const std::size_t w = std::size_t(s.width);
+  if (out.size() != rows.size() * w) {
+    return make_error(Errc::argument, "engram rows: " + std::to_string(out.size()) + " floats for " +
+                                          std::to_string(rows.size()) + " rows of " + std::to_string(w));
+  }
+  const EngramTableHeader& h = s.tables[layer_index].header;
+  for (std::uint64_t row : rows) WASTE_TRY(s.row_in_range(layer_index, row));
+  std::unique_ptr<PageBuffer> buf;
+  std::uint64_t last_page = ~std::uint64_t(0);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::uint64_t row = rows[i];
+    float* dst = out.data() + i * w;
+    {
+      std::lock_guard lock(s.mu);
+      if (s.lookup(State::key(layer_index, row), dst)) {
+        ++s.stats.hits;
+        continue;
+      }
+      ++s.stats.misses;
+    }
+    if (!buf) buf = std::make_unique<PageBuffer>(h.page_bytes());
+    const std::uint64_t page = row / h.rows_per_page();
+    const std::size_t at = std::size_t(row % h.rows_per_page() * h.row_bytes());
+    if (page != last_page) {
+      auto r = s.read_page(layer_index, row, *buf);
+      if (!r) return std::unexpected(r.error());
+      last_page = page;
+    }
+    dequantize_engram_row(h.bits, std::span(buf->data() + at, h.row_bytes()), std::span(dst, w));
+    std::lock_guard lock(s.mu);
+    s.insert(State::key(layer_index, row), dst);
+  }
+  return ok();
+}
+
+void EngramRowSource::prefetch(std::size_t layer_index, std::span<const std::uint64_t> rows) {
+  State& s = *s_;
+  if (layer_index >= s.tables.size() || rows.empty()) return;
+  const Table& t = s.tables[layer_index];
+  std::vector<std::uint64_t> keep;
+  keep.reserve(rows.size());
+  for (std::uint64_t r : rows) {
+    if (r < t.header.rows) keep.push_back(r);
+  }
+  if (!s.use_thread) {
+#ifdef POSIX_FADV_WILLNEED
+    for (std::uint64_t r : keep) {
+      const std::uint64_t off = kEngramPage + r / t.header.rows_per_page() * t.header.page_bytes();
+      ::posix_fadvise(t.buffered.get(), off_t(off), off_t(t.header.page_bytes()), POSIX_FADV_WILLNEED);
+    }
+#endif
+    return;
+  }
+  {
+    std::lock_guard lock(s.mu);
+    s.queue.emplace_back(layer_index, std::move(keep));
+  }
+  s.work_cv.notify_one();
+}
+
+void EngramRowSource::wait_prefetch() {
+  State& s = *s_;
+  if (!s.use_thread) return;
+  std::unique_lock lock(s.mu);
+  s.idle_cv.wait(lock, [&] { return s.queue.empty() && !s.busy; });
+}
+
+Status EngramRowSource::check_data_crc(std::size_t layer_index) const {
+  const Table& t = s_->tables.at(layer_index);
+  const EngramTableHeader& h = t.header;
+  std::uint32_t crc = 0;
+  std::vector<std::byte> buf(std::size_t(1) << 20);
+  for (std::uint64_t off = 0; off < h.data_bytes();) {
+    const std::size_t want = std::size_t(std::min<std::uint64_t>(buf.size(), h.data_bytes() - off));
+    auto n = pread_full(t.buffered.get(), std::span(buf.data(), want), kEngramPage + off);
+    if (!n) return std::unexpected(n.error().with_context(t.name));
+    if (*n != want) return make_error(Errc::io, t.name + ": the data ends early, at byte " + std::to_string(off + *n));
+    crc = crc32_update(crc, std::span(buf.data(), want));
+    off += want;
+  }
+  if (crc != h.data_crc) {
+    return make_error(Errc::format, t.name + ": data CRC " + hex32(crc) + ", its header says " + hex32(h.data_crc) +
+                                        " (damaged rows)");
+  }
+  return ok();
+}
+
+EngramRowStats EngramRowSource::stats() const {
+  std::lock_guard lock(s_->mu);
+  return s_->stats;
+}
+
+// ---- the stage
+
+EngramStage::EngramStage(const EngramTables& tables, EngramRowSource& source) : tables_(&tables), source_(&source) {}
+
+int EngramStage::layer_index(int decoder_layer) const noexcept {
+  const auto& layers = tables_->layout.layers;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].layer == decoder_layer) return int(i);
+  }
+  return -1;
+}
+
+std::size_t EngramStage::row_floats() const noexcept {
+  return std::size_t(tables_->layout.columns()) * std::size_t(tables_->layout.head_dim);
+}
+
+Status EngramStage::begin(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> dead,
+                          NgramHistory& history) {
+  if (source_->layers() != tables_->layout.layers.size() || source_->width() != tables_->layout.head_dim) {
+    return make_error(Errc::argument, "engram stage: the row source holds " + std::to_string(source_->layers()) +
+                                          " tables of width " + std::to_string(source_->width()) + ", the layout " +
+                                          std::to_string(tables_->layout.layers.size()) + " of " +
+                                          std::to_string(tables_->layout.head_dim));
+  }
+  NgramHistory next = history;  // advanced only when the whole run is addressed
+  auto ids = sequence_row_ids(*tables_, tokens, dead, next);
+  if (!ids) return std::unexpected(ids.error());
+  ids_ = std::move(*ids);
+  tokens_ = tokens.size();
+  history = std::move(next);
+  const std::size_t n_layers = tables_->layout.layers.size(), columns = std::size_t(tables_->layout.columns());
+  for (std::size_t l = 0; l < n_layers; ++l) {
+    layer_ids_.resize(tokens_ * columns);
+    for (std::size_t t = 0; t < tokens_; ++t) {
+      std::memcpy(layer_ids_.data() + t * columns, ids_.data() + (t * n_layers + l) * columns,
+                  columns * sizeof(std::uint64_t));
+    }
+    source_->prefetch(l, layer_ids_);
+  }
+  return ok();
+}
+
+Status EngramStage::rows(int decoder_layer, std::span<float> out) {
+  const int l = layer_index(decoder_layer);
+  if (l < 0) {
+    return make_error(Errc::argument, "engram stage: layer " + std::to_string(decoder_layer) + " has no Engram table");
+  }
+  if (out.size() != tokens_ * row_floats()) {
+    return make_error(Errc::argument, "engram stage: " + std::to_string(out.size()) + " floats for " +
+                                          std::to_string(tokens_) + " tokens of " + std::to_string(row_floats()));
+  }
+  const std::size_t n_layers = tables_->layout.layers.size(), columns = std::size_t(tables_->layout.columns());
+  layer_ids_.resize(tokens_ * columns);
+  for (std::size_t t = 0; t < tokens_; ++t) {
+    std::memcpy(layer_ids_.data() + t * columns, ids_.data() + (t * n_layers + std::size_t(l)) * columns,
+                columns * sizeof(std::uint64_t));
+  }
+  auto st = source_->read_rows(std::size_t(l), layer_ids_, out);
+  if (!st) return std::unexpected(st.error().with_context("engram layer " + std::to_string(decoder_layer)));
+  return ok();
+}
+
+}  // namespace waste::engram

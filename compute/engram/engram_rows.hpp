@@ -1,0 +1,122 @@
+// DeepSeek-V4.1's Engram rows at run time: a token's rows read from the container's
+// engram-L{n}.bin tables (shared/container/engram_table.hpp) and decoded to f32, for the
+// layer loop (and later the I/O daemon).
+//
+//   EngramRowSource  every table the layout names, opened and checked (header, CRC of the
+//                    header, sizes against engram.json, file size); rows read one 4 KiB page
+//                    at a time (no row crosses a page), O_DIRECT with an aligned buffer when the
+//                    filesystem allows, else buffered (note() says which); a bounded LRU cache
+//                    of decoded rows; prefetch() reads rows ahead on a worker thread.
+//   EngramStage      a run of tokens of one sequence -> its row ids for every Engram layer (one
+//                    sequence_row_ids call, the history advanced once, all rows prefetched),
+//                    then rows(decoder_layer) -> [T][columns * head_dim] floats for that layer.
+//
+// Errors name the file and the row: "engram-L14.bin: row 123 beyond its 100 rows".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compute/engram/engram_layout.hpp"
+#include "compute/engram/ngram_hash.hpp"
+#include "shared/container/engram_table.hpp"
+#include "shared/result.hpp"
+
+namespace waste::engram {
+
+struct EngramRowStats {
+  std::uint64_t hits = 0;         // rows served from the cache
+  std::uint64_t misses = 0;       // rows read_rows had to read from a table
+  std::uint64_t prefetched = 0;   // rows the prefetch worker read into the cache
+  std::uint64_t bytes_read = 0;   // bytes read from the tables (whole pages; demand and prefetch)
+};
+
+struct EngramRowSourceOptions {
+  std::size_t cache_bytes = std::size_t(64) << 20;  // decoded rows kept (width * 4 bytes each); 0 = none
+  bool direct = true;          // O_DIRECT when the filesystem allows (else buffered, with a note)
+  bool prefetch_thread = true; // prefetch() reads on a worker thread into the cache; false: only
+                               // posix_fadvise(WILLNEED) of the pages (useful when buffered)
+};
+
+class EngramRowSource {
+ public:
+  // Opens engram-L{n}.bin in `container_dir` for every layer of `layout` (in its order: layer
+  // index i is layout.layers[i]). Each header must parse, name layer n, have width
+  // layout.head_dim and layout.layers[i].rows() rows, and the file its header's size.
+  static Result<EngramRowSource> open(const std::filesystem::path& container_dir, const EngramLayout& layout,
+                                      const EngramRowSourceOptions& options = {});
+
+  EngramRowSource(EngramRowSource&&) noexcept;
+  EngramRowSource& operator=(EngramRowSource&&) noexcept;
+  ~EngramRowSource();
+
+  [[nodiscard]] std::size_t layers() const noexcept;
+  [[nodiscard]] int width() const noexcept;  // floats per row (head_dim)
+  [[nodiscard]] const EngramTableHeader& header(std::size_t layer_index) const;
+  [[nodiscard]] bool direct() const noexcept;            // every table read with O_DIRECT
+  [[nodiscard]] const std::string& note() const noexcept;  // why a table is read buffered; empty if none
+
+  // out [rows.size()][width] = the decoded rows of table `layer_index`. Cached rows are copied;
+  // the others are read a page at a time (consecutive rows of one page share a read) and cached.
+  // Errors: a row beyond the table ("engram-L14.bin: row 123 beyond its 100 rows"), a short
+  // read, an I/O error; out must hold rows.size() * width floats.
+  Status read_rows(std::size_t layer_index, std::span<const std::uint64_t> rows, std::span<float> out);
+
+  // Reads these rows ahead into the cache (worker thread), or posix_fadvise(WILLNEED)s their
+  // pages; returns at once. Rows beyond the table are skipped (read_rows reports them).
+  void prefetch(std::size_t layer_index, std::span<const std::uint64_t> rows);
+  // Until every prefetch scheduled so far is done (tests, and a caller that wants the reads
+  // finished before timing).
+  void wait_prefetch();
+
+  // Recomputes the CRC-32 of a table's data pages (reads the whole file) against its header:
+  // "engram-L14.bin: data CRC 0x12345678, its header says 0x9abcdef0 (damaged rows)".
+  Status check_data_crc(std::size_t layer_index) const;
+
+  [[nodiscard]] EngramRowStats stats() const;
+
+ private:
+  struct State;
+  explicit EngramRowSource(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+// One sequence's Engram rows for the layer loop. Not thread-safe; one per sequence in flight
+// (or reused: begin() per run).
+class EngramStage {
+ public:
+  // Both must outlive the stage.
+  EngramStage(const EngramTables& tables, EngramRowSource& source);
+
+  // A run of tokens of one sequence continuing `history`: row ids of every Engram layer
+  // (sequence_row_ids; `dead` empty or one flag per token, image-span tokens), and every row
+  // prefetched. On success the history is advanced past the run; on an error it is unchanged.
+  Status begin(std::span<const std::int32_t> tokens, std::span<const std::uint8_t> dead, NgramHistory& history);
+
+  // The layout index of a decoder layer, or -1 when it has no Engram table.
+  [[nodiscard]] int layer_index(int decoder_layer) const noexcept;
+  [[nodiscard]] std::size_t tokens() const noexcept { return tokens_; }
+  // Floats per token of one layer: columns (24 in the release) * head_dim.
+  [[nodiscard]] std::size_t row_floats() const noexcept;
+  // Row ids of the last begin(): [T][layers][columns].
+  [[nodiscard]] std::span<const std::uint64_t> row_ids() const noexcept { return ids_; }
+
+  // out [tokens()][row_floats()] = the decoded rows of the run for `decoder_layer`, token t's
+  // columns in sequence_row_ids' order ((n - 2) * n_heads + head). Errors: a layer without an
+  // Engram table, out of the wrong size, the source's read errors.
+  Status rows(int decoder_layer, std::span<float> out);
+
+ private:
+  const EngramTables* tables_;
+  EngramRowSource* source_;
+  std::size_t tokens_ = 0;
+  std::vector<std::uint64_t> ids_;
+  std::vector<std::uint64_t> layer_ids_;  // scratch: one layer's ids, [T][columns]
+};
+
+}  // namespace waste::engram
