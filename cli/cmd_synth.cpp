@@ -5,6 +5,8 @@
 
 #include "compute/prompt/chat_format.hpp"
 
+#include "compute/engram/engram_synth.hpp"
+
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "shared/synth/synth.hpp"
@@ -17,6 +19,8 @@ struct SynthArgs {
   std::string experts, trunk, out;
   std::string config_file;
   std::string chat_format;  // copied to the container's chat.json (checked first)
+  std::uint64_t engram_rows = 0;  // DeepSeek-V4.1: cap on each Engram table's rows (0 = the config's)
+  int engram_bits = 8;
 };
 
 int run_synth(const SynthArgs& args) {
@@ -45,6 +49,22 @@ int run_synth(const SynthArgs& args) {
     std::fprintf(stderr, "waste synth: %s\n", stats.error().message.c_str());
     return 1;
   }
+  // DeepSeek-V4.1's Engram files (compute/engram/engram_synth.hpp: the layout is compute/engram's).
+  std::string engram_note;
+  if (spec->skeleton.config.uses_engram()) {
+    engram::SynthEngramRequest er;
+    er.seed = request.seed;
+    er.bits = args.engram_bits;
+    er.max_rows = args.engram_rows;
+    auto e = engram::write_synthetic_engram(spec->skeleton.config, args.out, er);
+    if (!e) {
+      std::fprintf(stderr, "waste synth: %s\n", e.error().message.c_str());
+      return 1;
+    }
+    engram_note = ", " + std::to_string(e->tables.layout.layers.size()) + " Engram tables (" +
+                  std::to_string(e->table_bytes / 1000000) + " MB, primes from " +
+                  std::to_string(e->engram_vocab_size) + ")";
+  }
   if (!args.chat_format.empty()) {
     std::error_code ec;
     std::filesystem::copy_file(args.chat_format, std::filesystem::path(args.out) / "chat.json",
@@ -56,9 +76,9 @@ int run_synth(const SynthArgs& args) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("wrote %s: %d layers, %d trunk tensors (%.1f MB), %d expert banks (%.1f MB), %.1f s\n",
+  std::printf("wrote %s: %d layers, %d trunk tensors (%.1f MB), %d expert banks (%.1f MB)%s, %.1f s\n",
               args.out.c_str(), spec->skeleton.config.n_layers, stats->n_tensors, stats->trunk_bytes / 1e6,
-              stats->n_banks, stats->expert_bytes / 1e6, secs);
+              stats->n_banks, stats->expert_bytes / 1e6, engram_note.c_str(), secs);
   return 0;
 }
 
@@ -98,6 +118,15 @@ const CommandRegistration kRegistration{Command{
           ->default_str("2")
           ->check(int_range("--vision-layers", 1, 27))
           ->needs(vision);
+      sub.add_option("--engram-rows", args->engram_rows,
+                     "DeepSeek-V4.1: at most N rows per Engram table (primes drawn to fit; 0 = the config's)")
+          ->type_name("N")
+          ->default_str("0")
+          ->check(u64_value("--engram-rows"));
+      sub.add_option("--engram-bits", args->engram_bits, "DeepSeek-V4.1: Engram table rows of 4 or 8 bits")
+          ->type_name("4|8")
+          ->default_str("8")
+          ->check(int_range("--engram-bits", 4, 8));
       sub.add_option("--chat-format", args->chat_format, "Also write this chat.json (e.g. configs/chat/kimi-k3.json)")
           ->type_name("FILE")
           ->default_str("none");
