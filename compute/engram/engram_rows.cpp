@@ -17,6 +17,7 @@
 #include <new>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "shared/container/file_io.hpp"
@@ -91,12 +92,19 @@ struct EngramRowSource::State {
   std::size_t capacity = 0;  // rows
   EngramRowStats stats;
 
-  // The prefetch worker.
-  bool use_thread = false;
-  std::condition_variable work_cv, idle_cv;
-  std::deque<std::pair<std::size_t, std::vector<std::uint64_t>>> queue;
-  bool busy = false, stop = false;
-  std::thread worker;
+  // The reader threads: chunks of rows of one table, sorted, so rows of a page share a read.
+  // `pending` holds every queued or in-flight row's key until it is in the cache (or failed).
+  struct Chunk {
+    std::size_t layer;
+    std::vector<std::uint64_t> rows;
+  };
+  static constexpr std::size_t kChunkRows = 4;  // a token's 24 rows: 6 chunks over the readers
+  std::condition_variable work_cv, done_cv;
+  std::deque<Chunk> queue;
+  std::unordered_set<std::uint64_t> pending;
+  int in_flight = 0;  // chunks being read
+  bool stop = false;
+  std::vector<std::thread> readers;
 
   static std::uint64_t key(std::size_t layer, std::uint64_t row) noexcept {
     return (std::uint64_t(layer) << 42) | row;  // rows are below 2^40 (check_engram_header)
@@ -129,6 +137,26 @@ struct EngramRowSource::State {
     index[k] = lru.begin();
   }
 
+  // Under mu: queues the rows of one table that are neither cached nor pending, in chunks, at
+  // the back (prefetch) or the front (a caller waiting). Returns whether anything was queued.
+  bool enqueue(std::size_t layer, std::vector<std::uint64_t> rows, bool front) {
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    std::vector<Chunk> chunks;
+    for (std::uint64_t r : rows) {
+      const std::uint64_t k = key(layer, r);
+      if (index.count(k) != 0 || !pending.insert(k).second) continue;
+      if (chunks.empty() || chunks.back().rows.size() == kChunkRows) chunks.push_back(Chunk{layer, {}});
+      chunks.back().rows.push_back(r);
+    }
+    if (front) {
+      queue.insert(queue.begin(), std::make_move_iterator(chunks.begin()), std::make_move_iterator(chunks.end()));
+    } else {
+      queue.insert(queue.end(), std::make_move_iterator(chunks.begin()), std::make_move_iterator(chunks.end()));
+    }
+    return !chunks.empty();
+  }
+
   Status row_in_range(std::size_t layer, std::uint64_t row) const {
     const Table& t = tables[layer];
     if (row >= t.header.rows) {
@@ -138,8 +166,8 @@ struct EngramRowSource::State {
     return ok();
   }
 
-  // Reads the page holding `row` into buf (page_bytes bytes); returns the row's bytes' offset in it.
-  Result<std::size_t> read_page(std::size_t layer, std::uint64_t row, PageBuffer& buf) {
+  // Reads the page holding `row` into buf (page_bytes bytes).
+  Status read_page(std::size_t layer, std::uint64_t row, PageBuffer& buf) {
     const Table& t = tables[layer];
     const EngramTableHeader& h = t.header;
     const std::uint64_t page = row / h.rows_per_page();
@@ -151,50 +179,50 @@ struct EngramRowSource::State {
                                       std::to_string(h.page_bytes()) + " bytes at offset " + std::to_string(off) +
                                       " (the file was cut short)");
     }
-    {
-      std::lock_guard lock(mu);
-      stats.bytes_read += *n;
-    }
-    return std::size_t(row % h.rows_per_page() * h.row_bytes());
+    std::lock_guard lock(mu);
+    stats.bytes_read += *n;
+    return ok();
   }
 
-  void run_worker() {
+  // Reads one chunk's rows (sorted: rows of one page share a read) into the cache.
+  void read_chunk(const Chunk& c, PageBuffer& buf, std::vector<float>& values) {
+    const EngramTableHeader& h = tables[c.layer].header;
+    std::uint64_t last_page = ~std::uint64_t(0);
+    for (std::uint64_t row : c.rows) {
+      const std::uint64_t page = row / h.rows_per_page();
+      bool have = page == last_page;
+      if (!have) {
+        have = bool(read_page(c.layer, row, buf));  // a failure: the caller's own read reports it
+        last_page = have ? page : ~std::uint64_t(0);
+      }
+      if (have) {
+        const std::size_t at = std::size_t(row % h.rows_per_page() * h.row_bytes());
+        dequantize_engram_row(h.bits, std::span(buf.data() + at, h.row_bytes()), values);
+      }
+      std::lock_guard lock(mu);
+      if (have) {
+        insert(key(c.layer, row), values.data());
+        ++stats.prefetched;
+      }
+      pending.erase(key(c.layer, row));
+    }
+  }
+
+  void run_reader() {
     PageBuffer buf(max_page_bytes());
     std::vector<float> values(static_cast<std::size_t>(width));
     std::unique_lock lock(mu);
     for (;;) {
       work_cv.wait(lock, [&] { return stop || !queue.empty(); });
       if (stop) return;
-      auto [layer, rows] = std::move(queue.front());
+      Chunk c = std::move(queue.front());
       queue.pop_front();
-      busy = true;
+      ++in_flight;
       lock.unlock();
-      std::uint64_t last_page = ~std::uint64_t(0);
-      const EngramTableHeader& h = tables[layer].header;
-      for (std::uint64_t row : rows) {
-        {
-          std::lock_guard g(mu);
-          if (stop) break;
-          if (index.count(key(layer, row)) != 0) continue;
-        }
-        const std::uint64_t page = row / h.rows_per_page();
-        std::size_t at = std::size_t(row % h.rows_per_page() * h.row_bytes());
-        if (page != last_page) {
-          auto r = read_page(layer, row, buf);
-          if (!r) {  // the demand read reports it
-            last_page = ~std::uint64_t(0);
-            continue;
-          }
-          last_page = page;
-        }
-        dequantize_engram_row(h.bits, std::span(buf.data() + at, h.row_bytes()), values);
-        std::lock_guard g(mu);
-        insert(key(layer, row), values.data());
-        ++stats.prefetched;
-      }
+      read_chunk(c, buf, values);
       lock.lock();
-      busy = false;
-      if (queue.empty()) idle_cv.notify_all();
+      --in_flight;
+      done_cv.notify_all();
     }
   }
 
@@ -205,14 +233,12 @@ struct EngramRowSource::State {
   }
 
   ~State() {
-    if (worker.joinable()) {
-      {
-        std::lock_guard lock(mu);
-        stop = true;
-      }
-      work_cv.notify_all();
-      worker.join();
+    {
+      std::lock_guard lock(mu);
+      stop = true;
     }
+    work_cv.notify_all();
+    for (auto& r : readers) r.join();
   }
 };
 
@@ -265,10 +291,9 @@ Result<EngramRowSource> EngramRowSource::open(const std::filesystem::path& conta
   if (!options.direct) s->note = "O_DIRECT off: the tables are read buffered";
   const std::size_t row_floats_bytes = std::size_t(std::max(layout.head_dim, 1)) * sizeof(float);
   s->capacity = options.cache_bytes / row_floats_bytes;
-  s->use_thread = options.prefetch_thread && !s->tables.empty();
-  if (s->use_thread) {
+  if (!s->tables.empty() && s->capacity > 0) {  // the readers hand rows over through the cache
     State* raw = s.get();
-    s->worker = std::thread([raw] { raw->run_worker(); });
+    for (int i = 0; i < options.reader_threads; ++i) s->readers.emplace_back([raw] { raw->run_reader(); });
   }
   return EngramRowSource(std::move(s));
 }
@@ -297,30 +322,55 @@ Status EngramRowSource::read_rows(std::size_t layer_index, std::span<const std::
     return make_error(Errc::argument, "engram rows: " + std::to_string(out.size()) + " floats for " +
                                           std::to_string(rows.size()) + " rows of " + std::to_string(w));
   }
-  const EngramTableHeader& h = s.tables[layer_index].header;
   for (std::uint64_t row : rows) WASTE_TRY(s.row_in_range(layer_index, row));
-  std::unique_ptr<PageBuffer> buf;
-  std::uint64_t last_page = ~std::uint64_t(0);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::uint64_t row = rows[i];
-    float* dst = out.data() + i * w;
-    {
-      std::lock_guard lock(s.mu);
-      if (s.lookup(State::key(layer_index, row), dst)) {
+  std::vector<std::size_t> missed;  // positions in `rows`
+  {
+    std::lock_guard lock(s.mu);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (s.lookup(State::key(layer_index, rows[i]), out.data() + i * w)) {
         ++s.stats.hits;
-        continue;
+      } else {
+        ++s.stats.misses;
+        missed.push_back(i);
       }
-      ++s.stats.misses;
     }
-    if (!buf) buf = std::make_unique<PageBuffer>(h.page_bytes());
+    if (missed.empty()) return ok();
+    if (!s.readers.empty()) {
+      std::vector<std::uint64_t> ids;
+      ids.reserve(missed.size());
+      for (std::size_t i : missed) ids.push_back(rows[i]);
+      if (s.enqueue(layer_index, std::move(ids), true)) s.work_cv.notify_all();
+    }
+  }
+  // With reader threads: wait for each missed row (queued now or by an earlier prefetch) and copy
+  // it from the cache; what is not there (no cache room, evicted, a failed read) the caller
+  // reads itself, as without readers.
+  std::vector<std::size_t> still;
+  if (!s.readers.empty()) {
+    std::unique_lock lock(s.mu);
+    for (std::size_t i : missed) {
+      const std::uint64_t k = State::key(layer_index, rows[i]);
+      s.done_cv.wait(lock, [&] { return s.pending.count(k) == 0; });
+      if (!s.lookup(k, out.data() + i * w)) still.push_back(i);
+    }
+  } else {
+    still = std::move(missed);
+  }
+  if (still.empty()) return ok();
+  std::sort(still.begin(), still.end(), [&](std::size_t a, std::size_t b) { return rows[a] < rows[b]; });
+  const EngramTableHeader& h = s.tables[layer_index].header;
+  PageBuffer buf(h.page_bytes());
+  std::uint64_t last_page = ~std::uint64_t(0);
+  for (std::size_t i : still) {
+    const std::uint64_t row = rows[i];
     const std::uint64_t page = row / h.rows_per_page();
-    const std::size_t at = std::size_t(row % h.rows_per_page() * h.row_bytes());
     if (page != last_page) {
-      auto r = s.read_page(layer_index, row, *buf);
-      if (!r) return std::unexpected(r.error());
+      WASTE_TRY(s.read_page(layer_index, row, buf));
       last_page = page;
     }
-    dequantize_engram_row(h.bits, std::span(buf->data() + at, h.row_bytes()), std::span(dst, w));
+    const std::size_t at = std::size_t(row % h.rows_per_page() * h.row_bytes());
+    float* dst = out.data() + i * w;
+    dequantize_engram_row(h.bits, std::span(buf.data() + at, h.row_bytes()), std::span(dst, w));
     std::lock_guard lock(s.mu);
     s.insert(State::key(layer_index, row), dst);
   }
@@ -336,7 +386,7 @@ void EngramRowSource::prefetch(std::size_t layer_index, std::span<const std::uin
   for (std::uint64_t r : rows) {
     if (r < t.header.rows) keep.push_back(r);
   }
-  if (!s.use_thread) {
+  if (s.readers.empty()) {
 #ifdef POSIX_FADV_WILLNEED
     for (std::uint64_t r : keep) {
       const std::uint64_t off = kEngramPage + r / t.header.rows_per_page() * t.header.page_bytes();
@@ -345,18 +395,18 @@ void EngramRowSource::prefetch(std::size_t layer_index, std::span<const std::uin
 #endif
     return;
   }
+  bool queued = false;
   {
     std::lock_guard lock(s.mu);
-    s.queue.emplace_back(layer_index, std::move(keep));
+    queued = s.enqueue(layer_index, std::move(keep), false);
   }
-  s.work_cv.notify_one();
+  if (queued) s.work_cv.notify_all();
 }
 
 void EngramRowSource::wait_prefetch() {
   State& s = *s_;
-  if (!s.use_thread) return;
   std::unique_lock lock(s.mu);
-  s.idle_cv.wait(lock, [&] { return s.queue.empty() && !s.busy; });
+  s.done_cv.wait(lock, [&] { return s.queue.empty() && s.in_flight == 0; });
 }
 
 Status EngramRowSource::check_data_crc(std::size_t layer_index) const {

@@ -6,7 +6,7 @@
 //                    header, sizes against engram.json, file size); rows read one 4 KiB page
 //                    at a time (no row crosses a page), O_DIRECT with an aligned buffer when the
 //                    filesystem allows, else buffered (note() says which); a bounded LRU cache
-//                    of decoded rows; prefetch() reads rows ahead on a worker thread.
+//                    of decoded rows; reader threads for prefetch() and for read_rows' misses.
 //   EngramStage      a run of tokens of one sequence -> its row ids for every Engram layer (one
 //                    sequence_row_ids call, the history advanced once, all rows prefetched),
 //                    then rows(decoder_layer) -> [T][columns * head_dim] floats for that layer.
@@ -30,17 +30,20 @@
 namespace waste::engram {
 
 struct EngramRowStats {
-  std::uint64_t hits = 0;         // rows served from the cache
-  std::uint64_t misses = 0;       // rows read_rows had to read from a table
-  std::uint64_t prefetched = 0;   // rows the prefetch worker read into the cache
-  std::uint64_t bytes_read = 0;   // bytes read from the tables (whole pages; demand and prefetch)
+  std::uint64_t hits = 0;         // rows read_rows found in the cache
+  std::uint64_t misses = 0;       // rows read_rows did not (read by a reader thread or by the caller)
+  std::uint64_t prefetched = 0;   // rows the reader threads read into the cache (prefetch, or a miss handed over)
+  std::uint64_t bytes_read = 0;   // bytes read from the tables (whole pages, every reader)
 };
 
 struct EngramRowSourceOptions {
   std::size_t cache_bytes = std::size_t(64) << 20;  // decoded rows kept (width * 4 bytes each); 0 = none
-  bool direct = true;          // O_DIRECT when the filesystem allows (else buffered, with a note)
-  bool prefetch_thread = true; // prefetch() reads on a worker thread into the cache; false: only
-                               // posix_fadvise(WILLNEED) of the pages (useful when buffered)
+  bool direct = true;        // O_DIRECT when the filesystem allows (else buffered, with a note)
+  // Reader threads: prefetch() queues rows for them, and read_rows hands them its misses so a
+  // token's 24 pages are read in parallel (queue depth for O_DIRECT). 0: read_rows reads its
+  // misses itself and prefetch() only posix_fadvise(WILLNEED)s the pages (useful when buffered);
+  // so too with cache_bytes 0 (the readers hand rows over through the cache).
+  int reader_threads = 4;
 };
 
 class EngramRowSource {
@@ -62,13 +65,18 @@ class EngramRowSource {
   [[nodiscard]] const std::string& note() const noexcept;  // why a table is read buffered; empty if none
 
   // out [rows.size()][width] = the decoded rows of table `layer_index`. Cached rows are copied;
-  // the others are read a page at a time (consecutive rows of one page share a read) and cached.
+  // the others are read a page at a time (rows of one page share a read) and cached: by the
+  // reader threads when there are any (a row already queued by prefetch() is waited for, not
+  // read twice), else by the caller. Rows are copied out of the cache, so a run's rows should
+  // fit in it (cache_bytes); a row evicted before it was copied is read again by the caller.
+  // Safe to call from several threads.
   // Errors: a row beyond the table ("engram-L14.bin: row 123 beyond its 100 rows"), a short
   // read, an I/O error; out must hold rows.size() * width floats.
   Status read_rows(std::size_t layer_index, std::span<const std::uint64_t> rows, std::span<float> out);
 
-  // Reads these rows ahead into the cache (worker thread), or posix_fadvise(WILLNEED)s their
-  // pages; returns at once. Rows beyond the table are skipped (read_rows reports them).
+  // Queues these rows for the reader threads (into the cache), or posix_fadvise(WILLNEED)s their
+  // pages without them; returns at once. Rows cached or queued already, and rows beyond the
+  // table (read_rows reports them), are skipped.
   void prefetch(std::size_t layer_index, std::span<const std::uint64_t> rows);
   // Until every prefetch scheduled so far is done (tests, and a caller that wants the reads
   // finished before timing).

@@ -94,7 +94,7 @@ bool same_bits(std::span<const float> a, std::span<const float> b) {
 EngramRowSourceOptions no_thread(std::size_t cache_bytes) {
   EngramRowSourceOptions o;
   o.cache_bytes = cache_bytes;
-  o.prefetch_thread = false;
+  o.reader_threads = 0;
   return o;
 }
 
@@ -189,7 +189,7 @@ TEST_CASE("engram rows: rows at the edges of 4 KiB pages, and rows wider than a 
       INFO("row " << ids[i]);
       CHECK(same_bits(std::span(got).subspan(i * 64, 64), want));
     }
-    CHECK(source->stats().bytes_read == 5 * 4096);  // pages 0 | 1 (60 and 119) | 2 | 5 | 0 again
+    CHECK(source->stats().bytes_read == 4 * 4096);  // read in row order: pages 0 (0, 59) | 1 (60, 119) | 2 | 5
   }
   SECTION("width 4096, 4 bits: 2304-byte rows, one a page; 8 bits: 4352-byte rows over two pages") {
     for (const int bits : {4, 8}) {
@@ -337,9 +337,10 @@ TEST_CASE("engram rows: the LRU cache counts hits, misses and bytes; prefetch fi
   REQUIRE(ahead.has_value());
   const std::vector<std::uint64_t> ids = {3, 200, 100, 239, 1000};  // 1000 is beyond the table: skipped
   ahead->prefetch(0, ids);
+  ahead->prefetch(0, ids);  // queued already: nothing more
   ahead->wait_prefetch();
   CHECK(ahead->stats().prefetched == 4);
-  CHECK(ahead->stats().bytes_read == 4 * 4096);
+  CHECK(ahead->stats().bytes_read == 3 * 4096);  // in row order: pages 0 | 1 | 3 (200 and 239)
   std::vector<float> got(4 * 64);
   REQUIRE(ahead->read_rows(0, std::span(ids).first(4), got));
   CHECK(ahead->stats().hits == 4);
@@ -351,6 +352,29 @@ TEST_CASE("engram rows: the LRU cache counts hits, misses and bytes; prefetch fi
   CHECK(same_bits(got, cold));
   plain->prefetch(0, ids);  // fadvise only: no reads counted
   CHECK(plain->stats().prefetched == 0);
+
+  // Misses handed to the reader threads: 24 rows over several pages, read by the readers and
+  // copied from the cache; and with a cache of two rows, the rows evicted before they were copied
+  // read again by the caller: the same values either way.
+  std::vector<std::uint64_t> many;
+  for (std::uint64_t r = 0; r < 24; ++r) many.push_back((r * 37) % 240);
+  std::vector<float> want(24 * 64), got_many(24 * 64), tight_rows(24 * 64);
+  REQUIRE(plain->read_rows(0, many, want));
+  auto readers = EngramRowSource::open(dir.path(), tables->layout, threaded);
+  REQUIRE(readers.has_value());
+  REQUIRE(readers->read_rows(0, many, got_many));
+  CHECK(same_bits(want, got_many));
+  CHECK(readers->stats().misses == 24);
+  CHECK(readers->stats().prefetched == 24);
+  REQUIRE(readers->read_rows(0, many, got_many));
+  CHECK(readers->stats().hits == 24);
+  CHECK(same_bits(want, got_many));
+  EngramRowSourceOptions tight = threaded;
+  tight.cache_bytes = 2 * 64 * 4;
+  auto small = EngramRowSource::open(dir.path(), tables->layout, tight);
+  REQUIRE(small.has_value());
+  REQUIRE(small->read_rows(0, many, tight_rows));
+  CHECK(same_bits(want, tight_rows));
 
   // Buffered reads (O_DIRECT off) give the same rows, and say so.
   EngramRowSourceOptions buffered = no_thread(0);
