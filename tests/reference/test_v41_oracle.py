@@ -17,6 +17,12 @@ import struct
 import numpy as np
 import torch
 
+try:
+    import sympy  # noqa: F401  (py_synth's tiny-v41 draws its Engram primes with it)
+except ImportError as e:  # pragma: no cover
+    print(f"SKIPPED: {e}")
+    sys.exit(77)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare_logits  # noqa: E402
 import py_synth  # noqa: E402

@@ -24,7 +24,11 @@ the PREVIOUS site's pre (one-hot stream 0 for layer 0's attention), RMS-normed (
 post_attention_layernorm), and streams <- post * y + comb^T streams. The head collapses the
 streams with the last FFN site's pre, norms them (model.norm) and applies lm_head. The FFN of
 every layer is the MoE: routed experts top-k plus the shared expert, both SwiGLU with the clamp
-(gate <= limit, |up| <= limit). RMSNorm eps = rms_norm_eps everywhere (mHC and Engram included).
+(gate <= limit, |up| <= limit). The shared expert's clamp follows the mlx / transformers-style
+ports (DeepseekV41MLP given swiglu_limit); the vendor's V4 inference code leaves its shared expert
+unclamped: cfg.shared_clamp = 0 (compare_logits --ablate shared_clamp=0) computes that reading.
+RMSNorm eps = rms_norm_eps everywhere (mHC and Engram included). The release's hc_head_{fn,base,
+scale} (V4's head mixer) are not read: the single-pass head is the last FFN site's pre.
 
 CSA2 attention of layer L at position p (compute/forward/csa2.hpp; csa2_oracle.py's docstring):
 the window of the last sliding_window raw latents rope'd at their positions, plus, for a
@@ -145,7 +149,7 @@ class V41Config(types.SimpleNamespace):
             n_experts=int(c["num_experts"]), top_k=int(c["num_experts_per_token"]),
             scoring=c.get("scoring_func") or "sqrtsoftplus", renorm=int(bool(c.get("moe_renormalize", True))),
             routed_scale=float(c.get("routed_scaling_factor", 1.0)), gate_temp=float(c.get("gate_temp", 1.0)),
-            swiglu_limit=float(c.get("swiglu_limit") or 0.0), hc_mult=int(c["hc_mult"]),
+            swiglu_limit=float(c.get("swiglu_limit") or 0.0), shared_clamp=1, hc_mult=int(c["hc_mult"]),
             hc_iters=int(c.get("hc_sinkhorn_iters", 20)), hc_eps=float(c.get("hc_eps", 1e-6)),
             attn_sink=int(bool(c.get("attn_sink", True))), hc_single_pass=int(bool(c.get("hc_single_pass", True))),
             engram_layers=[int(x) for x in c.get("engram_layer_ids") or []],
@@ -366,8 +370,8 @@ class V41Oracle:
         return y @ self.w(a + "wo_b.weight").T, attended
 
     # ---- MoE -----------------------------------------------------------------------------------
-    def glu(self, a, b):
-        lim = self.cfg.swiglu_limit
+    def glu(self, a, b, clamp=True):
+        lim = self.cfg.swiglu_limit if clamp else 0.0
         return clamped_silu_glu(a, b, lim) if lim > 0 else a * torch.sigmoid(a) * b
 
     def moe(self, L, h, image):
@@ -390,8 +394,8 @@ class V41Oracle:
                 out[i] = out[i] + wj * (wd @ self.glu(wg @ h[i], wu @ h[i]))
         sh = m + "shared_experts."
         if self.c.has(sh + "gate_proj.weight"):
-            out = out + self.glu(h @ self.w(sh + "gate_proj.weight").T,
-                                 h @ self.w(sh + "up_proj.weight").T) @ self.w(sh + "down_proj.weight").T
+            out = out + self.glu(h @ self.w(sh + "gate_proj.weight").T, h @ self.w(sh + "up_proj.weight").T,
+                                 bool(self.cfg.shared_clamp)) @ self.w(sh + "down_proj.weight").T
         return out, ids.tolist(), weights.tolist()
 
     # ---- Engram --------------------------------------------------------------------------------
