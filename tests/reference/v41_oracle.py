@@ -301,8 +301,10 @@ class V41Oracle:
         scores = torch.einsum("th,thj->tj", hw, dots).tolist()
         is_cand = L == cfg.candidate_source
         uses = cfg.candidate_source >= 0 and L > cfg.candidate_source and "candidates" not in self.ablate
-        sel, blocks_of = [], []
+        sel, blocks_of, tied = [], [], []
         B = cfg.block_size
+        if is_cand:
+            state["block_tie"] = [False] * n
         for i in range(n):
             vis = (int(P[i]) + 1) // cfg.ratios[L]
             s = scores[i][:vis]
@@ -311,12 +313,17 @@ class V41Oracle:
                 bs = [max(s[b * B:(b + 1) * B]) for b in range(nb)]
                 if nb:
                     bs[nb - 1] = math.inf  # the newest block pinned
-                blocks_of.append(csa2_oracle.Case.top(bs, list(range(nb)), cfg.candidate_blocks)[0])
+                chosen, band = csa2_oracle.Case.top(bs, list(range(nb)), cfg.candidate_blocks)
+                blocks_of.append(chosen)
+                state["block_tie"][i] = band is not None
             items = list(range(vis))
             if uses:
                 allowed = {j for b in cand_blocks[i] for j in range(b * B, (b + 1) * B)}
                 items = [j for j in items if j in allowed]
-            sel.append(csa2_oracle.Case.top(s, items, cfg.index_topk)[0])
+            chosen, band = csa2_oracle.Case.top(s, items, cfg.index_topk)
+            sel.append(chosen)
+            tied.append(band is not None or ((uses or is_cand) and state["block_tie"][i]))
+        state["tied"] = tied
         if is_cand:
             state["blocks"] = blocks_of
             for i in range(n):
@@ -349,6 +356,9 @@ class V41Oracle:
             if self.latest(cfg.index_sources, L) < 0:
                 raise ValueError(f"layer {L} compresses but no index source is at or before it")
             attended = state["sel"]
+            for i in range(n):
+                if state["tied"][i]:
+                    state["steps"][i]["ties"].append(L)
             C = src["C"]
             picked = torch.zeros(n, C.shape[0], dtype=torch.bool)
             for i, row in enumerate(attended):
@@ -385,7 +395,10 @@ class V41Oracle:
         bias_vl = self.vec(m + "gate.bias_vl") if self.c.has(m + "gate.bias_vl") else bias
         case = (0, cfg.n_experts, cfg.top_k, n, cfg.scoring, bool(cfg.renorm), cfg.gate_temp, cfg.routed_scale,
                 True, True)
-        p, _, ids, _ = blocks.route_oracle(torch, case, logits, bias, bias_vl, image)
+        p, _, ids, ranked = blocks.route_oracle(torch, case, logits, bias, bias_vl, image)
+        # Router near ties: the k-th and the next biased score within 1e-6 (v41_blocks_oracle.TIE).
+        self.router_ties = [cfg.top_k < cfg.n_experts and
+                            float(ranked[i, cfg.top_k - 1] - ranked[i, cfg.top_k]) <= blocks.TIE for i in range(n)]
         weights = blocks.route_weights(torch, case, p, ids)
         out = torch.zeros_like(h)
         for i in range(n):
@@ -460,7 +473,8 @@ class V41Oracle:
         if cfg.engram_layers:
             self._load_engram()
             row_ids = self.engram_rows(tokens, image.tolist())
-        steps = [{"token": t, "experts": {}, "attended": {}, "blocks": {}} for t in tokens]
+        steps = [{"token": t, "experts": {}, "attended": {}, "blocks": {}, "ties": [], "router_ties": []}
+                 for t in tokens]
         routes = [[] for _ in tokens]
         state = {"steps": steps}
         for L in range(cfg.n_layers):
@@ -482,6 +496,8 @@ class V41Oracle:
                     y, ids, weights = self.moe(L, h, image)
                     for i in range(n):
                         steps[i]["experts"][L] = ids[i]
+                        if self.router_ties[i]:
+                            steps[i]["router_ties"].append(L)
                         routes[i].append((L, ids[i], weights[i]))
                 streams = post[:, :, None] * y[:, None, :] + torch.einsum("njk,njd->nkd", comb, streams)
                 carried = pre
@@ -547,16 +563,19 @@ def write_trace(oracle: V41Oracle, path: str) -> None:
     """The per-token trace as JSON: [{"token", "experts": {"L": ids}, "attended": {"L": groups},
     "blocks": {"L": candidate blocks}}], layers as strings."""
     with open(path, "w") as f:
-        json.dump([{"token": s["token"], **{what: {str(k): v for k, v in s[what].items()} for what in TRACED}}
-                   for s in oracle.trace], f)
+        json.dump([{"token": s["token"], **{what: {str(k): v for k, v in s[what].items()} for what in TRACED},
+                    "ties": s["ties"], "router_ties": s["router_ties"]} for s in oracle.trace], f)
 
 
 def compare_traces(oracle_trace: list, engine_path: str) -> list:
     """Exact comparison with an engine trace in write_trace's format (no engine dump writes one
-    yet); returns the differences."""
+    yet); returns the differences. A token whose selection at a layer came from a near tie (its
+    index source's k-th and next score, or the candidate blocks', within 1e-6 relative: "ties";
+    the router's k-th and next biased score within 1e-6: "router_ties") may differ there: such
+    differences are counted in the last entry, not reported."""
     with open(engine_path) as f:
         eng = json.load(f)
-    errs = []
+    errs, forgiven = [], 0
     if len(eng) != len(oracle_trace):
         return [f"{engine_path}: {len(eng)} tokens, the oracle ran {len(oracle_trace)}"]
     for i, (a, b) in enumerate(zip(oracle_trace, eng)):
@@ -566,8 +585,12 @@ def compare_traces(oracle_trace: list, engine_path: str) -> list:
             for L in sorted(set(want) | set(got), key=int):
                 w, g = want.get(L), got.get(L)
                 if w != g:
+                    excused = a["router_ties"] if what == "experts" else a["ties"]
+                    if int(L) in excused:
+                        forgiven += 1
+                        continue
                     errs.append(f"token {i}: layer {L} {what}: engine {g}, oracle {w}")
-    return errs
+    return errs + ([f"({forgiven} differences inside near-tie bands, allowed)"] if forgiven and errs else [])
 
 
 def main(argv=None) -> int:
