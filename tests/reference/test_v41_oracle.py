@@ -139,7 +139,8 @@ class V41OracleTest(unittest.TestCase):
         out = io.StringIO()
         ok = compare_logits.compare(self.container, dump, prompt, tol=1e-4, float64=True, out=out,
                                     ablate=[("attn_sink", "0"), ("hc_single_pass", "0"), ("index_topk", "4096"),
-                                            ("swiglu_limit", "0"), ("gate_temp", "1")],
+                                            ("swiglu_limit", "0"), ("gate_temp", "1"), ("compressor_gate", "0"),
+                                            ("engram", "0"), ("candidate_source", "-1")],
                                     trace_out=trace)
         print(out.getvalue())
         self.assertTrue(ok, out.getvalue())

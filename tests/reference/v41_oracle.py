@@ -51,9 +51,10 @@ the router's order, highest biased score first), the compressed positions (group
 ascending) each compressing layer attended and the candidate source's kept blocks, for an exact
 comparison with the engine's dumps (compare_traces).
 
-Ablations (the oracle's own self-checks; V41Oracle(..., ablate={...})): "sink" (no sink),
-"candidates" (later index sources rank all visible groups), "gate" (compressor pooling gate zero:
-the plain mean), "carry" (each site reads its own pre: no single pass), "engram" (no Engram).
+Ablations (the oracle's own self-checks; V41Oracle(..., ablate=[...]), each a config switch that
+compare_logits --ablate KEY=VALUE sets as well): "sink" (attn_sink=0: no sink), "candidates"
+(candidate_source=-1: no two-level filter), "gate" (compressor_gate=0: the pooling gate zero, the
+plain mean), "carry" (hc_single_pass=0: each site reads its own pre), "engram" (engram=0).
 """
 from __future__ import annotations
 
@@ -74,7 +75,10 @@ import v41_blocks_oracle as blocks  # noqa: E402
 from oracle import clamped_silu_glu  # noqa: E402
 from waste_container import Container  # noqa: E402
 
-ABLATIONS = ("sink", "candidates", "gate", "carry", "engram")
+# The oracle's self-check ablations, each one config switch (so compare_logits --ablate KEY=VALUE
+# reaches them too).
+ABLATIONS = {"sink": ("attn_sink", 0), "candidates": ("candidate_source", -1), "gate": ("compressor_gate", 0),
+             "carry": ("hc_single_pass", 0), "engram": ("engram", 0)}
 ENGRAM_PAGE = 4096
 TRACED = ("experts", "attended", "blocks")
 
@@ -149,7 +153,8 @@ class V41Config(types.SimpleNamespace):
             n_experts=int(c["num_experts"]), top_k=int(c["num_experts_per_token"]),
             scoring=c.get("scoring_func") or "sqrtsoftplus", renorm=int(bool(c.get("moe_renormalize", True))),
             routed_scale=float(c.get("routed_scaling_factor", 1.0)), gate_temp=float(c.get("gate_temp", 1.0)),
-            swiglu_limit=float(c.get("swiglu_limit") or 0.0), shared_clamp=1, hc_mult=int(c["hc_mult"]),
+            swiglu_limit=float(c.get("swiglu_limit") or 0.0), shared_clamp=1, compressor_gate=1, engram=1,
+            hc_mult=int(c["hc_mult"]),
             hc_iters=int(c.get("hc_sinkhorn_iters", 20)), hc_eps=float(c.get("hc_eps", 1e-6)),
             attn_sink=int(bool(c.get("attn_sink", True))), hc_single_pass=int(bool(c.get("hc_single_pass", True))),
             engram_layers=[int(x) for x in c.get("engram_layer_ids") or []],
@@ -166,10 +171,10 @@ class V41Oracle:
         self.c = container
         self.cfg = V41Config.from_raw(container.config.raw)
         self.dtype = torch.float64  # float64 only: the rope tables and positions are float64
-        self.ablate = set(ablate)
-        unknown = self.ablate - set(ABLATIONS)
-        if unknown:
-            raise ValueError(f"unknown ablations {sorted(unknown)} (known: {ABLATIONS})")
+        for name in ablate:
+            if name not in ABLATIONS:
+                raise ValueError(f"unknown ablation {name!r} (known: {sorted(ABLATIONS)})")
+            setattr(self.cfg, *ABLATIONS[name])
         self._w = {}
         self._experts = {}
         self._engram_loaded = False
@@ -225,7 +230,7 @@ class V41Oracle:
             f_main=self.f_main, f_comp=self.f_comp, top=csa2_oracle.Case.top, in_band=csa2_oracle.Case.in_band)
 
     def sink_on(self) -> bool:
-        return bool(self.cfg.attn_sink) and "sink" not in self.ablate
+        return bool(self.cfg.attn_sink)
 
     def rms(self, v, w):
         return csa2_oracle.Case.rms(self.shim, v, w)
@@ -267,7 +272,7 @@ class V41Oracle:
         s["kv"] = torch.cat([s["kv"], h @ self.w(a + "compressor.wkv.weight").T])
         if ratio > 1:
             g = h @ self.w(a + "compressor.wgate.weight").T
-            if "gate" in self.ablate:
+            if not cfg.compressor_gate:
                 g = torch.zeros_like(g)
             s["gate"] = torch.cat([s["gate"], g])
         n = s["kv"].shape[0] // ratio
@@ -300,7 +305,7 @@ class V41Oracle:
         dots = torch.relu(torch.einsum("thd,jd->thj", iq, keys) / math.sqrt(cfg.index_dim))
         scores = torch.einsum("th,thj->tj", hw, dots).tolist()
         is_cand = L == cfg.candidate_source
-        uses = cfg.candidate_source >= 0 and L > cfg.candidate_source and "candidates" not in self.ablate
+        uses = cfg.candidate_source >= 0 and L > cfg.candidate_source
         sel, blocks_of, tied = [], [], []
         B = cfg.block_size
         if is_cand:
@@ -431,7 +436,7 @@ class V41Oracle:
     def engram(self, L, streams, row_ids, live):
         """streams [n, hc, hid] updated by layer L's Engram gate over its rows."""
         cfg = self.cfg
-        if "engram" in self.ablate:
+        if not cfg.engram:
             return streams
         p = f"model.layers.{L}.engram."
         li = self.engram_layer_index[L]
@@ -468,7 +473,7 @@ class V41Oracle:
         streams = emb[:, None, :].repeat(1, hc, 1)  # [n, hc, hid]
         carried = torch.zeros(n, hc, dtype=self.dtype)
         carried[:, 0] = 1.0
-        single = bool(cfg.hc_single_pass) and "carry" not in self.ablate
+        single = bool(cfg.hc_single_pass)
         row_ids = None
         if cfg.engram_layers:
             self._load_engram()
@@ -534,7 +539,7 @@ class V41Oracle:
                 w["c_norm"] = self.vec(a + "compressor.norm.weight")
                 if cfg.ratios[L] > 1:
                     w["c_wgate"] = self.w(a + "compressor.wgate.weight")
-                    if "gate" in self.ablate:
+                    if not cfg.compressor_gate:
                         w["c_wgate"] = torch.zeros_like(w["c_wgate"])
                 w["i_wk"] = self.w(a + "indexer.wk.weight")
                 w["i_k_norm"] = self.vec(a + "indexer.k_norm.weight")
@@ -550,7 +555,7 @@ class V41Oracle:
         for name in ("rms", "rope", "compressed", "index_scores", "attention"):
             setattr(shim, name, types.MethodType(getattr(csa2_oracle.Case, name), shim))
         outs, sels, _, errors, _ = csa2_oracle.Case.run_stack(
-            shim, use_candidates="candidates" not in self.ablate)
+            shim)
         worst = 0.0
         for L in range(cfg.n_layers):
             worst = max(worst, float((outs[L] - torch.cat(self.attn_outputs[L])).abs().max()))
@@ -599,7 +604,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", required=True, help="comma-separated token ids")
     ap.add_argument("--chunk", type=int, default=1, help="tokens per forward call")
     ap.add_argument("--trace", help="write the per-token experts / attended positions here (JSON)")
-    ap.add_argument("--ablate", action="append", default=[], choices=ABLATIONS)
+    ap.add_argument("--ablate", action="append", default=[], choices=sorted(ABLATIONS))
     args = ap.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("WASTE_ORACLE_THREADS", "2")))
     oracle = V41Oracle(Container(args.container), ablate=args.ablate)
