@@ -49,7 +49,9 @@ token-at-a-time calls compute the same numbers (tests/reference/test_v41_oracle.
 Recorded per token (self.trace, written by write_trace): the experts each layer selected (ids in
 the router's order, highest biased score first), the compressed positions (group indices,
 ascending) each compressing layer attended and the candidate source's kept blocks, for an exact
-comparison with the engine's dumps (compare_traces).
+comparison with the engine's dumps (compare_traces), and where a selection came from a near tie
+(the k-th and next score within 1e-6: equal relu-zero index scores do occur), the one place an
+engine may choose otherwise.
 
 Ablations (the oracle's own self-checks; V41Oracle(..., ablate=[...]), each a config switch that
 compare_logits --ablate KEY=VALUE sets as well): "sink" (attn_sink=0: no sink), "candidates"
@@ -566,7 +568,8 @@ class V41Oracle:
 
 def write_trace(oracle: V41Oracle, path: str) -> None:
     """The per-token trace as JSON: [{"token", "experts": {"L": ids}, "attended": {"L": groups},
-    "blocks": {"L": candidate blocks}}], layers as strings."""
+    "blocks": {"L": candidate blocks}, "ties": [L...], "router_ties": [L...]}], layers as strings
+    in the dicts."""
     with open(path, "w") as f:
         json.dump([{"token": s["token"], **{what: {str(k): v for k, v in s[what].items()} for what in TRACED},
                     "ties": s["ties"], "router_ties": s["router_ties"]} for s in oracle.trace], f)
