@@ -57,9 +57,32 @@ def read_dump(path: str):
     return steps, vocab
 
 
+def is_v41(container) -> bool:
+    """A DeepSeek-V4.1 container (v41_oracle.py runs it, not oracle.Oracle)."""
+    raw = container.config.raw
+    arch = " ".join(raw.get("architectures") or []) + " " + str(raw.get("model_type", ""))
+    return "DeepseekV41" in arch or "deepseek_v41" in arch
+
+
+def make_oracle(container, float64: bool, vq4p_int8_lut: bool = True, pos_step: int = 1):
+    """The family's oracle with the step(token) -> logits interface: v41_oracle.V41Oracle for
+    DeepSeek-V4.1 containers (float64 always), oracle.Oracle for the others."""
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if is_v41(container):
+        if pos_step != 1:
+            raise ValueError("--shifted-min: the DeepSeek-V4.1 oracle has no position step (its window and "
+                             "compressed groups are counted in tokens)")
+        from v41_oracle import V41Oracle
+        return V41Oracle(container)
+    from oracle import Oracle
+    return Oracle(container, torch.float64 if float64 else torch.float32, vq4p_int8_lut, pos_step=pos_step)
+
+
 def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
             float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True,
-            shifted_min: float = 0.0, ablate=(), ablate_min: float = 1e-2, chunk: int = 0) -> bool:
+            shifted_min: float = 0.0, ablate=(), ablate_min: float = 1e-2, chunk: int = 0,
+            trace_out: str | None = None, engine_trace: str | None = None) -> bool:
     """shifted_min > 0: also run the oracle with token t at position 2t (every distance doubled)
     and require the engine to differ from it by more than shifted_min: positions matter. (A
     constant shift would not do: rotary scores depend only on position differences.)
@@ -68,11 +91,12 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
     mechanism is really exercised by this container and these tokens.
     chunk > 0: the dump holds one step per prefill call of `chunk` prompt tokens (waste-dump-logits
     --chunk), the logits after each call's last token; the oracle feeds every prompt token and
-    compares at those ends."""
+    compares at those ends.
+    trace_out / engine_trace (DeepSeek-V4.1 only): write the oracle's per-token experts, attended
+    compressed positions and candidate blocks as JSON (v41_oracle.write_trace) / compare them
+    exactly with an engine trace in that format."""
     import numpy as np
-    import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from oracle import Oracle
     from waste_container import Container
 
     steps, vocab = read_dump(dump_path)
@@ -99,7 +123,7 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
         else:
             raise ValueError(f"{dump_path}: first fed tokens {fed[:len(prompt)]} match neither "
                              f"the prompt {list(prompt)} nor its last token")
-    oracle = Oracle(container, torch.float64 if float64 else torch.float32, vq4p_int8_lut)
+    oracle = make_oracle(container, float64, vq4p_int8_lut)
     for t in prefix:
         oracle.step(t)
     worst, ok = 0.0, True
@@ -133,9 +157,21 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
     n_compared = sum(1 for _, eng in steps if eng is not None)
     print(f"overall max|diff| {worst:.3e} over {n_compared} steps (tol {tol:g}): "
           f"{'PASS' if ok else 'FAIL'}", file=out)
+    if trace_out or engine_trace:
+        if not hasattr(oracle, "trace"):
+            raise ValueError("--trace-out / --engine-trace: only the DeepSeek-V4.1 oracle records a trace")
+        import v41_oracle
+        if trace_out:
+            v41_oracle.write_trace(oracle, trace_out)
+        if engine_trace:
+            errs = v41_oracle.compare_traces(oracle.trace, engine_trace)
+            for e in errs[:20]:
+                print(f"trace: {e}", file=out)
+            print(f"experts / attended positions / candidate blocks against {engine_trace}: "
+                  f"{len(errs)} differences: {'PASS' if not errs else 'FAIL'}", file=out)
+            ok = ok and not errs
     if shifted_min > 0:
-        shifted = Oracle(container, torch.float64 if float64 else torch.float32, vq4p_int8_lut,
-                         pos_step=2)
+        shifted = make_oracle(container, float64, vq4p_int8_lut, pos_step=2)
         for t in prefix:
             shifted.step(t)
         moved = 0.0
@@ -149,8 +185,7 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
               f"(must exceed {shifted_min:g}): {'PASS' if shift_ok else 'FAIL'}", file=out)
         ok = ok and shift_ok
     for key, value in ablate:
-        changed = Oracle(Container(container_dir), torch.float64 if float64 else torch.float32,
-                         vq4p_int8_lut)
+        changed = make_oracle(Container(container_dir), float64, vq4p_int8_lut)
         if not hasattr(changed.cfg, key):
             raise ValueError(f"--ablate {key}: the oracle's config has no such setting")
         setattr(changed.cfg, key, type(getattr(changed.cfg, key))(value))

@@ -10,6 +10,10 @@ Q4G otherwise, optionally Q3G), experts get random RVQ indices and codebooks. Tw
   tiny-glm GLM-5.3-Flash features (4 mHC streams with Q8G projections, SwiGLU clamp, NoPE MLA,
            safe-gate KDA, layer_types / mlp_layer_types with 3 dense layers first, shared expert,
            the k-pool DSA indexer with index_topk 16 in pools of 4: sparse past 19 tokens)
+  tiny-v41 DeepSeek-V4.1-Flash features, every mechanism on (v41_preset_config below): CSA2 with a
+           window-only layer, ratio-2 and ratio-1 KV sources, a reindex source inside the candidate
+           blocks, sinks, grouped o-proj; single-pass mHC, sqrtsoftplus router with gate_temp,
+           bias and bias_vl, clamped SwiGLU, Engram tables on layers 1 and 3 (8- and 4-bit rows)
 Usage: py_synth.py --preset tiny --out DIR [--seed N]
 """
 from __future__ import annotations
@@ -79,11 +83,130 @@ def preset_config(name: str) -> tuple[dict, dict]:
                                    "full_attn_layers": [i + 1 for i in range(n) if types[i] == "full_attention"]},
         })
         return glm, quant
+    if name == "tiny-v41":
+        return v41_preset_config(), quant
     raise SystemExit(f"unknown preset {name!r}")
+
+
+# DeepSeek-V4.1-Flash at toy size (model-families.md §2.1; the keys as the manifest states them,
+# shared/container/model_config.hpp). Layer roles: 0 window only (main rope); 1 ratio-2 KV + index
+# source; 2 reuses 1; 3 ratio-1 KV + index source, the candidate source (blocks of 4 groups, 3
+# kept); 4 ratio-1 index source ranking layer 3's keys inside those blocks; 5 reuses 4. index_topk
+# 5 is below the visible groups past 10 tokens, and the 3 candidate blocks cover 12 of them, so a
+# prompt of ~40 tokens is sparse at both levels. Engram on layers 1 and 3 (3-grams, 2 heads: 4 rows
+# of 32 per token), the rows' tables sized by the prime draw from engram_vocab_size 50.
+V41_ENGRAM = dict(layer_ids=[1, 3], max_ngram_size=3, n_heads=2, head_dim=32, engram_vocab_size=50,
+                  compressed_vocab_size=200, pad_token_id=2, bits=[8, 4])
+
+
+def v41_preset_config() -> dict:
+    e = V41_ENGRAM
+    return {
+        "architectures": ["DeepseekV41ForCausalLM"], "model_type": "deepseek_v41_text",
+        "num_hidden_layers": 6, "hidden_size": 64, "vocab_size": 300, "num_attention_heads": 4,
+        "head_dim": 32, "q_lora_rank": 24, "qk_rope_head_dim": 16, "o_groups": 2, "o_lora_rank": 16,
+        "sliding_window": 8, "compress_ratios": [0, 2, 2, 1, 1, 1],
+        "kv_source_layer_ids": [1, 3], "index_source_layer_ids": [1, 3, 4],
+        "candidate_source_layer_id": 3, "candidate_topk_blocks": 3, "candidate_block_size": 4,
+        "index_n_heads": 3, "index_head_dim": 32, "index_topk": 5,
+        "num_experts": 8, "num_experts_per_token": 2, "moe_intermediate_size": 32, "num_shared_experts": 1,
+        "first_k_dense_replace": 0, "intermediate_size": 32,
+        "scoring_func": "sqrtsoftplus", "moe_renormalize": True, "routed_scaling_factor": 1.5, "gate_temp": 0.5,
+        "hc_mult": 4, "hc_sinkhorn_iters": 20, "hc_eps": 1e-6, "swiglu_limit": 1.0,
+        "rms_norm_eps": 1e-20, "rope_theta": 10000.0, "compress_rope_theta": 160000.0,
+        "rope_scaling": {"rope_type": "yarn", "factor": 16.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "original_max_position_embeddings": 64},
+        "max_position_embeddings": 4096, "hidden_act": "silu",
+        "engram_layer_ids": e["layer_ids"], "engram_num_embeddings": v41_engram_rows(),
+        "engram_vocab_size": e["engram_vocab_size"], "engram_max_ngram_size": e["max_ngram_size"],
+        "engram_n_heads": e["n_heads"], "engram_head_dim": e["head_dim"], "engram_pad_id": e["pad_token_id"],
+        "engram_compressed_vocab_size": e["compressed_vocab_size"],
+        "attn_sink": True, "hc_single_pass": True, "eos_token_id": 1, "bos_token_id": 0,
+    }
+
+
+def v41_engram_layout() -> list:
+    """engram.json's layers (primes, offsets, multipliers) by the reference's derivation
+    (engram_oracle.py: sympy primes, numpy PCG64 multipliers)."""
+    import engram_oracle  # sympy: exits 77 without it
+    return engram_oracle.oracle_layout(V41_ENGRAM, None)
+
+
+def v41_engram_rows() -> list:
+    return [sum(sum(row) for row in layer["primes"]) for layer in v41_engram_layout()]
+
+
+def v41_token_map(vocab: int, cvs: int) -> np.ndarray:
+    """A compressed token map onto all of 0..cvs-1, many tokens sharing an id (seeded)."""
+    rng = np.random.default_rng(4141)
+    m = np.concatenate([np.arange(cvs), rng.integers(0, cvs, vocab - cvs)])
+    rng.shuffle(m)
+    return m.astype(np.int64)
+
+
+# engram-L{n}.bin (compute/convert/engram_table.hpp): a 4096-byte header, then pages of 4096 bytes
+# holding floor(4096 / row_bytes) rows each. A row: width/32 fp16 scales, then the codes (int8, or
+# two 4-bit codes a byte, even column low, code + 8).
+ENGRAM_PAGE = 4096
+ENGRAM_HEADER = struct.Struct("<8sIIQIIIIIIQI")  # up to the data CRC; the header CRC at byte 60
+
+
+def engram_row_bytes(bits: int, width: int) -> int:
+    return width // 32 * 2 + (width if bits == 8 else width // 2)
+
+
+def encode_engram_row(bits: int, row: np.ndarray) -> bytes:
+    qmax = 127 if bits == 8 else 7
+    g = row.astype(np.float32).reshape(-1, 32)
+    scales = (np.abs(g).max(-1) / np.float32(qmax)).astype(np.float16)
+    s32 = scales.astype(np.float32)
+    safe = np.where(s32 > 0, s32, 1.0)
+    q = np.clip(np.rint(g / safe[:, None]), -qmax - (bits == 4), qmax).astype(np.int32).reshape(-1)
+    if bits == 8:
+        codes = q.astype(np.int8).tobytes()
+    else:
+        u = (q + 8).astype(np.uint8)
+        codes = (u[0::2] | (u[1::2] << 4)).astype(np.uint8).tobytes()
+    return scales.view(np.uint16).astype("<u2").tobytes() + codes
+
+
+def write_engram_table(path: str, layer: int, bits: int, rows: np.ndarray) -> None:
+    n, width = rows.shape
+    rb = engram_row_bytes(bits, width)
+    per_page = ENGRAM_PAGE // rb
+    pages = -(-n // per_page)
+    data = bytearray(pages * ENGRAM_PAGE)
+    for r in range(n):
+        off = r // per_page * ENGRAM_PAGE + r % per_page * rb
+        data[off:off + rb] = encode_engram_row(bits, rows[r])
+    head = bytearray(ENGRAM_PAGE)
+    ENGRAM_HEADER.pack_into(head, 0, b"WENGRAM\0", 1, bits, n, width, 32, rb, per_page, ENGRAM_PAGE, layer,
+                            len(data), zlib.crc32(bytes(data)) & 0xFFFFFFFF)
+    struct.pack_into("<I", head, 60, zlib.crc32(bytes(head[:60])) & 0xFFFFFFFF)
+    with open(path, "wb") as f:
+        f.write(head + data)
+
+
+def write_v41_engram(out: str, cfg: dict, rng) -> None:
+    """engram.json, engram-tokmap.bin and one engram-L{n}.bin per Engram layer."""
+    e = V41_ENGRAM
+    token_map = v41_token_map(cfg["vocab_size"], e["compressed_vocab_size"])
+    layers = v41_engram_layout()
+    doc = {"compressed_vocab_size": e["compressed_vocab_size"], "pad_id": int(token_map[e["pad_token_id"]]),
+           "max_ngram_size": e["max_ngram_size"], "n_heads": e["n_heads"], "head_dim": e["head_dim"],
+           "layers": [{k: layer[k] for k in ("layer", "multipliers", "primes", "offsets")} for layer in layers]}
+    with open(os.path.join(out, "engram.json"), "w") as f:
+        json.dump(doc, f)
+    token_map.astype("<i4").tofile(os.path.join(out, "engram-tokmap.bin"))
+    for layer, n, bits in zip(e["layer_ids"], cfg["engram_num_embeddings"], e["bits"]):
+        rows = rng.normal(0.0, 1.0, (n, e["head_dim"])).astype(np.float32)
+        write_engram_table(os.path.join(out, f"engram-L{layer}.bin"), layer, bits, rows)
 
 
 def trunk_shapes(cfg: dict) -> dict:
     """name -> shape for every text tensor the forward pass reads (section 3.2)."""
+    if cfg.get("model_type", "").startswith("deepseek_v41"):
+        return v41_trunk_shapes(cfg)
     hid, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     lac = cfg["linear_attn_config"]
     H, D, K = lac["num_heads"], lac["head_dim"], lac["short_conv_kernel_size"]
@@ -172,6 +295,60 @@ def trunk_shapes(cfg: dict) -> dict:
     return s
 
 
+def v41_trunk_shapes(cfg: dict) -> dict:
+    """DeepSeek-V4.1's tensors under the container's names (compute/convert/v41_config.hpp)."""
+    hid, L, nh, hd = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["head_dim"]
+    hc, ql, og, ol = cfg["hc_mult"], cfg["q_lora_rank"], cfg["o_groups"], cfg["o_lora_rank"]
+    E, S = cfg["num_experts"], cfg["moe_intermediate_size"] * max(cfg.get("num_shared_experts", 0), 1)
+    ih, idim = cfg["index_n_heads"], cfg["index_head_dim"]
+    mix = (2 + hc) * hc
+    s = {"model.embed_tokens.weight": [cfg["vocab_size"], hid], "model.norm.weight": [hid],
+         "lm_head.weight": [cfg["vocab_size"], hid],
+         # The release's head mixer; the single-pass head uses the last FFN site's pre instead
+         # (model-families.md §2.1), so no forward reads these three.
+         "model.hc_head_fn": [hc, hc * hid], "model.hc_head_base": [hc], "model.hc_head_scale": [1]}
+    for layer in range(L):
+        p = f"model.layers.{layer}."
+        a = p + "self_attn."
+        s[p + "input_layernorm.weight"] = [hid]
+        s[p + "post_attention_layernorm.weight"] = [hid]
+        s[a + "wq_a.weight"] = [ql, hid]
+        s[a + "q_norm.weight"] = [ql]
+        s[a + "wq_b.weight"] = [nh * hd, ql]
+        s[a + "wkv.weight"] = [hd, hid]
+        s[a + "kv_norm.weight"] = [hd]
+        s[a + "wo_a.weight"] = [og * ol, nh * hd // og]
+        s[a + "wo_b.weight"] = [hid, og * ol]
+        s[a + "attn_sink"] = [nh]
+        if layer in cfg["kv_source_layer_ids"]:
+            s[a + "compressor.wkv.weight"] = [hd, hid]
+            s[a + "compressor.norm.weight"] = [hd]
+            if cfg["compress_ratios"][layer] > 1:
+                s[a + "compressor.wgate.weight"] = [hd, hid]
+            s[a + "indexer.wk.weight"] = [idim, hd]
+            s[a + "indexer.k_norm.weight"] = [idim]
+        if layer in cfg["index_source_layer_ids"]:
+            s[a + "indexer.wq_b.weight"] = [ih * idim, ql]
+            s[a + "indexer.weights_proj.weight"] = [ih, hid]
+        for site in ("hc_attn_", "hc_ffn_"):
+            s[p + site + "fn"] = [mix, hc * hid]
+            s[p + site + "base"] = [mix]
+            s[p + site + "scale"] = [3]
+        m = p + "block_sparse_moe."
+        s[m + "gate.weight"] = [E, hid]
+        s[m + "gate.e_score_correction_bias"] = [E]
+        s[m + "gate.bias_vl"] = [E]
+        s[m + "shared_experts.gate_proj.weight"] = [S, hid]
+        s[m + "shared_experts.up_proj.weight"] = [S, hid]
+        s[m + "shared_experts.down_proj.weight"] = [hid, S]
+        if layer in cfg.get("engram_layer_ids", []):
+            rows = (cfg["engram_max_ngram_size"] - 1) * cfg["engram_n_heads"] * cfg["engram_head_dim"]
+            s[p + "engram.wkv.weight"] = [hid * (hc + 1), rows]
+            s[p + "engram.q_weight"] = [hc, hid]
+            s[p + "engram.k_weight"] = [hc, hid]
+    return s
+
+
 def quantize(w2d: np.ndarray, fmt: int, group: int = 128) -> tuple[bytes, bytes]:
     """(payload, fp16 scales) of a [rows, N] matrix in Q8G / Q4G / Q3G (section 1.5)."""
     rows, n = w2d.shape
@@ -209,7 +386,8 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
         shape = shapes[name]
         numel = int(np.prod(shape))
         # Every matrix quantized even when small, as the v0 test container does.
-        if len(shape) == 1 or "conv1d" in name or name.endswith("A_log") or name.endswith("compress_ape"):
+        if (len(shape) == 1 or "conv1d" in name or name.endswith("A_log") or name.endswith("compress_ape")
+                or name.endswith(("engram.q_weight", "engram.k_weight"))):
             fmt = FMT_F32
         elif "embed_tokens" in name or "lm_head" in name or name.endswith(("hc_attn_fn", "hc_ffn_fn")):
             fmt = FMT_Q8G
@@ -218,7 +396,7 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
         if fmt == FMT_F32:
             if name.endswith("norm.weight"):
                 w = rng.uniform(0.5, 1.5, numel)
-            elif name.endswith(("hc_attn_scale", "hc_ffn_scale")):
+            elif name.endswith(("hc_attn_scale", "hc_ffn_scale", "engram.q_weight", "engram.k_weight")):
                 w = rng.uniform(0.5, 1.5, numel)
             elif name.endswith("A_log"):
                 w = rng.uniform(-1.0, 1.0, numel)
@@ -232,6 +410,8 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
             w = rng.normal(0.0, 1.0 / np.sqrt(shape[-1]), numel).astype(np.float32)
             if "embed" in name:
                 w *= np.sqrt(shape[-1])
+            if name.endswith("compressor.wgate.weight"):
+                w *= 3.0  # a pooling gate far from the plain mean
             payload, scales = quantize(w.reshape(-1, shape[-1]), fmt)
             off = len(trunk)
             trunk += payload
@@ -295,6 +475,8 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
                 "config": cfg, "expert_quant": quant, "layers": layers, "trunk": entries}
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+    if cfg.get("engram_layer_ids"):
+        write_v41_engram(out, cfg, rng)
 
 
 def main() -> int:

@@ -34,6 +34,9 @@ def run(cmd) -> None:
         sys.exit(1)
     if proc.stdout.strip():
         print(proc.stdout.rstrip()[-4000:])
+    if proc.returncode == compare_logits.SKIP:  # e.g. py_synth's tiny-v41 without sympy
+        print(proc.stderr.rstrip()[-4000:], file=sys.stderr)
+        sys.exit(compare_logits.SKIP)
     if proc.returncode != 0:
         print(proc.stderr.rstrip()[-4000:], file=sys.stderr)
         print(f"FAILED: `{' '.join(cmd)}` exited with {proc.returncode}", file=sys.stderr)
@@ -60,6 +63,10 @@ def main() -> int:
                     help="the oracle with this config setting changed must differ from the engine "
                          "by more than --ablate-min (the mechanism is exercised)")
     ap.add_argument("--ablate-min", type=float, default=1e-2)
+    ap.add_argument("--trace-out", help="DeepSeek-V4.1: write the oracle's per-token experts, attended "
+                                        "compressed positions and candidate blocks here (JSON)")
+    ap.add_argument("--engine-trace", help="DeepSeek-V4.1: an engine trace in the same JSON format to "
+                                           "compare exactly")
     ap.add_argument("--shifted-min", type=float, default=0.0,
                     help="also require the engine to differ by more than this from the oracle "
                          "run with token t at position 2t (rotary containers)")
@@ -93,7 +100,8 @@ def main() -> int:
         ok = compare_logits.compare(cdir, dump, prompt, tol=args.tol, float64=args.float64,
                                     shifted_min=args.shifted_min,
                                     ablate=[tuple(a.split("=", 1)) for a in args.ablate],
-                                    ablate_min=args.ablate_min, chunk=args.chunk)
+                                    ablate_min=args.ablate_min, chunk=args.chunk,
+                                    trace_out=args.trace_out, engine_trace=args.engine_trace)
     except Exception as e:  # bad dump / container: name it
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
