@@ -219,17 +219,8 @@ Result<ConvertSummary> convert_checkpoint(const ConvertOptions& opt_in) {
       info.shape = t.source.shape;
       probe.trunk.push_back(std::move(info));
     }
-    if (v41) {
-      // The trunk a V4.1 forward pass reads (v41_config.hpp); validate_text_tensors knows MLA/KDA only.
-      for (const auto& x : v41_expected_tensors(c)) {
-        const TrunkTensorInfo* t = probe.find_tensor(x.name);
-        if (t == nullptr) return make_error(Errc::format, "checkpoint: tensor " + x.name + ": missing");
-        if (!x.shape.empty() && t->shape != x.shape) {
-          return make_error(Errc::format, "checkpoint: tensor " + x.name + ": expected shape " + shape_text(x.shape) +
-                                              ", found " + shape_text(t->shape));
-        }
-      }
-    } else if (auto s = validate_text_tensors(probe); !s) {
+    // The trunk the forward pass reads; a V4.1 checkpoint against shared/container/v41_tensors.hpp's list.
+    if (auto s = validate_text_tensors(probe); !s) {
       return std::unexpected(s.error().with_context("checkpoint"));
     }
   }

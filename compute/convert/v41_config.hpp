@@ -62,12 +62,7 @@ std::string v41_expert_weight_name(int layer, int expert, int kind);
 // The release's name of engram layer `layer`'s table.
 std::string v41_engram_table_name(int layer);
 
-// The trunk tensors a V4.1 container must hold (container names), with their shapes where the
-// shape is fixed by the config (empty: presence only).
-struct V41Expected {
-  std::string name;
-  std::vector<std::int64_t> shape;
-};
-std::vector<V41Expected> v41_expected_tensors(const ModelConfig& c);
+// The trunk tensors a V4.1 container must hold, with their shapes: shared/container/v41_tensors.hpp
+// (v41_trunk_tensors), the one list the converter, `waste synth` and the engine's bind use.
 
 }  // namespace waste::convert

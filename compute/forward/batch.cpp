@@ -86,7 +86,7 @@ Status Forward::run_batch(std::span<const Segment> segments) {
     if (n_blocks > 0) {
       std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
     }
-    residual_.before_head(w_, blocks, n_blocks, x, state.hidden().data());
+    residual_.before_head(w_, pre_ps_.data() + last * H, blocks, n_blocks, x, state.hidden().data());
     state.set_n_blocks(n_blocks);
     rms_norm(x, w_.final_norm.data(), c_.hidden, c_.rms_eps, pre_h_.data() + k * H);
     state.set_position(state.position() + int(seg.tokens.size()));

@@ -54,6 +54,7 @@ struct Csa2Role {
   bool index_source = false;      // runs the indexer: writes the call's selection
   bool candidate_source = false;  // the index source whose candidate blocks later ones score inside
   bool uses_candidates = false;   // an index source after the candidate source
+  bool operator==(const Csa2Role&) const = default;
 
   // Errors (Errc::format): "csa2: compress ratio -1 is negative", "csa2: a KV source needs a
   // compress ratio above 0", "csa2: an index source needs a compress ratio above 0", "csa2: the

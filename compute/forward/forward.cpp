@@ -36,6 +36,7 @@ Forward::Forward(const Inputs& in)
   if (c_.n_mla_layers() > 0) mla_.resize(c_, in.ctx_tokens);
   if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
   bind_indexers(in.weights);
+  bind_csa2(in.weights);
   moe_.resize(c_, in.geometry);
   const sizing::ForwardSizes z = sizing::forward_sizes(c_, 1);
   x_.assign(z.stream, 0.0f);
@@ -76,8 +77,50 @@ void Forward::bind_indexers(const model::ModelWeights& w) {
   indexer_s_.resize(*shape, ctx_tokens_, 1);
 }
 
+// One Csa2Block per CSA2 layer, on weights filled from the model's; csa_w_ is sized before any
+// bind, so the pointers stay valid.
+void Forward::bind_csa2(const model::ModelWeights& w) {
+  const auto csa = [](const LayerPlan& l) { return l.attention == AttentionKind::csa2; };
+  if (std::none_of(plan_.layers.begin(), plan_.layers.end(), csa)) return;
+  if (plan_.residual == ResidualKind::mhc_single_pass && c_.hc_mult * (c_.hc_mult + 2) > c_.hidden) {
+    csa_status_ = make_error(Errc::format, "mhc: hc_mult " + std::to_string(c_.hc_mult) +
+                                               " needs hidden_size >= hc_mult * (hc_mult + 2) for the single pass");
+    return;
+  }
+  csa_shape_ = model::csa2_shape(c_);
+  csa_w_.resize(std::size_t(c_.n_layers));
+  csa_.resize(std::size_t(c_.n_layers));
+  for (int L = 0; L < c_.n_layers; ++L) {
+    const LayerPlan& plan = plan_.layers[std::size_t(L)];
+    if (plan.attention != AttentionKind::csa2) continue;
+    const model::Csa2LayerWeights& src = w.layers[std::size_t(L)].csa_w;
+    csa_w_[std::size_t(L)] = Csa2Weights{src.wq_a,  src.q_norm, src.wq_b,   src.wkv,           src.kv_norm,
+                                         src.wo_a,  src.wo_b,   src.attn_sink, src.c_wkv,       src.c_wgate,
+                                         src.c_norm, src.i_wq_b, src.i_weights_proj, src.i_wk, src.i_k_norm};
+    auto bound = Csa2Block::bind(csa_shape_, plan.csa2, csa_w_[std::size_t(L)]);
+    if (!bound) {
+      csa_status_ = make_error(bound.error().code, "layer " + std::to_string(L) + ": " + bound.error().message);
+      return;
+    }
+    csa_[std::size_t(L)].emplace(*bound);
+  }
+  csa_s_.resize(csa_shape_, ctx_tokens_, 1);
+  csa_sel_.resize(csa_shape_, 1);
+}
+
+Status Forward::engram(int layer, float* x, int n_tokens) {
+  (void)x, (void)n_tokens;
+  // Engram: the layer's hashed n-gram rows, gated into each of the token's hc streams
+  // (compute/engram's engram_gate_apply on rows decoded by engram_dequantize_row), go here.
+  return make_error(Errc::unsupported, "engram: layer " + std::to_string(layer) + " needs Engram rows; not wired yet");
+}
+
 std::uint64_t Forward::scratch_bytes() const {
   return mla_.bytes() + indexer_s_.allocated_bytes() + kda_.bytes() + moe_.bytes() + pre_moe_.bytes() + residual_.bytes() +
+         capacity_bytes(csa_s_.q_resid, csa_s_.q, csa_s_.kv, csa_s_.ckv, csa_s_.cgate, csa_s_.iq, csa_s_.iw,
+                        csa_s_.attn, csa_s_.olora, csa_s_.logits, csa_s_.score, csa_s_.cand, csa_s_.rank,
+                        csa_s_.latent, csa_pos_, csa_sel_.groups, csa_sel_.count, csa_sel_.blocks,
+                        csa_sel_.block_count, csa_sel_.row_source) +
          capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_,
                         pre_live_, pre_prompt_) +
          // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
@@ -107,14 +150,25 @@ Status Forward::attention(const model::LayerWeights& lw, int layer, const float*
       }
       watch.lap(profile::Stage::attn_mla);
       return ok();
+    case AttentionKind::csa2: {
+      // CSA2: this layer's window, the compressed branch of its KV source (its own when it is
+      // one), the call's shared selection.
+      WASTE_TRY(csa_status_);
+      Csa2Source* source = plan.kv_source >= 0 ? state.csa_source(plan.kv_source) : nullptr;
+      auto done = csa_[std::size_t(layer)]->forward(exec_, h, n_tokens, pos0, state.csa_window(layer), source,
+                                                    csa_sel_, csa_s_, a);
+      if (!done) return make_error(done.error().code, "layer " + std::to_string(layer) + ": " + done.error().message);
+      watch.lap(profile::Stage::attn_mla);
+      return ok();
+    }
   }
   return ok();
 }
 
-void Forward::finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
-                     profile::Stopwatch& watch) {
+void Forward::finish(float* x, const float* ps, const float* blocks, int n_blocks, model::RunState& state,
+                     std::span<float> logits, profile::Stopwatch& watch) {
   const int hid = c_.hidden;
-  residual_.before_head(w_, blocks, n_blocks, x, state.hidden().data());
+  residual_.before_head(w_, ps, blocks, n_blocks, x, state.hidden().data());
   state.set_n_blocks(n_blocks);
   watch.add(profile::Stage::other);
   // logits = lm_head(norm(x))
@@ -147,9 +201,11 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
   }
   residual_.begin(x);
   watch.lap(profile::Stage::embed);
+  csa_sel_.reset();
 
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
+    if (plan_.layers[std::size_t(L)].engram) WASTE_TRY(engram(L, x, 1));
     const bool live = residual_.before_attention(lw, L, x, ps, blocks, n_blocks, h);
     WASTE_TRY(attention(lw, L, h, 1, pos, state, a_.data(), watch));
     residual_.after_attention(lw, live, a_.data(), x, ps, blocks, n_blocks, h);
@@ -171,7 +227,7 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
     residual_.after_mixer(f_.data(), x, ps);
   }
 
-  finish(x, blocks, n_blocks, state, logits, watch);
+  finish(x, ps, blocks, n_blocks, state, logits, watch);
   state.set_position(pos + 1);
   return ok();
 }
@@ -181,7 +237,7 @@ void Forward::ensure_batch_scratch() {
   const int T = prefill_capacity_;
   if (pre_moe_.tokens >= T) return;
   // Sized by the same function as the memory plan (shared/memory/client_sizing).
-  const sizing::ForwardSizes z = sizing::forward_sizes(c_, T);
+  const sizing::ForwardSizes z = sizing::forward_sizes(c_, T, std::uint64_t(ctx_tokens_));
   pre_moe_.resize(c_, experts_.geometry, T);
   if (c_.n_mla_layers() > 0) mla_.resize(c_, ctx_tokens_, T);
   if (!indexer_.empty()) {
@@ -191,6 +247,11 @@ void Forward::ensure_batch_scratch() {
     }
   }
   if (c_.n_kda_layers() > 0) kda_.resize(c_, T);
+  if (!csa_.empty() && csa_status_) {
+    csa_s_.resize(csa_shape_, ctx_tokens_, T);
+    csa_sel_.resize(csa_shape_, T);
+    csa_pos_.assign(std::size_t(T), 0);
+  }
   pre_x_.assign(z.pre_stream, 0.0f);
   pre_ps_.assign(z.pre_hidden, 0.0f);
   pre_h_.assign(z.pre_hidden, 0.0f);
@@ -223,6 +284,22 @@ Status Forward::attention(const model::LayerWeights& lw, int layer, const float*
       }
       watch.lap(profile::Stage::attn_mla);
       return ok();
+    case AttentionKind::csa2: {
+      // CSA2 over a batch: row t is batch token t, with its sequence's window and source.
+      WASTE_TRY(csa_status_);
+      const int T = int(seqs.size());
+      for (int t = 0; t < T; ++t) csa_pos_[std::size_t(t)] = seqs[std::size_t(t)].pos;
+      auto window_of = [&](int t) -> Csa2Window& { return seqs[std::size_t(t)].state->csa_window(layer); };
+      auto source_of = [&](int t) -> Csa2Source* {
+        return plan.kv_source >= 0 ? seqs[std::size_t(t)].state->csa_source(plan.kv_source) : nullptr;
+      };
+      auto done = csa_[std::size_t(layer)]->forward(
+          exec_, h, std::span<const int>(csa_pos_.data(), std::size_t(T)), FunctionRef<Csa2Window&(int)>(window_of),
+          FunctionRef<Csa2Source*(int)>(source_of), csa_sel_, csa_s_, a);
+      if (!done) return make_error(done.error().code, "layer " + std::to_string(layer) + ": " + done.error().message);
+      watch.lap(profile::Stage::attn_mla);
+      return ok();
+    }
   }
   return ok();
 }
@@ -250,8 +327,10 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
   }
 
   n_blocks = 0;
+  csa_sel_.reset();
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
+    if (plan_.layers[std::size_t(L)].engram) WASTE_TRY(engram(L, pre_x_.data(), T));
     // Every token starts a layer with the same number of blocks (they depend on the layer only).
     int nb = n_blocks;
     for (int t = 0; t < T; ++t) {
@@ -322,7 +401,8 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   if (n_blocks > 0) {
     std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
   }
-  finish(pre_x_.data() + last * std::size_t(c_.stream_width()), blocks, n_blocks, state, logits, watch);
+  finish(pre_x_.data() + last * std::size_t(c_.stream_width()), pre_ps_.data() + last * H, blocks, n_blocks, state,
+         logits, watch);
   state.set_position(pos0 + T);
   return ok();
 }

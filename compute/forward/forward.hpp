@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "compute/expert_source.hpp"
+#include "compute/forward/csa2.hpp"
 #include "compute/forward/families/family.hpp"
 #include "compute/forward/kpool_indexer.hpp"
 #include "compute/forward/ops.hpp"
@@ -110,11 +111,15 @@ class Forward {
   Status attention(const model::LayerWeights& lw, int layer, const float* h, std::span<const TokenSeq> seqs,
                    float* a, profile::Stopwatch& watch);
   void bind_indexers(const model::ModelWeights& w);
+  void bind_csa2(const model::ModelWeights& w);
+  // The Engram spot of a layer (LayerPlan::engram), before its attention site, on the hc
+  // streams of n tokens (x: [n][stream_width]).
+  Status engram(int layer, float* x, int n_tokens);
   void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, std::span<const unsigned char> prompt,
                     int& n_blocks, profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
-  void finish(float* x, const float* blocks, int n_blocks, model::RunState& state, std::span<float> logits,
-              profile::Stopwatch& watch);
+  void finish(float* x, const float* ps, const float* blocks, int n_blocks, model::RunState& state,
+              std::span<float> logits, profile::Stopwatch& watch);
   const model::MoeWeights* lookahead_target(int layer) const;
 
   const ModelConfig& c_;
@@ -137,6 +142,16 @@ class Forward {
   std::vector<std::optional<KpoolIndexer>> indexer_;
   KpoolIndexerScratch indexer_s_;
   Status indexer_status_ = ok();
+  // DeepSeek-V4.1's CSA2 per layer (AttentionKind::csa2): the shape, each layer's weights
+  // (copied vectors, views of the matrices) and block, bound once (a failed bind is
+  // csa_status_, returned by every pass); the call's selection, the scratch, a batch's positions.
+  Csa2Shape csa_shape_;
+  std::vector<Csa2Weights> csa_w_;
+  std::vector<std::optional<Csa2Block>> csa_;
+  Csa2Selection csa_sel_;
+  Csa2Scratch csa_s_;
+  std::vector<int> csa_pos_;
+  Status csa_status_ = ok();
   KdaScratch kda_;
   MoeScratch moe_;
   std::vector<float> x_, ps_, h_, a_, f_, ffn_a_, ffn_b_;

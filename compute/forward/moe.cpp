@@ -44,6 +44,15 @@ void finish_moe(const Exec& exec, const ModelConfig& c, const model::MoeWeights&
 
 void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s) {
   const int top_k = c.top_k;
+  if (c.is_deepseek_v41()) {
+    // DeepSeek-V4.1's gate: logits / gate_temp, bias for selection only, renormalised + 1e-20,
+    // x route_scale. Text tokens only: bias_vl (image spans) needs the span, which no caller
+    // passes yet.
+    const NoauxRouter r{c.scoring, c.n_experts, top_k, c.gate_temp, c.renormalize, c.routed_scale};
+    route_noaux(r, router_logits, w.score_bias, w.bias_vl, false,
+                NoauxScratch{s.probs.data(), s.scored.data(), s.taken.data()}, s.ids.data(), s.weights.data());
+    return;
+  }
   router_scores(c, w.score_bias, router_logits, s.probs.data(), s.scored.data());
   router_rank(c, !w.score_bias.empty(), s.scored.data(), top_k, s.taken.data(), s.ids.data());
   for (int j = 0; j < top_k; ++j) s.weights[j] = s.probs[std::size_t(s.ids[j])];

@@ -14,11 +14,11 @@ namespace waste::forward {
 Residual::Residual(const ModelConfig& c, ResidualKind kind, const Exec& exec) : c_(c), kind_(kind), exec_(exec) {
   const sizing::ForwardSizes z = sizing::forward_sizes(c, 1);
   scores_.assign(z.res_scores, 0.0f);
-  if (kind_ == ResidualKind::mhc) mhc_.assign(z.res_mhc, 0.0f);
+  if (streams()) mhc_.assign(z.res_mhc, 0.0f);
 }
 
 void Residual::begin(float* x) const {
-  if (kind_ != ResidualKind::mhc) return;
+  if (!streams()) return;
   const std::size_t hid = std::size_t(c_.hidden);
   for (int k = 1; k < c_.hc_mult; ++k) std::memcpy(x + k * hid, x, hid * sizeof(float));
 }
@@ -32,10 +32,26 @@ void Residual::mhc_site(const model::MhcWeights& w, const float* x, float* ps, f
   mhc_collapse(pre, x, hc, c_.hidden, h);
 }
 
+void Residual::single_pass_site(const model::MhcWeights& w, const float* x, float* ps, float* h) {
+  const int hc = c_.hc_mult;
+  float* flat = mhc_.data();
+  float* mix = flat + c_.stream_width();
+  float* carried = ps + hc + hc * hc;
+  mhc_single_pass_site(exec_, c_, w, x, carried, flat, mix, h, carried, ps, ps + hc);
+}
+
 bool Residual::before_attention(const model::LayerWeights& lw, int layer, float* x, float* ps, float* blocks,
                                 int& n_blocks, float* h) {
   const int hid = c_.hidden;
   bool live = true;
+  if (kind_ == ResidualKind::mhc_single_pass) {
+    // h = input_layernorm(sum_k pre[k] x[k]) with the previous FFN site's pre (one-hot at
+    // layer 0); this site's post, comb and pre wait in ps
+    if (layer == 0) mhc_first_pre(c_.hc_mult, ps + c_.hc_mult + c_.hc_mult * c_.hc_mult);
+    single_pass_site(lw.attn_hc, x, ps, h);
+    rms_norm(h, lw.input_norm.data(), hid, c_.rms_eps, h);
+    return live;
+  }
   if (kind_ == ResidualKind::mhc) {
     // h = input_layernorm(sum_k pre[k] x[k]); post and comb wait in ps for the output
     mhc_site(lw.attn_hc, x, ps, h);
@@ -63,6 +79,14 @@ bool Residual::before_attention(const model::LayerWeights& lw, int layer, float*
 void Residual::after_attention(const model::LayerWeights& lw, bool live, const float* a, float* x, float* ps,
                                const float* blocks, int n_blocks, float* h) {
   const int hid = c_.hidden;
+  if (kind_ == ResidualKind::mhc_single_pass) {
+    // x[i] = post[i] a + sum_k comb[k][i] x[k]; then the FFN site, collapsing with the
+    // attention site's pre: h = post_attention_layernorm(...)
+    mhc_expand(ps, ps + c_.hc_mult, a, x, c_.hc_mult, hid);
+    single_pass_site(lw.ffn_hc, x, ps, h);
+    rms_norm(h, lw.post_norm.data(), hid, c_.rms_eps, h);
+    return;
+  }
   if (kind_ == ResidualKind::mhc) {
     // x[i] = post[i] a + sum_k comb[k][i] x[k]; then the FFN site: h = post_attention_layernorm(...)
     mhc_expand(ps, ps + c_.hc_mult, a, x, c_.hc_mult, hid);
@@ -84,7 +108,7 @@ void Residual::after_attention(const model::LayerWeights& lw, bool live, const f
 
 void Residual::after_mixer(const float* f, float* x, float* ps) {
   const int hid = c_.hidden;
-  if (kind_ == ResidualKind::mhc) {
+  if (streams()) {
     mhc_expand(ps, ps + c_.hc_mult, f, x, c_.hc_mult, hid);  // x[i] = post[i] f + sum_k comb[k][i] x[k]
     return;
   }
@@ -96,7 +120,17 @@ void Residual::after_mixer(const float* f, float* x, float* ps) {
   }
 }
 
-void Residual::before_head(const model::ModelWeights& w, const float* blocks, int n_blocks, float* x, float* kept) {
+void Residual::before_head(const model::ModelWeights& w, const float* ps, const float* blocks, int n_blocks, float* x,
+                           float* kept) {
+  if (kind_ == ResidualKind::mhc_single_pass) {
+    // The streams collapsed with the last FFN site's pre (not their mean).
+    const int hc = c_.hc_mult;
+    std::memcpy(kept, x, std::size_t(c_.stream_width()) * sizeof(float));
+    float* out = mhc_.data();
+    mhc_collapse(ps + hc + hc * hc, x, hc, c_.hidden, out);
+    std::memcpy(x, out, std::size_t(c_.hidden) * sizeof(float));
+    return;
+  }
   if (kind_ == ResidualKind::mhc) {
     std::memcpy(kept, x, std::size_t(c_.stream_width()) * sizeof(float));
     mhc_head(x, c_.hc_mult, c_.hidden, x);  // the mean of the streams

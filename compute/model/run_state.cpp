@@ -7,6 +7,29 @@
 
 namespace waste::model {
 
+forward::Csa2Shape csa2_shape(const ModelConfig& c) {
+  forward::Csa2Shape s;
+  s.hidden = c.hidden;
+  s.heads = c.n_heads;
+  s.head_dim = c.head_dim;
+  s.rope_dim = c.qk_rope;
+  s.q_lora = c.q_lora;
+  s.o_groups = c.o_groups;
+  s.o_lora = c.o_lora_rank;
+  s.window = c.sliding_window;
+  s.index_heads = c.index_n_heads;
+  s.index_head_dim = c.index_head_dim;
+  s.index_topk = c.index_topk;
+  s.candidate_blocks = c.candidate_topk_blocks;
+  s.candidate_block_size = c.candidate_block_size;
+  s.eps = c.rms_eps;
+  s.main_rope = RopeConfig{.enabled = true, .theta = c.rope.theta};
+  s.compress_rope = c.rope;
+  s.compress_rope.enabled = true;
+  if (c.compress_rope_theta > 0.0) s.compress_rope.theta = c.compress_rope_theta;
+  return s;
+}
+
 Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
   if (ctx_tokens < 1) {
     return make_error(Errc::argument, "ctx_tokens " + std::to_string(ctx_tokens) + " must be at least 1");
@@ -26,7 +49,19 @@ Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
   for (int L = 0; L < c.n_layers; ++L) {
     Layer& layer = s.layers_[L];
     layer.kda = c.is_kda(L);
-    if (layer.kda) {
+    layer.csa = c.is_csa(L);
+    if (layer.csa) {
+      const forward::Csa2Shape shape = csa2_shape(c);
+      auto window = forward::Csa2Window::create(shape);
+      if (!window) return std::unexpected(window.error().with_context("layer " + std::to_string(L)));
+      layer.window = std::move(*window);
+      if (std::find(c.kv_source_layer_ids.begin(), c.kv_source_layer_ids.end(), L) != c.kv_source_layer_ids.end()) {
+        auto source = forward::Csa2Source::create(shape, c.compress_ratios[std::size_t(L)],
+                                                  !c.index_source_layer_ids.empty(), ctx_tokens);
+        if (!source) return std::unexpected(source.error().with_context("layer " + std::to_string(L)));
+        layer.source = std::move(*source);
+      }
+    } else if (layer.kda) {
       layer.kda_s.assign(std::size_t(z.kda_state), 0.0f);
       layer.conv.assign(3 * std::size_t(z.conv_ring), 0.0f);
     } else {
@@ -53,7 +88,8 @@ std::uint64_t RunState::allocated_bytes() const {
   std::uint64_t index = 0;
   for (const Layer& layer : layers_) {
     n += layer.kda_s.capacity() + layer.conv.capacity() + layer.latent.capacity();
-    index += layer.index.allocated_bytes();
+    index += layer.index.allocated_bytes() + layer.window.buffer().size() * sizeof(float) +
+             (layer.source ? layer.source->buffer().size() * sizeof(float) : 0);
   }
   n += blocks_.capacity() + hidden_.capacity();
   return n * sizeof(float) + index;
@@ -68,6 +104,12 @@ void RunState::reset() {
     std::fill(layer.latent.begin(), layer.latent.end(), 0.0f);
     std::ranges::fill(layer.index.buffer(), 0.0f);
     layer.index.reset();
+    std::ranges::fill(layer.window.buffer(), 0.0f);
+    layer.window.reset();
+    if (layer.source) {
+      std::ranges::fill(layer.source->buffer(), 0.0f);
+      layer.source->reset();
+    }
   }
   std::fill(blocks_.begin(), blocks_.end(), 0.0f);
   std::fill(hidden_.begin(), hidden_.end(), 0.0f);

@@ -4,15 +4,18 @@
 //               oldest sample first);
 //   MLA layers: the latent cache, ctx_tokens x (kv_lora + rope) f32, slot t = token t, and with
 //               GLM's DSA indexer (index_n_heads > 0) its k-pool state (forward::KpoolIndexerState);
+//   CSA2 layers (DeepSeek-V4.1): a window ring per layer, the compressed branch per KV source;
 //   the position (next token index), the AttnRes block history of the last token, and the
 //   residual stream x after the last layer.
 // Sized once at creation; nothing here allocates afterwards.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "compute/forward/csa2_state.hpp"
 #include "compute/forward/kpool_state.hpp"
 #include "shared/container/model_config.hpp"
 #include "shared/result.hpp"
@@ -20,6 +23,10 @@
 namespace waste::model {
 
 enum class ConvRing : int { q = 0, k = 1, v = 2 };
+
+// DeepSeek-V4.1's CSA2 shape from its config: main rope rope_theta without YaRN, compress rope
+// compress_rope_theta with the config's YaRN (no mscale), eps rms_norm_eps.
+forward::Csa2Shape csa2_shape(const ModelConfig& c);
 
 class RunState {
  public:
@@ -51,6 +58,16 @@ class RunState {
   forward::KpoolIndexerState& indexer_state(int layer) { return layers_[layer].index; }
   [[nodiscard]] const forward::KpoolIndexerState& indexer_state(int layer) const { return layers_[layer].index; }
 
+  // CSA2 layer (DeepSeek-V4.1): its sliding-window ring; a KV-source layer's compressed branch
+  // (nullptr for a layer that is no KV source).
+  forward::Csa2Window& csa_window(int layer) { return layers_[layer].window; }
+  [[nodiscard]] const forward::Csa2Window& csa_window(int layer) const { return layers_[layer].window; }
+  forward::Csa2Source* csa_source(int layer) { return layers_[layer].source ? &*layers_[layer].source : nullptr; }
+  [[nodiscard]] const forward::Csa2Source* csa_source(int layer) const {
+    return layers_[layer].source ? &*layers_[layer].source : nullptr;
+  }
+  [[nodiscard]] bool is_csa(int layer) const { return layers_[layer].csa; }
+
   // AttnRes block history of the last token: n_blocks() x hidden.
   std::span<float> blocks() { return blocks_; }
   [[nodiscard]] std::span<const float> blocks() const { return blocks_; }
@@ -70,6 +87,9 @@ class RunState {
     std::vector<float> latent;
     bool indexed = false;
     forward::KpoolIndexerState index;  // sized only when indexed
+    bool csa = false;
+    forward::Csa2Window window;                 // CSA2 layers
+    std::optional<forward::Csa2Source> source;  // CSA2 KV-source layers
   };
   std::vector<Layer> layers_;
   std::vector<float> blocks_;

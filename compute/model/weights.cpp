@@ -1,7 +1,10 @@
 #include "compute/model/weights.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string_view>
+
+#include "shared/container/v41_tensors.hpp"
 
 namespace waste::model {
 namespace {
@@ -156,6 +159,7 @@ Status bind_moe(const Binder& b, const ModelConfig& c, const std::string& p, Moe
   if (b.has(bias_name) && (*b.find(bias_name))->info->fmt == TensorFormat::f32) {
     BIND(w.score_bias, b.vector(bias_name, c.n_experts));
   }
+  if (const std::string vl = p + "gate.bias_vl"; b.has(vl)) BIND(w.bias_vl, b.vector(vl, c.n_experts));
   const std::string sp = p + "shared_experts.";
   w.has_shared = c.n_shared > 0 || b.has(sp + "gate_proj.weight");
   if (w.has_shared) {
@@ -177,6 +181,60 @@ Status bind_mhc(const Binder& b, const ModelConfig& c, const std::string& p, Mhc
   return ok();
 }
 
+bool has_id(const std::vector<int>& ids, int l) { return std::find(ids.begin(), ids.end(), l) != ids.end(); }
+
+// Every tensor of the V4.1 list present with its shape (optional ones only when present).
+Status check_v41_list(const Trunk& trunk, const ModelConfig& c) {
+  for (const V41Tensor& t : v41_trunk_tensors(c)) {
+    const TrunkTensor* found = trunk.find(t.name);
+    if (found == nullptr || found->info == nullptr) {
+      if (!t.required) continue;
+      return make_error(Errc::format, "tensor " + t.name + ": missing");
+    }
+    if (found->info->shape != t.shape) {
+      return make_error(Errc::format, "tensor " + t.name + ": expected shape " + shape_text(t.shape) + ", found " +
+                                          shape_text(found->info->shape));
+    }
+  }
+  return ok();
+}
+
+Status bind_csa(const Binder& b, const ModelConfig& c, int L, const std::string& p, Csa2LayerWeights& w) {
+  const std::int64_t hid = c.hidden, nh = c.n_heads, hd = c.head_dim, og = c.o_groups, ol = c.o_lora_rank;
+  const std::int64_t ih = c.index_n_heads, id = c.index_head_dim;
+  BIND(w.wq_a, b.matrix(p + "wq_a.weight", c.q_lora, hid));
+  BIND(w.q_norm, b.vector(p + "q_norm.weight", c.q_lora));
+  BIND(w.wq_b, b.matrix(p + "wq_b.weight", nh * hd, c.q_lora));
+  BIND(w.wkv, b.matrix(p + "wkv.weight", hd, hid));
+  BIND(w.kv_norm, b.vector(p + "kv_norm.weight", hd));
+  BIND(w.wo_a, b.matrix(p + "wo_a.weight", og * ol, nh * hd / og));
+  BIND(w.wo_b, b.matrix(p + "wo_b.weight", hid, og * ol));
+  BIND(w.attn_sink, b.vector(p + "attn_sink", nh));
+  if (has_id(c.kv_source_layer_ids, L)) {
+    BIND(w.c_wkv, b.matrix(p + "compressor.wkv.weight", hd, hid));
+    BIND(w.c_norm, b.vector(p + "compressor.norm.weight", hd));
+    if (c.compress_ratios[std::size_t(L)] > 1) BIND(w.c_wgate, b.matrix(p + "compressor.wgate.weight", hd, hid));
+    if (!c.index_source_layer_ids.empty()) {
+      BIND(w.i_wk, b.matrix(p + "indexer.wk.weight", id, hd));
+      BIND(w.i_k_norm, b.vector(p + "indexer.k_norm.weight", id));
+    }
+  }
+  if (has_id(c.index_source_layer_ids, L)) {
+    BIND(w.i_wq_b, b.matrix(p + "indexer.wq_b.weight", ih * id, c.q_lora));
+    BIND(w.i_weights_proj, b.matrix(p + "indexer.weights_proj.weight", ih, hid));
+  }
+  return ok();
+}
+
+Status bind_engram(const Binder& b, const ModelConfig& c, const std::string& p, EngramWeights& w) {
+  const std::int64_t hid = c.hidden, hc = std::max(1, c.hc_mult);
+  const std::int64_t in = std::int64_t(c.engram_max_ngram_size - 1) * c.engram_n_heads * c.engram_head_dim;
+  BIND(w.wkv, b.matrix(p + "engram.wkv.weight", hid * (hc + 1), in));
+  BIND(w.q_weight, b.vector(p + "engram.q_weight", hc * hid));
+  BIND(w.k_weight, b.vector(p + "engram.k_weight", hc * hid));
+  return ok();
+}
+
 }  // namespace
 
 QuantMatrix row_slice(const QuantMatrix& m, std::int64_t row_begin, std::int64_t n_rows) {
@@ -190,6 +248,7 @@ QuantMatrix row_slice(const QuantMatrix& m, std::int64_t row_begin, std::int64_t
 Result<ModelWeights> ModelWeights::bind(const ModelConfig& c, const Trunk& trunk) {
   Binder b(trunk);
   ModelWeights w;
+  if (c.is_deepseek_v41()) WASTE_TRY(check_v41_list(trunk, c));
   const std::int64_t hid = c.hidden;
   {
     const std::string name = "model.embed_tokens.weight";
@@ -214,6 +273,8 @@ Result<ModelWeights> ModelWeights::bind(const ModelConfig& c, const Trunk& trunk
     const std::string p = "model.layers." + std::to_string(L) + ".";
     lw.index = L;
     lw.kda = c.is_kda(L);
+    lw.csa = c.is_csa(L);
+    lw.engram = has_id(c.engram_layer_ids, L);
     lw.moe = c.is_moe(L);
     BIND(lw.input_norm, b.vector(p + "input_layernorm.weight", hid));
     BIND(lw.post_norm, b.vector(p + "post_attention_layernorm.weight", hid));
@@ -227,7 +288,10 @@ Result<ModelWeights> ModelWeights::bind(const ModelConfig& c, const Trunk& trunk
       WASTE_TRY(bind_mhc(b, c, p + "hc_attn_", lw.attn_hc));
       WASTE_TRY(bind_mhc(b, c, p + "hc_ffn_", lw.ffn_hc));
     }
-    if (lw.kda) {
+    if (lw.engram) WASTE_TRY(bind_engram(b, c, p, lw.engram_w));
+    if (lw.csa) {
+      WASTE_TRY(bind_csa(b, c, L, p + "self_attn.", lw.csa_w));
+    } else if (lw.kda) {
       WASTE_TRY(bind_kda(b, c, p + "self_attn.", lw.kda_w));
     } else {
       WASTE_TRY(bind_mla(b, c, p + "self_attn.", lw.mla_w));

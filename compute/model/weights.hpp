@@ -61,6 +61,27 @@ struct MlaWeights {
   IndexerWeights indexer;                // bound only with index_n_heads > 0
 };
 
+// DeepSeek-V4.1's CSA2 attention of one layer (names under self_attn.; shapes in
+// shared/container/v41_tensors.hpp, maths in compute/forward/csa2.hpp, whose Csa2Weights the
+// Forward fills from these). Only what the layer's role uses is bound.
+struct Csa2LayerWeights {
+  QuantMatrix wq_a, wq_b, wkv, wo_a, wo_b;        // [q_lora, hid], [nh*hd, q_lora], [hd, hid], ...
+  std::vector<float> q_norm, kv_norm, attn_sink;  // [q_lora], [hd], [nh]
+  QuantMatrix c_wkv, c_wgate;                     // compressor.wkv / .wgate (KV sources; wgate at ratio > 1)
+  std::vector<float> c_norm;                      // compressor.norm [hd]
+  QuantMatrix i_wq_b, i_weights_proj;             // indexer.wq_b / .weights_proj (index sources)
+  QuantMatrix i_wk;                               // indexer.wk [id, hd] (KV sources, with any index source)
+  std::vector<float> i_k_norm;                    // indexer.k_norm [id]
+};
+
+// DeepSeek-V4.1's Engram gate tensors of one engram layer (bound only; compute/engram's
+// EngramGateWeights::bind takes them): wkv [(hc+1)*hid, (max_ngram-1)*n_heads*head_dim],
+// q_weight and k_weight [hc][hid] (F32).
+struct EngramWeights {
+  QuantMatrix wkv;
+  std::vector<float> q_weight, k_weight;
+};
+
 struct FfnWeights {
   QuantMatrix gate;                      // [inter, in]
   QuantMatrix up;                        // [inter, in]
@@ -70,6 +91,7 @@ struct FfnWeights {
 struct MoeWeights {
   QuantMatrix router;                    // [E, hid]
   std::vector<float> score_bias;         // [E] e_score_correction_bias; empty = none (selection only)
+  std::vector<float> bias_vl;            // [E] DeepSeek-V4.1's image-span bias (gate.bias_vl); empty = none
   bool has_shared = false;
   FfnWeights shared;                     // width moe_inter * max(n_shared, 1), on the full hidden
   QuantMatrix latent_down;               // [lat, hid]  (K3 latent MoE)
@@ -87,7 +109,9 @@ struct MhcWeights {
 
 struct LayerWeights {
   int index = 0;
-  bool kda = false;                      // else MLA
+  bool kda = false;                      // else MLA (or CSA2 with csa)
+  bool csa = false;                      // DeepSeek-V4.1's CSA2 attention (csa_w)
+  bool engram = false;                   // an Engram layer (engram_w bound)
   bool moe = false;                      // else dense FFN
   std::vector<float> input_norm;         // [hid]
   std::vector<float> post_norm;          // [hid]
@@ -97,6 +121,8 @@ struct LayerWeights {
   MhcWeights attn_hc, ffn_hc;
   KdaWeights kda_w;
   MlaWeights mla_w;
+  Csa2LayerWeights csa_w;
+  EngramWeights engram_w;
   FfnWeights dense;
   MoeWeights moe_w;
 };
@@ -108,7 +134,8 @@ struct ModelWeights {
   std::vector<float> out_res_norm, out_res_proj;  // [hid] (K3 output AttnRes)
   std::vector<LayerWeights> layers;
 
-  // Errors: "tensor NAME: missing", "tensor NAME: expected shape [a, b], found [c, d]".
+  // Errors: "tensor NAME: missing", "tensor NAME: expected shape [a, b], found [c, d]". A
+  // deepseek-v4.1 config is checked against shared/container/v41_tensors.hpp's list first.
   static Result<ModelWeights> bind(const ModelConfig& config, const Trunk& trunk);
 };
 

@@ -50,6 +50,41 @@ IndexParts index_parts(const ModelConfig& c, std::size_t buffer_floats, std::siz
   return IndexParts{pos / kp * d, max_pools * d, (max_pools + kp) * d, pos % kp * d};
 }
 
+// DeepSeek-V4.1's CSA2 state of one layer at `pos` tokens: the window ring (sliding_window x
+// head_dim, whole), then on a KV-source layer the pos / ratio complete groups' latents
+// [groups][head_dim], their index keys [groups][index_head_dim] (with any index source), and
+// the group being filled: ratio kv rows then ratio gate rows of head_dim (whole).
+struct CsaParts {
+  std::uint64_t window = 0, latents = 0, keys = 0, tail = 0;
+  [[nodiscard]] std::uint64_t floats() const { return window + latents + keys + tail; }
+};
+bool is_kv_source(const ModelConfig& c, int L) {
+  return std::find(c.kv_source_layer_ids.begin(), c.kv_source_layer_ids.end(), L) != c.kv_source_layer_ids.end();
+}
+CsaParts csa_parts(const ModelConfig& c, int L, std::uint64_t pos) {
+  CsaParts p;
+  const std::uint64_t hd = std::uint64_t(c.head_dim);
+  p.window = std::uint64_t(c.sliding_window) * hd;
+  if (is_kv_source(c, L)) {
+    const std::uint64_t ratio = std::uint64_t(c.compress_ratios[std::size_t(L)]), groups = pos / ratio;
+    p.latents = groups * hd;
+    p.keys = c.index_source_layer_ids.empty() ? 0 : groups * std::uint64_t(c.index_head_dim);
+    p.tail = 2 * ratio * hd;
+  }
+  return p;
+}
+// Where the parts sit in a Csa2Source's buffer ([max_groups][hd] latents, [max_groups][id]
+// keys, then the 2 x ratio x hd tail): the keys' and the tail's offsets.
+struct CsaOffsets {
+  std::size_t keys_at = 0, tail_at = 0;
+};
+CsaOffsets csa_offsets(const ModelConfig& c, const forward::Csa2Source& src) {
+  const std::size_t hd = std::size_t(c.head_dim), id = src.has_index_keys() ? std::size_t(c.index_head_dim) : 0;
+  const std::size_t tail = 2 * std::size_t(src.ratio()) * hd;
+  const std::size_t max_groups = (src.buffer().size() - tail) / (hd + id);
+  return CsaOffsets{max_groups * hd, max_groups * (hd + id)};
+}
+
 // Sequential writer/reader over a byte buffer.
 class Writer {
  public:
@@ -108,13 +143,16 @@ SessionHeader make_header(const ModelConfig& c, const model::RunState& state) {
   h.pos = u32(state.position());
   h.n_blockres = c.attn_res_block > 0 ? u32(state.n_blocks()) : 0;
   h.hc_mult = u32(c.hc_mult);
+  h.reserved = c.n_csa_layers() > 0 ? u32(c.head_dim) : 0;  // DeepSeek-V4.1: head_dim
   return h;
 }
 
 std::uint64_t session_bytes(const ModelConfig& c, const SessionHeader& h) {
   std::uint64_t n = kHeaderBytes;
   for (int L = 0; L < c.n_layers; ++L) {
-    if (c.is_kda(L)) {
+    if (c.is_csa(L)) {
+      n += sizeof(std::int32_t) + csa_parts(c, L, h.pos).floats() * sizeof(float);
+    } else if (c.is_kda(L)) {
       n += (kda_s_floats(c) + conv_floats(c)) * sizeof(float);
     } else {
       n += sizeof(std::int32_t) + std::uint64_t(h.pos) * latent_width(c) * sizeof(float);
@@ -141,7 +179,18 @@ std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state
   w.raw(&h, sizeof h);
   const std::size_t pos = h.pos;
   for (int L = 0; L < c.n_layers; ++L) {
-    if (c.is_kda(L)) {
+    if (c.is_csa(L)) {
+      const std::int32_t n_kv = static_cast<std::int32_t>(pos);
+      w.raw(&n_kv, sizeof n_kv);
+      w.floats(state.csa_window(L).buffer());
+      if (const forward::Csa2Source* src = state.csa_source(L)) {
+        const CsaParts p = csa_parts(c, L, pos);
+        const CsaOffsets o = csa_offsets(c, *src);
+        w.floats(src->buffer().first(p.latents));
+        w.floats(src->buffer().subspan(o.keys_at, p.keys));
+        w.floats(src->buffer().subspan(o.tail_at, p.tail));
+      }
+    } else if (c.is_kda(L)) {
       w.floats(state.kda_state(L));
       // The in-memory rings use the file's order already (q, k, v; [C][K-1], oldest first).
       for (auto ring : {model::ConvRing::q, model::ConvRing::k, model::ConvRing::v}) w.floats(state.conv_ring(L, ring));
@@ -185,7 +234,7 @@ Status check_header(std::span<const std::byte> bytes, const ModelConfig& c, cons
                 {"conv_k", h.conv_k, want.conv_k},         {"n_heads", h.n_heads, want.n_heads},
                 {"qk_nope", h.qk_nope, want.qk_nope},       {"qk_rope", h.qk_rope, want.qk_rope},
                 {"v_head", h.v_head, want.v_head},          {"attn_res_block", h.attn_res_block, want.attn_res_block},
-                {"hc_mult", h.hc_mult, want.hc_mult}};
+                {"hc_mult", h.hc_mult, want.hc_mult},       {"head_dim", h.reserved, want.reserved}};
   for (const auto& f : fields) {
     if (f.file != f.model) {
       return refuse(std::string(f.name) + " " + std::to_string(f.file) + " != model " + std::to_string(f.model));
@@ -221,7 +270,14 @@ Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const mo
   Reader r(bytes);
   r.skip(kHeaderBytes);
   for (int L = 0; L < c.n_layers; ++L) {
-    if (c.is_kda(L)) {
+    if (c.is_csa(L)) {
+      const std::int32_t n_kv = r.i32();
+      if (n_kv < 0 || std::uint32_t(n_kv) != h.pos) {
+        return refuse("layer " + std::to_string(L) + ": n_kv " + std::to_string(n_kv) + " != pos " +
+                      std::to_string(h.pos));
+      }
+      r.skip(csa_parts(c, L, h.pos).floats() * sizeof(float));
+    } else if (c.is_kda(L)) {
       r.skip((kda_s_floats(c) + conv_floats(c)) * sizeof(float));
     } else {
       const std::int32_t n_kv = r.i32();
@@ -244,7 +300,20 @@ Status decode_into(std::span<const std::byte> bytes, const ModelConfig& c, model
   Reader r(bytes);
   r.skip(kHeaderBytes);
   for (int L = 0; L < c.n_layers; ++L) {
-    if (c.is_kda(L)) {
+    if (c.is_csa(L)) {
+      (void)r.i32();
+      forward::Csa2Window& window = state.csa_window(L);
+      r.floats(window.buffer());
+      window.set_tokens(int(h.pos));
+      if (forward::Csa2Source* src = state.csa_source(L)) {
+        const CsaParts p = csa_parts(c, L, h.pos);
+        const CsaOffsets o = csa_offsets(c, *src);
+        r.floats(src->buffer().first(p.latents));
+        r.floats(src->buffer().subspan(o.keys_at, p.keys));
+        r.floats(src->buffer().subspan(o.tail_at, p.tail));
+        src->set_tokens(int(h.pos));
+      }
+    } else if (c.is_kda(L)) {
       r.floats(state.kda_state(L));
       for (auto ring : {model::ConvRing::q, model::ConvRing::k, model::ConvRing::v}) r.floats(state.conv_ring(L, ring));
     } else {

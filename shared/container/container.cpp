@@ -6,6 +6,7 @@
 
 #include "shared/container/codebooks.hpp"
 #include "shared/container/file_io.hpp"
+#include "shared/container/v41_tensors.hpp"
 
 namespace waste {
 namespace {
@@ -125,6 +126,20 @@ Status check_trunk_bounds(const TrunkTensorInfo& t, std::uint64_t trunk_file_byt
 }
 
 Status validate_text_tensors(const Manifest& manifest) {
+  if (manifest.config.is_deepseek_v41()) {
+    // DeepSeek-V4.1: the one list of v41_tensors.hpp (the converter and the engine's bind use it).
+    for (const V41Tensor& x : v41_trunk_tensors(manifest.config)) {
+      const TrunkTensorInfo* t = manifest.find_tensor(x.name);
+      const std::string full = manifest.tensor_prefix + x.name;
+      if (t == nullptr && !x.required) continue;
+      if (t == nullptr) return make_error(Errc::format, "tensor " + full + ": missing");
+      if (t->shape != x.shape) {
+        return make_error(Errc::format, "tensor " + full + ": expected shape " + shape_text(x.shape) + ", found " +
+                                            shape_text(t->shape));
+      }
+    }
+    return {};
+  }
   for (const Expected& x : expected_tensors(manifest.config)) {
     const TrunkTensorInfo* t = manifest.find_tensor(x.name);
     const std::string full = manifest.tensor_prefix + x.name;

@@ -53,7 +53,8 @@ struct ContainerInfo {
 Status check_trunk_bounds(const TrunkTensorInfo& tensor, std::uint64_t trunk_file_bytes);
 
 // Every tensor the forward pass indexes exists with exactly the expected shape
-// (waste-v0-reference.md §1.8 step 5). Error: "tensor NAME: expected shape [..], found [..]".
+// (waste-v0-reference.md §1.8 step 5; a deepseek-v4.1 config: v41_tensors.hpp's list, optional
+// entries only when present). Error: "tensor NAME: expected shape [..], found [..]".
 Status validate_text_tensors(const Manifest& manifest);
 
 }  // namespace waste

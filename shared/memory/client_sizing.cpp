@@ -14,7 +14,9 @@ U u(int v) { return v > 0 ? U(v) : 0; }
 }  // namespace
 
 std::uint64_t StateSizes::bytes() const {
-  return (U(n_kda_layers) * (kda_state + 3 * conv_ring) + U(n_mla_layers) * (latent + index_state) + blocks + hidden) * kF;
+  return (U(n_kda_layers) * (kda_state + 3 * conv_ring) + U(n_mla_layers) * (latent + index_state) +
+          U(n_csa_layers) * csa_window + csa_sources + blocks + hidden) *
+         kF;
 }
 
 std::uint64_t MlaSizes::bytes() const {
@@ -36,8 +38,9 @@ std::uint64_t PrefillMoeSizes::bytes() const {
 }
 
 std::uint64_t ForwardSizes::bytes() const {
-  return (4 * hidden + stream + 2 * ffn + res_scores + res_mhc + 4 * pre_hidden + pre_stream + pre_blocks) * kF +
-         pre_live + pre_prompt;
+  return (4 * hidden + stream + 2 * ffn + res_scores + res_mhc + 4 * pre_hidden + pre_stream + pre_blocks +
+          csa2_floats) * kF +
+         csa2_ints * kI + csa2_selection_bytes + pre_live + pre_prompt;
 }
 
 std::uint64_t ClientSizes::scratch_bytes() const {
@@ -53,6 +56,16 @@ StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens) {
   s.latent = ctx_tokens * (u(c.kv_lora) + u(c.qk_rope));
   if (c.has_indexer() && c.index_kpool > 0) {
     s.index_state = (ctx_tokens / u(c.index_kpool) + 2 * u(c.index_kpool)) * u(c.index_head_dim);
+  }
+  s.n_csa_layers = c.n_csa_layers();
+  if (s.n_csa_layers > 0) {
+    s.csa_window = u(c.sliding_window) * u(c.head_dim);
+    const U per_group = u(c.head_dim) + (c.index_source_layer_ids.empty() ? 0 : u(c.index_head_dim));
+    for (int l : c.kv_source_layer_ids) {
+      const U ratio = u(c.compress_ratios[std::size_t(l)]);
+      if (ratio == 0) continue;
+      s.csa_sources += ctx_tokens / ratio * per_group + 2 * ratio * u(c.head_dim);
+    }
   }
   if (c.attn_res_block > 0) s.max_blocks = c.n_layers / c.attn_res_block + 2;
   s.blocks = u(s.max_blocks) * u(c.hidden);
@@ -146,7 +159,7 @@ PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g,
   return s;
 }
 
-ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
+ForwardSizes forward_sizes(const ModelConfig& c, int tokens, std::uint64_t ctx_tokens) {
   ForwardSizes s;
   const U T = u(tokens), H = u(c.hidden);
   s.hidden = H;
@@ -159,6 +172,15 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens) {
   s.pre_blocks = T * u(state_sizes(c, 1).max_blocks) * H;
   s.pre_live = T;
   s.pre_prompt = T;
+  if (c.n_csa_layers() > 0) {
+    const U HD = u(c.n_heads) * u(c.head_dim), D = u(c.head_dim), ID = u(c.index_head_dim);
+    const U G = std::max<U>(ctx_tokens, 1);
+    s.csa2_floats = T * u(c.q_lora) + 2 * T * HD + 3 * T * D + T * u(c.index_n_heads) * (ID + 1) +
+                    T * u(c.o_groups) * u(c.o_lora_rank) + u(c.n_heads) * (u(c.sliding_window) + u(c.index_topk)) +
+                    2 * G + D + ID + 5 * (u(c.qk_rope) / 2);
+    s.csa2_ints = 2 * G + T;
+    s.csa2_selection_bytes = T * ((u(c.index_topk) + u(c.candidate_topk_blocks) + 2) * kI + sizeof(void*));
+  }
   return s;
 }
 
@@ -171,7 +193,7 @@ ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uin
   s.kda = kda_sizes(c, T);
   s.moe = moe_sizes(c, g);
   s.prefill_moe = prefill_moe_sizes(c, g, T);
-  s.forward = forward_sizes(c, T);
+  s.forward = forward_sizes(c, T, ctx_tokens);
   s.logits = u(c.vocab);
   return s;
 }

@@ -38,6 +38,13 @@ struct StateSizes {
   // per MLA layer with GLM's DSA indexer: (ctx / kpool + 2 kpool) x index_head_dim (pooled keys,
   // then the k and gate rows of the pool being filled; forward::KpoolIndexerState::bytes)
   std::uint64_t index_state = 0;
+  // DeepSeek-V4.1's CSA2 (forward::Csa2Window / Csa2Source::bytes): per CSA2 layer a window
+  // ring of sliding_window x head_dim; over all KV-source layers, (ctx / ratio) groups of
+  // head_dim (+ index_head_dim with any index source) plus 2 x ratio x head_dim of the group
+  // being filled.
+  int n_csa_layers = 0;
+  std::uint64_t csa_window = 0;  // per CSA2 layer
+  std::uint64_t csa_sources = 0; // all KV sources together
   int max_blocks = 0;            // AttnRes history depth (0 = no AttnRes)
   std::uint64_t blocks = 0;      // max_blocks x hidden
   std::uint64_t hidden = 0;      // the last token's residual stream: hc_mult x hidden under mHC
@@ -110,6 +117,10 @@ struct ForwardSizes {
   std::uint64_t pre_blocks = 0;  // T x max_blocks x hidden (float)
   std::uint64_t pre_live = 0;    // T (byte)
   std::uint64_t pre_prompt = 0;  // T (byte): per token, prompt or decode (the per-token matmul rule)
+  // DeepSeek-V4.1's CSA2 scratch for T tokens (forward::Csa2Scratch::bytes: floats, then ints)
+  // and the per-call selection (forward::Csa2Selection::bytes: T x (index_topk +
+  // candidate_topk_blocks + 2) ints and T pointers); the positions of a batch (T ints).
+  std::uint64_t csa2_floats = 0, csa2_ints = 0, csa2_selection_bytes = 0;
   [[nodiscard]] std::uint64_t bytes() const;
 };
 
@@ -119,7 +130,8 @@ KdaSizes kda_sizes(const ModelConfig& c, int tokens);
 // `g` is only read when the model has routed experts.
 MoeSizes moe_sizes(const ModelConfig& c, const ExpertGeometry& g);
 PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g, int tokens);
-ForwardSizes forward_sizes(const ModelConfig& c, int tokens);
+// ctx_tokens sizes CSA2's per-group scratch (0 without CSA2 layers: nothing else reads it).
+ForwardSizes forward_sizes(const ModelConfig& c, int tokens, std::uint64_t ctx_tokens = 0);
 // LUT floats of one input of matrix kind 0 (gate/up) or 2 (down): positions x stages x table.
 std::uint64_t lut_floats(const ExpertGeometry& g, int kind);
 

@@ -9,6 +9,7 @@
 #include "shared/container/container_writer.hpp"
 #include "shared/container/expert_bank.hpp"
 #include "shared/container/file_io.hpp"
+#include "shared/container/v41_tensors.hpp"
 #include "shared/fp16.hpp"
 #include "shared/runtime_paths.hpp"
 #include "shared/synth/synthetic_tokenizer.hpp"
@@ -84,8 +85,10 @@ void plan_add(std::vector<TensorPlan>& out, const SynthSpec& spec, std::string n
   const bool small_matrix = t.shape.size() == 2 && spec.quantize_small_matrices;
   if (t.shape.size() == 2 && (contains(t.name, ".hc_attn_fn") || contains(t.name, ".hc_ffn_fn"))) {
     t.fmt = TensorFormat::q8g;  // mHC projections: 8 bits whatever their size (as the public engine stores them)
-  } else if (t.shape.size() == 1 || (elements < 65536 && !small_matrix) || contains(t.name, "compress_ape")) {
-    // The indexer's per-slot pool bias is a parameter table, read as F32 (compute/model/weights.cpp).
+  } else if (t.shape.size() == 1 || (elements < 65536 && !small_matrix) || contains(t.name, "compress_ape") ||
+             contains(t.name, ".engram.q_weight") || contains(t.name, ".engram.k_weight")) {
+    // The indexer's per-slot pool bias and V4.1's Engram gate vectors are parameter tables, read
+    // as F32 (compute/model/weights.cpp).
     t.fmt = TensorFormat::f32;
   } else if (contains(t.name, "embed_tokens") || contains(t.name, "lm_head")) {
     t.fmt = TensorFormat::q8g;
@@ -135,6 +138,45 @@ void cut_layer_list(json& lac, const char* key, int n_layers) {
     if (v.is_number_integer() && v.get<int>() <= n_layers) kept.push_back(v);
   }
   *it = kept;
+}
+
+// DeepSeek-V4.1's per-layer keys cut to n layers: compress_ratios (the draft layers' zeros
+// dropped too), the source lists, the candidate source (the last kept index source when it is
+// cut), the Engram layers with their row counts.
+void cut_v41_layers(json& text, int n) {
+  if (auto it = text.find("compress_ratios"); it != text.end() && it->is_array() && int(it->size()) > n) {
+    it->erase(it->begin() + n, it->end());
+  }
+  auto kept = [&](const char* key) {
+    auto it = text.find(key);
+    if (it == text.end() || !it->is_array()) return;
+    json out = json::array();
+    for (const auto& v : *it) {
+      if (v.is_number_integer() && v.get<int>() < n) out.push_back(v);
+    }
+    *it = out;
+  };
+  kept("kv_source_layer_ids");
+  kept("index_source_layer_ids");
+  if (auto it = text.find("candidate_source_layer_id"); it != text.end() && it->is_number_integer() &&
+                                                          it->get<int>() >= n) {
+    const auto& ix = text.value("index_source_layer_ids", json::array());
+    *it = ix.empty() ? json(-1) : ix.back();
+  }
+  auto ids = text.find("engram_layer_ids");
+  auto rows = text.find("engram_num_embeddings");
+  if (ids != text.end() && ids->is_array()) {
+    json keep_ids = json::array(), keep_rows = json::array();
+    const bool with_rows = rows != text.end() && rows->is_array() && rows->size() == ids->size();
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+      if ((*ids)[i].is_number_integer() && (*ids)[i].get<int>() < n) {
+        keep_ids.push_back((*ids)[i]);
+        if (with_rows) keep_rows.push_back((*rows)[i]);
+      }
+    }
+    *ids = keep_ids;
+    if (with_rows) *rows = keep_rows;
+  }
 }
 
 }  // namespace
@@ -223,6 +265,7 @@ Result<SynthSpec> make_spec(const json& preset_in, const SynthRequest& request) 
     if (text.value("attn_res_block_size", 0) > n) text["attn_res_block_size"] = n;
     cut_per_layer(text, "layer_types", n);
     cut_per_layer(text, "mlp_layer_types", n);
+    cut_v41_layers(text, n);
     if (auto lac = text.find("linear_attn_config"); lac != text.end() && lac->is_object()) {
       cut_layer_list(*lac, "kda_layers", n);
       cut_layer_list(*lac, "full_attn_layers", n);
@@ -268,6 +311,12 @@ Result<SynthSpec> make_spec(const json& preset_in, const SynthRequest& request) 
 std::vector<TensorPlan> plan_trunk(const SynthSpec& spec) {
   const ModelConfig& c = spec.skeleton.config;
   std::vector<TensorPlan> out;
+  if (c.is_deepseek_v41()) {
+    // DeepSeek-V4.1: the one tensor list the converter and the engine's bind use.
+    for (const V41Tensor& t : v41_trunk_tensors(c)) plan_add(out, spec, t.name, t.shape);
+    std::sort(out.begin(), out.end(), [](const TensorPlan& a, const TensorPlan& b) { return a.name < b.name; });
+    return out;
+  }
   const std::int64_t hid = c.hidden;
   plan_add(out, spec, "model.embed_tokens.weight", {c.vocab, hid});
   plan_add(out, spec, "model.norm.weight", {hid});
@@ -450,7 +499,7 @@ void generate_row_f32(const SynthSpec& spec, const TensorPlan& t, std::int64_t r
     lo = -0.1f, hi = 0.1f;  // AttnRes pseudo-queries: mild preferences between blocks
   } else if (ends_with(name, "A_log")) {
     lo = -1.0f, hi = 0.5f;
-  } else if (contains(name, "e_score_correction_bias")) {
+  } else if (contains(name, "e_score_correction_bias") || contains(name, "gate.bias_vl")) {
     lo = -0.05f, hi = 0.05f;
   } else if (t.shape.size() == 2) {
     const float a = std::sqrt(3.0f) * weight_std(t);  // uniform with the matrix's target std

@@ -216,7 +216,7 @@ void write_v41_checkpoint(const fs::path& dir, const std::set<std::string>& skip
       add_bf16(all, p + "attn.compressor.wkv.weight", {kHeadDim, kHidden});
       add_bf16(all, p + "attn.compressor.norm.weight", {kHeadDim});
       if (l == 1) add_bf16(all, p + "attn.compressor.wgate.weight", {kHeadDim, kHidden});
-      add_bf16(all, p + "attn.indexer.wk.weight", {kIdxDim, kHidden});
+      add_bf16(all, p + "attn.indexer.wk.weight", {kIdxDim, kHeadDim});
       add_bf16(all, p + "attn.indexer.k_norm.weight", {kIdxDim});
       add_bf16(all, p + "attn.indexer.wq_b.weight", {kIdxHeads * kIdxDim, kQLora});
       add_bf16(all, p + "attn.indexer.weights_proj.weight", {kIdxHeads, kHidden});

@@ -11,9 +11,10 @@ struct Family {
   ModelPlan (*plan)(const ModelConfig&);
 };
 
-// First match wins. A new family adds one line. GLM first: its claim (hc_mult, which no other
-// family has) must win over an architecture name.
+// First match wins. A new family adds one line. DeepSeek-V4.1 (by arch) first, then GLM: its
+// claim (hc_mult, which no family but V4.1 has) must win over an architecture name.
 constexpr Family kFamilies[] = {
+    {claims_deepseek_v41, plan_deepseek_v41},  // before GLM: V4.1 has hc_mult too
     {claims_glm5_next, plan_glm5_next},
     {claims_kimi_k3, plan_kimi_k3},
     {claims_kimi_linear, plan_kimi_linear},

@@ -13,16 +13,20 @@
 #include <string>
 #include <vector>
 
+#include "compute/forward/csa2_state.hpp"
 #include "shared/container/model_config.hpp"
 
 namespace waste::forward {
 
-enum class AttentionKind : std::uint8_t { kda, mla };
+// csa2: DeepSeek-V4.1's CSA2 (csa2.hpp), the layer's role in LayerPlan::csa2.
+enum class AttentionKind : std::uint8_t { kda, mla, csa2 };
 enum class MixerKind : std::uint8_t { dense_ffn, moe };
 // add: x += block output. attn_res: K3's Attention Residuals (attn_res.hpp, residual.hpp).
 // mhc: GLM's manifold-constrained hyper-connections, hc_mult streams mixed by a Sinkhorn-
 // normalised matrix around every sublayer (mhc.hpp, residual.hpp).
-enum class ResidualKind : std::uint8_t { add, attn_res, mhc };
+// mhc_single_pass: DeepSeek-V4.1's mHC on the same coefficients, a site's pre collapsing the
+// streams for the next site (mhc_single_pass_site), the head reading the last FFN site's pre.
+enum class ResidualKind : std::uint8_t { add, attn_res, mhc, mhc_single_pass };
 
 // One layer's blocks, in order: attention, then the mixer.
 struct LayerPlan {
@@ -30,11 +34,16 @@ struct LayerPlan {
   MixerKind mixer = MixerKind::dense_ffn;
   // An MLA layer whose positions GLM's k-pool DSA indexer selects (kpool_indexer.hpp).
   bool indexed = false;
+  // DeepSeek-V4.1: the layer's CSA2 role (attention csa2) and the KV-source layer whose
+  // compressed cache it reads (-1 at ratio 0); an Engram layer (engram_layer_ids).
+  Csa2Role csa2{};
+  int kv_source = -1;
+  bool engram = false;
   bool operator==(const LayerPlan&) const = default;
 };
 
 struct ModelPlan {
-  std::string family;              // "kimi-linear", "kimi-k3", "deepseek-v3", "glm5-next", or "v0"
+  std::string family;              // "kimi-linear", "kimi-k3", "deepseek-v3", "glm5-next", "deepseek-v4.1", or "v0"
   ResidualKind residual = ResidualKind::add;
   std::vector<LayerPlan> layers;   // one per layer, config.n_layers
 };
@@ -57,5 +66,7 @@ bool claims_deepseek_v3(const ModelConfig& c);
 ModelPlan plan_deepseek_v3(const ModelConfig& c);
 bool claims_glm5_next(const ModelConfig& c);
 ModelPlan plan_glm5_next(const ModelConfig& c);
+bool claims_deepseek_v41(const ModelConfig& c);
+ModelPlan plan_deepseek_v41(const ModelConfig& c);
 
 }  // namespace waste::forward
