@@ -3,7 +3,8 @@
 // sources, three index sources of which one is the candidate source and a later one scores
 // inside its blocks, index_topk below the groups, single-pass mHC, the noaux gate with
 // gate_temp and route_scale) opens and runs; chunked prefill of decode-kind tokens (chunks of
-// 1, 3 and all) gives the bits of token-at-a-time decode, prompt-kind chunks within 1e-5 of
+// 1, 3 and all; 1 or 3 threads; with lookahead) gives the bits of token-at-a-time decode,
+// prompt-kind chunks within 1e-5 of
 // them; a batch of two sequences gives each its bits alone; a session saved mid-sequence
 // continues with identical logits and a mismatched head_dim is refused; the bind checks the
 // one tensor list (shared/container/v41_tensors.hpp) and names the tensor. The float64 oracle
@@ -34,13 +35,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Engine> open_v41(int ctx = 64, int chunk = 64) {
+std::unique_ptr<Engine> open_v41(int ctx = 64, int chunk = 64, int threads = 2, int lookahead = 0) {
   EngineOptions o;
   o.model = test::synth_container("tiny-v41");
-  o.threads = 2;
+  o.threads = threads;
   o.ctx_tokens = ctx;
   o.prefill_chunk = chunk;
-  o.lookahead = 0;
+  o.lookahead = lookahead;
   auto engine = Engine::open(o);
   INFO((engine ? std::string() : engine.error().message));
   REQUIRE(engine);
@@ -118,6 +119,14 @@ TEST_CASE("V4.1 chunked prefill gives token-at-a-time decode's bits", "[compute]
     REQUIRE(l);
     CHECK(same_bits(copy(*l), want.back()));
     CHECK(e->position() == 24);
+  }
+  // One thread or three, a lookahead prefetch of the next layer's experts: the same bits.
+  for (auto [threads, lookahead] : {std::pair{1, 0}, std::pair{3, 4}}) {
+    INFO("threads " << threads << ", lookahead " << lookahead);
+    auto e = open_v41(64, 3, threads, lookahead);
+    auto l = e->eval(t, {}, FeedKind::decode);
+    REQUIRE(l);
+    CHECK(same_bits(copy(*l), want.back()));
   }
   // Prompt tokens take the experts by matrix products (expert_batch.hpp): close, maybe not bits.
   auto p = open_v41();
