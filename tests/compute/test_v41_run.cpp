@@ -1,5 +1,5 @@
 // DeepSeek-V4.1-Flash through the engine's layer loop (families/deepseek_v41.cpp): the tiny-v41
-// synth container (every mechanism on: window ring wrapping, compress ratios 0/2/1, three KV
+// synth container (every mechanism on: window ring wrapping, compress ratios 0/2/1, two KV
 // sources, three index sources of which one is the candidate source and a later one scores
 // inside its blocks, index_topk below the groups, single-pass mHC, the noaux gate with
 // gate_temp and route_scale) opens and runs; chunked prefill of decode-kind tokens (chunks of
