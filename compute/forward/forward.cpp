@@ -108,11 +108,20 @@ void Forward::bind_csa2(const model::ModelWeights& w) {
   csa_sel_.resize(csa_shape_, 1);
 }
 
+// The Engram spot: the layer's hashed n-gram rows, gated into each token's hc streams
+// (compute/engram's engram_gate_apply on rows decoded by engram_dequantize_row), go here. Until
+// they are wired, `engram_ready` refuses a pass of an Engram model before any layer runs (a
+// refusal mid-loop would leave the earlier layers' CSA2 windows advanced past the position).
 Status Forward::engram(int layer, float* x, int n_tokens) {
   (void)x, (void)n_tokens;
-  // Engram: the layer's hashed n-gram rows, gated into each of the token's hc streams
-  // (compute/engram's engram_gate_apply on rows decoded by engram_dequantize_row), go here.
   return make_error(Errc::unsupported, "engram: layer " + std::to_string(layer) + " needs Engram rows; not wired yet");
+}
+
+Status Forward::engram_ready() {
+  for (int L = 0; L < c_.n_layers; ++L) {
+    if (plan_.layers[std::size_t(L)].engram) return engram(L, nullptr, 0);
+  }
+  return ok();
 }
 
 std::uint64_t Forward::scratch_bytes() const {
@@ -184,6 +193,7 @@ const model::MoeWeights* Forward::lookahead_target(int layer) const {
 }
 
 Status Forward::step(int token, model::RunState& state, std::span<float> logits, const float* embedding) {
+  WASTE_TRY(engram_ready());
   profile::Stopwatch watch(profile_);
   watch.start();
   const int pos = state.position();
@@ -312,6 +322,7 @@ Status Forward::attention(const model::LayerWeights& lw, int layer, const float*
 Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs,
                            std::span<const unsigned char> prompt, int& n_blocks, profile::Stopwatch& watch,
                            std::span<const float* const> embeddings) {
+  WASTE_TRY(engram_ready());
   const int T = int(tokens.size());
   const std::size_t H = std::size_t(c_.hidden), S = std::size_t(c_.stream_width());
   const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;

@@ -115,6 +115,8 @@ class Forward {
   // The Engram spot of a layer (LayerPlan::engram), before its attention site, on the hc
   // streams of n tokens (x: [n][stream_width]).
   Status engram(int layer, float* x, int n_tokens);
+  // Ok, or the Engram spot's refusal of the first Engram layer (before a pass touches any state).
+  Status engram_ready();
   void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, std::span<const unsigned char> prompt,
                     int& n_blocks, profile::Stopwatch& watch, std::span<const float* const> embeddings = {});

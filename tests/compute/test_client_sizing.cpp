@@ -206,4 +206,24 @@ TEST_CASE("memory plan covers the state and scratch of tiny-glm, its 4 residual 
   CHECK(sizing::state_sizes(dense, 60).index_state == 0);
 }
 
+TEST_CASE("memory plan covers the state and scratch of tiny-v41, its CSA2 windows, sources and scratch included",
+          "[compute][memory][v41]") {
+  const auto dir = test::synth_container("tiny-v41");
+  for (int ctx : {16, 60}) {
+    INFO("ctx " << ctx);
+    check_plan_covers(dir, ctx);
+  }
+  check_plan_covers(dir, 200, 128);
+  auto info = ContainerInfo::open(dir);
+  REQUIRE(info);
+  const ModelConfig& c = info->manifest.config;
+  // Per layer an 8 x 32 window; the sources: layer 1 (ratio 2) 30 groups of 32 + 16 floats and
+  // its 2 x 2 x 32 partial group, layer 3 (ratio 1) 60 groups and 2 x 1 x 32.
+  const sizing::StateSizes s = sizing::state_sizes(c, 60);
+  CHECK(s.n_csa_layers == 6);
+  CHECK(s.csa_window == 8u * 32u);
+  CHECK(s.csa_sources == 30u * 48u + 128u + 60u * 48u + 64u);
+  CHECK(s.n_mla_layers == 0);
+}
+
 }  // namespace waste

@@ -1,9 +1,10 @@
 // DeepSeek-V4.1-Flash through the engine's layer loop (families/deepseek_v41.cpp): the tiny-v41
-// synth container (every mechanism on: window ring wrapping, compress ratios 0/2/1, three KV
+// synth container (every mechanism on: window ring wrapping, compress ratios 0/2/1, two KV
 // sources, three index sources of which one is the candidate source and a later one scores
 // inside its blocks, index_topk below the groups, single-pass mHC, the noaux gate with
 // gate_temp and route_scale) opens and runs; chunked prefill of decode-kind tokens (chunks of
-// 1, 3 and all) gives the bits of token-at-a-time decode, prompt-kind chunks within 1e-5 of
+// 1, 3 and all; 1 or 3 threads; with lookahead) gives the bits of token-at-a-time decode,
+// prompt-kind chunks within 1e-5 of
 // them; a batch of two sequences gives each its bits alone; a session saved mid-sequence
 // continues with identical logits and a mismatched head_dim is refused; the bind checks the
 // one tensor list (shared/container/v41_tensors.hpp) and names the tensor. The float64 oracle
@@ -26,6 +27,7 @@
 #include "shared/container/container.hpp"
 #include "shared/container/trunk.hpp"
 #include "shared/container/v41_tensors.hpp"
+#include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"
 
 namespace waste {
@@ -33,13 +35,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::unique_ptr<Engine> open_v41(int ctx = 64, int chunk = 64) {
+std::unique_ptr<Engine> open_v41(int ctx = 64, int chunk = 64, int threads = 2, int lookahead = 0) {
   EngineOptions o;
   o.model = test::synth_container("tiny-v41");
-  o.threads = 2;
+  o.threads = threads;
   o.ctx_tokens = ctx;
   o.prefill_chunk = chunk;
-  o.lookahead = 0;
+  o.lookahead = lookahead;
   auto engine = Engine::open(o);
   INFO((engine ? std::string() : engine.error().message));
   REQUIRE(engine);
@@ -118,12 +120,20 @@ TEST_CASE("V4.1 chunked prefill gives token-at-a-time decode's bits", "[compute]
     CHECK(same_bits(copy(*l), want.back()));
     CHECK(e->position() == 24);
   }
+  // One thread or three, a lookahead prefetch of the next layer's experts: the same bits.
+  for (auto [threads, lookahead] : {std::pair{1, 0}, std::pair{3, 4}}) {
+    INFO("threads " << threads << ", lookahead " << lookahead);
+    auto e = open_v41(64, 3, threads, lookahead);
+    auto l = e->eval(t, {}, FeedKind::decode);
+    REQUIRE(l);
+    CHECK(same_bits(copy(*l), want.back()));
+  }
   // Prompt tokens take the experts by matrix products (expert_batch.hpp): close, maybe not bits.
   auto p = open_v41();
   auto l = p->eval(t, {}, FeedKind::prompt);
   REQUIRE(l);
   const float err = max_abs_diff(copy(*l), want.back());
-  INFO("prompt-kind prefill vs decode: max |diff| " << err);
+  WARN("prompt-kind prefill vs decode: max |diff| " << err);
   CHECK(err <= 1e-5f);
   // The logits move with the context: the last token alone gives something else.
   auto alone = open_v41();
@@ -240,16 +250,94 @@ TEST_CASE("V4.1 bind checks the one tensor list and names the tensor", "[compute
   }
 }
 
-TEST_CASE("V4.1 engram layers are refused at the layer loop's Engram spot", "[compute][v41]") {
-  // The engine binds the Engram gate tensors; the rows are not wired: the first pass refuses.
-  const fs::path dir = test::synth_container("tiny-v41");
-  auto info = ContainerInfo::open(dir);
-  REQUIRE(info);
-  ModelConfig c = info->manifest.config;
-  c.engram_layer_ids = {1};
-  const forward::ModelPlan plan = forward::plan_model(c);
+TEST_CASE("V4.1 engram layers bind their gate tensors and are refused at the loop's Engram spot", "[compute][v41]") {
+  // tiny-v41 with Engram on layer 1: the engine binds engram.{wkv,q_weight,k_weight}; the rows
+  // are not wired, so the first pass stops at the spot before layer 1's attention.
+  auto preset = synth::load_preset("tiny-v41");
+  REQUIRE(preset);
+  nlohmann::json j = *preset;
+  j["engram_layer_ids"] = {1};
+  j["engram_num_embeddings"] = {100};
+  j["engram_vocab_size"] = 50;
+  j["engram_max_ngram_size"] = 3;
+  j["engram_n_heads"] = 2;
+  j["engram_head_dim"] = 32;
+  j["engram_pad_id"] = 2;
+  j["engram_compressed_vocab_size"] = 200;
+  auto spec = synth::make_spec(j, synth::SynthRequest{});
+  INFO((spec ? std::string() : spec.error().message));
+  REQUIRE(spec);
+  const fs::path dir = test::synth_container("tiny-v41").parent_path() / "tiny-v41-engram";
+  REQUIRE(synth::write_container(*spec, dir));
+  const forward::ModelPlan plan = forward::plan_model(spec->skeleton.config);
   CHECK(plan.layers[1].engram);
   CHECK_FALSE(plan.layers[0].engram);
+
+  auto info = ContainerInfo::open(dir);
+  INFO((info ? std::string() : info.error().message));
+  REQUIRE(info);
+  auto trunk = Trunk::load(dir, info->manifest);
+  REQUIRE(trunk);
+  auto w = model::ModelWeights::bind(info->manifest.config, *trunk);
+  INFO((w ? std::string() : w.error().message));
+  REQUIRE(w);
+  CHECK(w->layers[1].engram);
+  CHECK(w->layers[1].engram_w.wkv.rows == 5 * 64);
+  CHECK(w->layers[1].engram_w.wkv.cols == 2 * 2 * 32);
+  CHECK(w->layers[1].engram_w.q_weight.size() == 4u * 64u);
+
+  EngineOptions o;
+  o.model = dir;
+  o.threads = 2;
+  o.ctx_tokens = 32;
+  auto engine = Engine::open(o);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine);
+  const int t[3] = {5, 6, 7};
+  // Refused before any layer runs: the state stays at position 0 for the second try.
+  for (FeedKind kind : {FeedKind::decode, FeedKind::prompt}) {
+    auto l = (*engine)->eval(kind == FeedKind::decode ? std::span<const int>(t, 1) : std::span<const int>(t), {}, kind);
+    REQUIRE_FALSE(l);
+    CHECK(l.error().message == "token at position 0: engram: layer 1 needs Engram rows; not wired yet");
+    CHECK((*engine)->position() == 0);
+  }
+}
+
+TEST_CASE("V4.1 flash preset parses at the real shapes and --layers cuts it", "[compute][v41]") {
+  for (int layers : {0, 3, 21}) {
+    INFO("--layers " << layers);
+    synth::SynthRequest r;
+    r.preset = "deepseek-v4.1-flash";
+    r.layers = layers;
+    auto spec = synth::make_spec(r);
+    INFO((spec ? std::string() : spec.error().message));
+    REQUIRE(spec);
+    const ModelConfig& c = spec->skeleton.config;
+    CHECK(c.n_layers == (layers == 0 ? 40 : layers));
+    CHECK(c.compress_ratios.size() == std::size_t(c.n_layers));
+    CHECK(c.hidden == 5120);
+    CHECK(c.head_dim == 512);
+    const auto tensors = synth::plan_trunk(*spec);
+    CHECK(tensors.size() == v41_trunk_tensors(c).size());
+    const forward::ModelPlan plan = forward::plan_model(c);
+    CHECK(plan.family == "deepseek-v4.1");
+    if (layers == 3) {
+      CHECK(c.kv_source_layer_ids == std::vector<int>{2});
+      CHECK(c.index_source_layer_ids == std::vector<int>{2});
+      CHECK(c.candidate_source_layer_id == 2);
+      CHECK(c.engram_layer_ids == std::vector<int>{1});
+    }
+    if (layers == 21) {
+      CHECK(c.candidate_source_layer_id == 20);
+      CHECK(c.engram_layer_ids == std::vector<int>{1, 14});
+      CHECK(plan.layers[20].csa2.candidate_source);
+    }
+    if (layers == 0) {
+      CHECK(plan.layers[24].csa2.uses_candidates);
+      CHECK(plan.layers[19].kv_source == 14);
+      CHECK(c.engram_num_embeddings == std::vector<std::int64_t>{384006168, 384016682});
+    }
+  }
 }
 
 }  // namespace waste

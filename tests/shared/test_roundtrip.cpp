@@ -12,6 +12,7 @@
 #include "shared/container/expert_bank.hpp"
 #include "shared/container/trunk.hpp"
 #include "shared/fp16.hpp"
+#include "shared/container/v41_tensors.hpp"
 #include "shared/synth/synth.hpp"
 #include "temp_dir.hpp"
 
@@ -203,6 +204,15 @@ TEST_CASE("tiny-k3 container round-trips bit for bit (latent MoE, AttnRes, prefi
   REQUIRE(spec.skeleton.config.arch == "kimi-k3");
   REQUIRE(spec.skeleton.config.latent_dim == 64);
   round_trip(spec, "tiny-k3");
+}
+
+TEST_CASE("tiny-v41 container round-trips bit for bit (the V4.1 tensor list, CSA2, single-pass mHC)",
+          "[shared][container][v41]") {
+  const auto spec = spec_for("tiny-v41");
+  REQUIRE(spec.skeleton.config.arch == "deepseek-v4.1");
+  REQUIRE(spec.skeleton.config.n_csa_layers() == 6);
+  REQUIRE(synth::plan_trunk(spec).size() == v41_trunk_tensors(spec.skeleton.config).size());
+  round_trip(spec, "tiny-v41");
 }
 
 TEST_CASE("expert formats VQ2R and VQ4P round-trip", "[shared][container]") {
