@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "compute/prompt/dsml_call_plan.hpp"
 #include "compute/prompt/glm_call_plan.hpp"
 #include "shared/json_depth.hpp"
 
@@ -142,7 +143,7 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
                                  "(a \"tools\" object in chat.json)");
   }
   const ChatToolMarkup& markup = *format.tools;
-  if (markup.style == ToolCallStyle::glm) {
+  if (markup.style == ToolCallStyle::glm || markup.style == ToolCallStyle::dsml) {
     std::vector<std::size_t> chosen;
     for (std::size_t i = 0; i < spec.tools.size(); ++i) {
       if (spec.tool_choice != ToolChoice::named || spec.tools[i].name == spec.tool_choice_name) chosen.push_back(i);
@@ -152,11 +153,8 @@ std::expected<std::shared_ptr<const ConstraintPlan>, PromptError> make_constrain
                                        ? "'tool_choice': no tool is named \"" + spec.tool_choice_name + "\""
                                        : "'tool_choice': \"required\" needs at least one tool");
     }
-    return glm_call_plan(spec, chosen, markup, tokenizer, index, limits);
-  }
-  if (markup.style == ToolCallStyle::dsml) {
-    return refuse("tool_choice", "'tool_choice': forcing a call is not supported for this model's DSML tool "
-                                 "markup (DeepSeek-V4.1); use \"auto\" or \"none\"");
+    return markup.style == ToolCallStyle::glm ? glm_call_plan(spec, chosen, markup, tokenizer, index, limits)
+                                              : dsml_call_plan(spec, chosen, markup, tokenizer, index, limits);
   }
   const bool kimi = markup.style == ToolCallStyle::kimi;
   const int call_index = spec.calls_in_history;

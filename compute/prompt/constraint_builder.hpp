@@ -1,11 +1,12 @@
 // From what a caller asks of the answer (OutputSpec) to its ConstraintPlan: a response format
 // json_object / json_schema compiles to a grammar; tool_choice "required" or a named function to
 // the chat format's call markup as forced tokens around the tool's parameters schema (with
-// several tools, "required" lets a grammar choose the name first). tool_choice auto and none add
-// no constraint: the output is parsed for calls afterwards (tool_call_parser.hpp). A grammar
-// file's text compiles to a one-stage plan. Schemas are compiled on the caller's thread under
-// `limits`, and shared through a process-wide cache keyed by their source, so requests with the
-// same schema share one Grammar (and its warm token-set cache).
+// several tools, "required" lets a grammar choose the name first; GLM's and DSML's markups, which
+// write each argument apart, are built by glm_call_plan.hpp and dsml_call_plan.hpp). tool_choice
+// auto and none add no constraint: the output is parsed for calls afterwards
+// (tool_call_parser.hpp). A grammar file's text compiles to a one-stage plan. Schemas are compiled
+// on the caller's thread under `limits`, and shared through a process-wide cache keyed by their
+// source, so requests with the same schema share one Grammar (and its warm token-set cache).
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // answer, a "required" call choosing between two tools, and a named call, decoded together with
 // a free request, give exactly the tokens each gets alone (the mask is per sequence), and each
 // answer parses: the JSON matches its schema's types and bounds, the calls carry their tool's
-// arguments. Also the 400s make_constraint gives for a schema the grammar engine refuses.
+// arguments (chatml's JSON form, GLM's and DSML's markups). Also the 400s make_constraint gives
+// for a schema the grammar engine refuses.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -22,11 +23,11 @@ namespace {
 
 using nlohmann::json;
 
-std::unique_ptr<Engine> open_engine() {
+std::unique_ptr<Engine> open_engine(int ctx_tokens = 1024) {
   EngineOptions o;
   o.model = test::tokenizer_container();
   o.threads = 2;
-  o.ctx_tokens = 1024;
+  o.ctx_tokens = ctx_tokens;
   o.lookahead = 0;
   auto engine = Engine::open(o);
   INFO((engine ? std::string() : engine.error().message));
@@ -296,6 +297,88 @@ TEST_CASE("GLM's markup: forced calls (required among three tools, named) parse 
   CHECK(refused.error().param == "tools[0].function.parameters.properties.s");
   CHECK(refused.error().message == "'tools[0].function.parameters.properties.s': \"pattern\" on a string cannot be "
                                    "enforced in the glm tool-call markup (strings are written unquoted)");
+}
+
+TEST_CASE("DSML markup: forced calls (required among three tools, named) parse into schema-valid arguments",
+          "[serve][scheduler][structured][dsml]") {
+  auto engine = open_engine(2048);  // DSML's declaration is long: the prompt is ~1200 tokens
+  auto tokenizer = Tokenizer::load(test::tokenizer_container());
+  REQUIRE(tokenizer);
+  auto format = ChatFormat::load(std::filesystem::path(WASTE_SOURCE_DIR) / "configs/chat/deepseek-v4.1.json");
+  REQUIRE(format);
+  const ChatStop stop = chat_stop(*tokenizer, *format);
+  auto index = grammar::build_token_index(*tokenizer, stop.ids);
+  REQUIRE(index);
+  // "code": a string with keywords raw text cannot enforce, so JSON under its schema (string="false").
+  const std::string tools = R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "required": ["unit", "code"],
+      "properties": {"unit": {"enum": ["celsius", "fahrenheit"]}, "code": {"type": "string", "pattern": "^[ab]{1,3}$"}}}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "required": ["zone", "utc"],
+      "properties": {"zone": {"type": "integer", "minimum": -12, "maximum": 14}, "utc": {"type": "boolean"}}}}},
+    {"type": "function", "function": {"name": "ping"}}])";
+  Scheduler scheduler(*engine, *tokenizer, {2, 8, 64});
+  const std::string messages = R"("messages": [{"role": "user", "content": "Go."}])";
+  int seed = 0;
+  for (const std::string choice : {std::string(R"("required")"), std::string(R"("required")"),
+                                   std::string(R"("required")"), std::string(R"("required")"),
+                                   std::string(R"({"type": "function", "function": {"name": "get_weather"}})"),
+                                   std::string(R"({"type": "function", "function": {"name": "get_time"}})")}) {
+    INFO(choice << " seed " << seed);
+    const ParsedRequest r = chat(R"({"model": "m", )" + messages + R"(, "tools": )" + tools + R"(, "tool_choice": )" +
+                                 choice + "}");
+    auto plan = make_constraint(r, *format, *tokenizer, *index);
+    INFO((plan ? std::string() : plan.error().message));
+    REQUIRE(plan);
+    GenerationJob job;
+    job.prompt = build_chat_prompt(*tokenizer, *format, r.messages, true, r.tools_json);
+    job.constraint = *plan;
+    job.sampling.temperature = 1.0f;
+    job.sampling.seed = std::uint64_t(40 + seed++);
+    job.max_tokens = 300;
+    job.stop_ids = stop.ids;
+    job.stop_texts = {stop.text};
+    auto s = scheduler.submit(job);
+    INFO("prompt tokens " << job.prompt.size() << ": " << (s ? std::string() : s.error().message));
+    REQUIRE(s);
+    const Run run = drain(**s);
+    INFO(run.text);
+    CHECK(run.finish == Finish::stop);
+    CHECK(run.text.starts_with("\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\""));
+    CHECK(run.text.ends_with("\n</｜DSML｜ invoke>\n</｜DSML｜ calls>"));
+    const ParsedToolCalls calls = parse_tool_calls(*format->tools, run.text, "call_x_");
+    CHECK(calls.content.empty());
+    REQUIRE(calls.calls.size() == 1);
+    const std::string& name = calls.calls[0].name;
+    const json args = json::parse(calls.calls[0].arguments, nullptr, false);
+    REQUIRE(args.is_object());
+    if (r.tool_choice == ToolChoice::named) CHECK(name == r.tool_choice_name);
+    if (name == "get_weather") {
+      CHECK(args.size() == 2);
+      CHECK((args["unit"] == "celsius" || args["unit"] == "fahrenheit"));
+      REQUIRE(args["code"].is_string());
+      const std::string code = args["code"];
+      CHECK(!code.empty());
+      CHECK(code.size() <= 3);
+      CHECK(code.find_first_not_of("ab") == std::string::npos);
+      CHECK(run.text.find("<｜DSML｜ parameter name=\"code\" string=\"false\">\"" + code + "\"</｜DSML｜ parameter>") !=
+            std::string::npos);
+    } else if (name == "get_time") {
+      CHECK(args.size() == 2);
+      REQUIRE(args["zone"].is_number_integer());
+      CHECK(args["zone"].get<int>() >= -12);
+      CHECK(args["zone"].get<int>() <= 14);
+      CHECK(args["utc"].is_boolean());
+    } else {
+      CHECK(name == "ping");
+      CHECK(args.empty());
+    }
+  }
+  // A named tool that is not declared: the request's own 400.
+  auto unknown = parse_request(Endpoint::chat, R"({"model": "m", )" + messages + R"(, "tools": )" + tools +
+                                                   R"(, "tool_choice": {"type": "function", "function": {"name": "nope"}}})");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().param == "tool_choice.function.name");
+  CHECK(unknown.error().message == "'tool_choice.function.name' \"nope\" is not one of the declared tools");
 }
 
 TEST_CASE("A schema the grammar engine refuses is a 400 naming the parameter and the keyword", "[serve][structured]") {

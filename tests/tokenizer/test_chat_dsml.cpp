@@ -3,7 +3,7 @@
 // rules (thinking on and off, the effort line, a tool declaration, calls rendered back, results
 // folded into the user turn in call order, earlier reasoning dropped, a mid-conversation system
 // turn), DSML calls in generated text read back into tool calls (whole and streamed), malformed
-// markup given back as text, the chat.json checks, and the refusal of a forced call.
+// markup given back as text, and the chat.json checks (forced calls: test_dsml_forced_call.cpp).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -16,9 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compute/convert/tokenizer_files.hpp"
-#include "compute/sampling/grammar/grammar.hpp"
 #include "compute/prompt/chat_format.hpp"
-#include "compute/prompt/constraint_builder.hpp"
 #include "compute/prompt/dsml.hpp"
 #include "compute/prompt/tool_call_parser.hpp"
 #include "tests/tokenizer/test_support.hpp"
@@ -315,30 +313,6 @@ TEST_CASE("dsml: chat.json keys are checked", "[tokenizer][dsml]") {
   CHECK(format.encoding == ChatEncoding::dsml);
   REQUIRE(format.tools);
   CHECK(format.tools->style == ToolCallStyle::dsml);
-}
-
-TEST_CASE("dsml: a forced call is refused with a clear message", "[tokenizer][dsml]") {
-  auto tok = Tokenizer::from_ranks(test::rank_file({}), {{400, "<｜end▁of▁sentence｜>"}});
-  REQUIRE(tok.has_value());
-  tok->set_eos(400);
-  auto index = grammar::build_token_index(*tok, std::vector<int>{400});
-  REQUIRE(index);
-  ToolDef tool;
-  tool.name = "get_weather";
-  tool.parameters = nlohmann::json::parse(R"({"type": "object", "properties": {"city": {"type": "string"}}})");
-  const std::vector<ToolDef> tools = {tool};
-  OutputSpec spec;
-  spec.tools = tools;
-  spec.tool_choice = ToolChoice::named;
-  spec.tool_choice_name = "get_weather";
-  auto plan = make_constraint_plan(spec, dsml_format(), *tok, *index, {});
-  REQUIRE(!plan.has_value());
-  CHECK(plan.error().param == "tool_choice");
-  CHECK(plan.error().message ==
-        "'tool_choice': forcing a call is not supported for this model's DSML tool markup (DeepSeek-V4.1); use "
-        "\"auto\" or \"none\"");
-  spec.tool_choice = ToolChoice::required;
-  CHECK(!make_constraint_plan(spec, dsml_format(), *tok, *index, {}).has_value());
 }
 
 TEST_CASE("dsml: waste convert writes DeepSeek-V4.1's chat.json as configs ships it", "[tokenizer][dsml]") {
