@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "compute/engram/engram_json.hpp"
 #include "compute/forward/expert_batch.hpp"
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
@@ -48,6 +49,10 @@ struct Engine::Impl {
   bool have_logits = false;
   std::vector<int> codebook_base;   // per layer, from the manifest (-1 = no bank)
   EngineProfile profile;
+  // DeepSeek-V4.1's Engram tables (engram.json, the token map, engram-L{n}.bin): opened when
+  // the config has Engram layers; the forward pass reads their rows.
+  std::optional<engram::EngramTables> engram_tables;
+  std::unique_ptr<engram::EngramRowSource> engram_rows;
   std::unique_ptr<forward::Forward> forward;
 
   // One decode step or one prefill chunk, timed into the profile when it is on.
@@ -196,6 +201,16 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
                             ? options.lookahead
                             : forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(),
                                                       c.top_k, c.n_experts, impl->pool->size());
+  if (c.uses_engram()) {
+    auto tables = engram::load_engram_tables(options.model);
+    if (!tables) return std::unexpected(tables.error().with_context(where));
+    impl->engram_tables = std::move(*tables);
+    engram::EngramRowSourceOptions ro;
+    ro.cache_bytes = sizing::engram_cache_bytes(c);
+    auto rows = engram::EngramRowSource::open(options.model, impl->engram_tables->layout, ro);
+    if (!rows) return std::unexpected(rows.error().with_context(where));
+    impl->engram_rows = std::make_unique<engram::EngramRowSource>(std::move(*rows));
+  }
   forward::Forward::Inputs in{c,
                               impl->weights,
                               *impl->trunk,
@@ -207,7 +222,9 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
                               options.ctx_tokens,
                               impl->codebook_base,
                               lookahead,
-                              options.prefill_chunk};
+                              options.prefill_chunk,
+                              impl->engram_tables ? &*impl->engram_tables : nullptr,
+                              impl->engram_rows.get()};
   impl->forward = std::make_unique<forward::Forward>(in);
   if (options.profile) impl->forward->set_profile(&impl->profile);
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));

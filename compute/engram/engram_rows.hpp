@@ -119,6 +119,11 @@ class EngramStage {
   // Engram table, out of the wrong size, the source's read errors.
   Status rows(int decoder_layer, std::span<float> out);
 
+  // Bytes of the row-id buffers held (vector capacities), for the memory plan's check.
+  [[nodiscard]] std::uint64_t allocated_bytes() const noexcept {
+    return (ids_.capacity() + layer_ids_.capacity()) * sizeof(std::uint64_t);
+  }
+
  private:
   const EngramTables* tables_;
   EngramRowSource* source_;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 
 #include "compute/forward/expert_batch.hpp"
@@ -37,6 +38,7 @@ Forward::Forward(const Inputs& in)
   if (c_.n_kda_layers() > 0) kda_.resize(c_);  // one token; prefill grows both to a chunk
   bind_indexers(in.weights);
   bind_csa2(in.weights);
+  bind_engram(in);
   moe_.resize(c_, in.geometry);
   const sizing::ForwardSizes z = sizing::forward_sizes(c_, 1);
   x_.assign(z.stream, 0.0f);
@@ -108,18 +110,90 @@ void Forward::bind_csa2(const model::ModelWeights& w) {
   csa_sel_.resize(csa_shape_, 1);
 }
 
-// The Engram spot: the layer's hashed n-gram rows, gated into each token's hc streams
-// (compute/engram's engram_gate_apply on rows decoded by engram_dequantize_row), go here. Until
-// they are wired, `engram_ready` refuses a pass of an Engram model before any layer runs (a
-// refusal mid-loop would leave the earlier layers' CSA2 windows advanced past the position).
-Status Forward::engram(int layer, float* x, int n_tokens) {
-  (void)x, (void)n_tokens;
-  return make_error(Errc::unsupported, "engram: layer " + std::to_string(layer) + " needs Engram rows; not wired yet");
+// DeepSeek-V4.1's Engram: the gate of every Engram layer bound once on the model's tensors.
+void Forward::bind_engram(const Inputs& in) {
+  if (!c_.uses_engram()) return;
+  if (in.engram_tables == nullptr || in.engram_rows == nullptr) {
+    engram_status_ = make_error(Errc::unsupported, "engram: the model reads Engram rows (layers " +
+                                                       std::to_string(c_.engram_layer_ids.front()) +
+                                                       ", ...) but no Engram tables were opened");
+    return;
+  }
+  engram_tables_ = in.engram_tables;
+  engram_rows_ = in.engram_rows;
+  const int columns = (c_.engram_max_ngram_size - 1) * c_.engram_n_heads;
+  auto shape = engram::EngramGateShape::make(c_.hc_mult, c_.hidden, columns, c_.engram_head_dim, c_.rms_eps);
+  if (!shape) {
+    engram_status_ = std::unexpected(shape.error());
+    return;
+  }
+  engram_shape_ = *shape;
+  engram_w_.resize(c_.engram_layer_ids.size());
+  for (std::size_t i = 0; i < c_.engram_layer_ids.size(); ++i) {
+    const int L = c_.engram_layer_ids[i];
+    const model::EngramWeights& src = in.weights.layers[std::size_t(L)].engram_w;
+    auto bound = engram::EngramGateWeights::bind(engram_shape_, src.wkv, src.q_weight, src.k_weight);
+    if (!bound) {
+      engram_status_ = make_error(bound.error().code, "layer " + std::to_string(L) + ": " + bound.error().message);
+      return;
+    }
+    engram_w_[i] = std::move(*bound);
+  }
+  engram_s_.resize(engram_shape_);
+  // A pass's buffers at the most tokens one carries (what the memory plan counts).
+  const std::size_t T = std::size_t(prefill_capacity_);
+  engram_row_buf_.resize(T * std::size_t(columns) * std::size_t(c_.engram_head_dim));
+  engram_tokens_.reserve(T);
+  engram_dead_.reserve(T);
+  engram_run_start_.reserve(T + 1);
 }
 
-Status Forward::engram_ready() {
-  for (int L = 0; L < c_.n_layers; ++L) {
-    if (plan_.layers[std::size_t(L)].engram) return engram(L, nullptr, 0);
+Status Forward::engram_begin(std::span<const int> tokens, std::span<const TokenSeq> seqs,
+                             std::span<const float* const> embeddings) {
+  if (!c_.uses_engram()) return ok();
+  WASTE_TRY(engram_status_);
+  const std::size_t T = tokens.size();
+  engram_tokens_.assign(tokens.begin(), tokens.end());
+  engram_dead_.assign(T, 0);
+  for (std::size_t t = 0; t < embeddings.size() && t < T; ++t) engram_dead_[t] = embeddings[t] != nullptr ? 1 : 0;
+  // Runs of consecutive tokens of one sequence (a chunk is one run; a batch one per segment).
+  engram_run_start_.clear();
+  for (std::size_t t = 0; t < T; ++t) {
+    const model::RunState* st = seqs.size() == 1 ? seqs[0].state : seqs[t].state;
+    const model::RunState* before = t == 0 ? nullptr : (seqs.size() == 1 ? seqs[0].state : seqs[t - 1].state);
+    if (t == 0 || st != before) engram_run_start_.push_back(int(t));
+  }
+  const std::size_t runs = engram_run_start_.size();
+  engram_run_start_.push_back(int(T));
+  while (engram_stages_.size() < runs) engram_stages_.emplace_back(*engram_tables_, *engram_rows_);
+  for (std::size_t r = 0; r < runs; ++r) {
+    const std::size_t t0 = std::size_t(engram_run_start_[r]), t1 = std::size_t(engram_run_start_[r + 1]);
+    model::RunState& st = *(seqs.size() == 1 ? seqs[0].state : seqs[t0].state);
+    // begin() leaves the history as it was when it fails; an earlier run's has moved on, but a
+    // token the engine accepted (0 <= id < vocab) cannot fail the hash.
+    WASTE_TRY(engram_stages_[r].begin(std::span<const std::int32_t>(engram_tokens_).subspan(t0, t1 - t0),
+                                      std::span<const std::uint8_t>(engram_dead_).subspan(t0, t1 - t0),
+                                      st.ngram_history()));
+  }
+  return ok();
+}
+
+Status Forward::engram(int layer, float* x, int n_tokens) {
+  const int index = engram_stages_.empty() ? -1 : engram_stages_[0].layer_index(layer);
+  if (index < 0) return make_error(Errc::argument, "engram: layer " + std::to_string(layer) + " has no Engram table");
+  const std::size_t rf = engram_stages_[0].row_floats();
+  if (engram_row_buf_.size() < std::size_t(n_tokens) * rf) engram_row_buf_.resize(std::size_t(n_tokens) * rf);
+  const std::size_t runs = engram_run_start_.size() - 1;
+  for (std::size_t r = 0; r < runs; ++r) {
+    const std::size_t t0 = std::size_t(engram_run_start_[r]), t1 = std::size_t(engram_run_start_[r + 1]);
+    auto done = engram_stages_[r].rows(layer, std::span<float>(engram_row_buf_).subspan(t0 * rf, (t1 - t0) * rf));
+    if (!done) return make_error(done.error().code, "layer " + std::to_string(layer) + ": " + done.error().message);
+  }
+  const std::size_t S = std::size_t(c_.stream_width());
+  for (int t = 0; t < n_tokens; ++t) {
+    engram::engram_gate_apply(exec_, engram_shape_, engram_w_[std::size_t(index)],
+                              engram_row_buf_.data() + std::size_t(t) * rf, engram_dead_[std::size_t(t)] == 0,
+                              x + std::size_t(t) * S, engram_s_);
   }
   return ok();
 }
@@ -130,6 +204,9 @@ std::uint64_t Forward::scratch_bytes() const {
                         csa_s_.attn, csa_s_.olora, csa_s_.logits, csa_s_.score, csa_s_.cand, csa_s_.rank,
                         csa_s_.latent, csa_pos_, csa_sel_.groups, csa_sel_.count, csa_sel_.blocks,
                         csa_sel_.block_count, csa_sel_.row_source) +
+         capacity_bytes(engram_row_buf_, engram_s_.kv, engram_tokens_, engram_run_start_, engram_dead_) +
+         std::accumulate(engram_stages_.begin(), engram_stages_.end(), std::uint64_t(0),
+                         [](std::uint64_t n, const engram::EngramStage& st) { return n + st.allocated_bytes(); }) +
          capacity_bytes(x_, ps_, h_, a_, f_, ffn_a_, ffn_b_, pre_x_, pre_ps_, pre_h_, pre_a_, pre_f_, pre_blocks_,
                         pre_live_, pre_prompt_) +
          // Continuous batching only (empty for a single sequence): 64 rows of lm_head output.
@@ -193,7 +270,12 @@ const model::MoeWeights* Forward::lookahead_target(int layer) const {
 }
 
 Status Forward::step(int token, model::RunState& state, std::span<float> logits, const float* embedding) {
-  WASTE_TRY(engram_ready());
+  {
+    const int one[1] = {token};
+    const TokenSeq seq[1] = {TokenSeq{&state, state.position()}};
+    const float* const media[1] = {embedding};
+    WASTE_TRY(engram_begin(one, seq, media));
+  }
   profile::Stopwatch watch(profile_);
   watch.start();
   const int pos = state.position();
@@ -322,7 +404,7 @@ Status Forward::attention(const model::LayerWeights& lw, int layer, const float*
 Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs,
                            std::span<const unsigned char> prompt, int& n_blocks, profile::Stopwatch& watch,
                            std::span<const float* const> embeddings) {
-  WASTE_TRY(engram_ready());
+  WASTE_TRY(engram_begin(tokens, seqs, embeddings));
   const int T = int(tokens.size());
   const std::size_t H = std::size_t(c_.hidden), S = std::size_t(c_.stream_width());
   const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;

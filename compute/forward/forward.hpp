@@ -15,6 +15,8 @@
 #include <span>
 #include <vector>
 
+#include "compute/engram/engram_gate.hpp"
+#include "compute/engram/engram_rows.hpp"
 #include "compute/expert_source.hpp"
 #include "compute/forward/csa2.hpp"
 #include "compute/forward/families/family.hpp"
@@ -51,6 +53,11 @@ class Forward {
     // (EngineOptions::prefill_chunk; clamped): its chunk buffers hold max(this, 64) tokens,
     // what the memory plan counts for that chunk (sizing::prefill_capacity).
     int prefill_chunk = sizing::kPrefillChunk;
+    // DeepSeek-V4.1's Engram (config.uses_engram()): the tables' addressing (engram.json, the
+    // token map) and where their rows come from. Both outlive the Forward; without them a pass
+    // of an Engram model is refused before any layer runs.
+    const engram::EngramTables* engram_tables = nullptr;
+    engram::EngramRowSource* engram_rows = nullptr;
   };
   explicit Forward(const Inputs& in);
 
@@ -112,11 +119,16 @@ class Forward {
                    float* a, profile::Stopwatch& watch);
   void bind_indexers(const model::ModelWeights& w);
   void bind_csa2(const model::ModelWeights& w);
-  // The Engram spot of a layer (LayerPlan::engram), before its attention site, on the hc
-  // streams of n tokens (x: [n][stream_width]).
+  void bind_engram(const Inputs& in);
+  // Engram, before the layer loop of a pass: each sequence's run of tokens hashed into row ids
+  // (its n-gram history advanced) and every row requested, so the reads overlap the layers
+  // before the first Engram layer. A media position (embeddings[t] non-null) is an image token:
+  // the look-back stops there and its gate is 0. Nothing is changed when it fails.
+  Status engram_begin(std::span<const int> tokens, std::span<const TokenSeq> seqs,
+                      std::span<const float* const> embeddings);
+  // The Engram spot of a layer (LayerPlan::engram), before its attention site: the rows of the
+  // pass's n tokens gated into their hc streams (x: [n][stream_width]).
   Status engram(int layer, float* x, int n_tokens);
-  // Ok, or the Engram spot's refusal of the first Engram layer (before a pass touches any state).
-  Status engram_ready();
   void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, std::span<const unsigned char> prompt,
                     int& n_blocks, profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
@@ -154,6 +166,20 @@ class Forward {
   Csa2Scratch csa_s_;
   std::vector<int> csa_pos_;
   Status csa_status_ = ok();
+  // DeepSeek-V4.1's Engram: the gate's shape and per-layer weights (index: the table's position
+  // in the layout), one stage per sequence run of a pass, the pass's rows [T][row_floats] and
+  // per-token image flags; a failed bind is engram_status_, returned by every pass.
+  const engram::EngramTables* engram_tables_ = nullptr;
+  engram::EngramRowSource* engram_rows_ = nullptr;
+  engram::EngramGateShape engram_shape_;
+  std::vector<engram::EngramGateWeights> engram_w_;
+  engram::EngramGateScratch engram_s_;
+  std::vector<engram::EngramStage> engram_stages_;
+  std::vector<int> engram_run_start_;  // first token of each stage's run, then T
+  std::vector<float> engram_row_buf_;
+  std::vector<std::int32_t> engram_tokens_;
+  std::vector<std::uint8_t> engram_dead_;
+  Status engram_status_ = ok();
   KdaScratch kda_;
   MoeScratch moe_;
   std::vector<float> x_, ps_, h_, a_, f_, ffn_a_, ffn_b_;

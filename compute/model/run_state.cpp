@@ -77,6 +77,7 @@ Result<RunState> RunState::create(const ModelConfig& c, int ctx_tokens) {
       }
     }
   }
+  if (c.uses_engram()) s.ngram_.emplace(c.engram_max_ngram_size);
   s.max_blocks_ = z.max_blocks;
   s.blocks_.assign(std::size_t(z.blocks), 0.0f);
   s.hidden_.assign(std::size_t(z.hidden), 0.0f);
@@ -111,6 +112,7 @@ void RunState::reset() {
       layer.source->reset();
     }
   }
+  if (ngram_) ngram_->reset();
   std::fill(blocks_.begin(), blocks_.end(), 0.0f);
   std::fill(hidden_.begin(), hidden_.end(), 0.0f);
   position_ = 0;

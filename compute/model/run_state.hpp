@@ -5,6 +5,7 @@
 //   MLA layers: the latent cache, ctx_tokens x (kv_lora + rope) f32, slot t = token t, and with
 //               GLM's DSA indexer (index_n_heads > 0) its k-pool state (forward::KpoolIndexerState);
 //   CSA2 layers (DeepSeek-V4.1): a window ring per layer, the compressed branch per KV source;
+//   Engram (DeepSeek-V4.1): the n-gram look-back, the compressed ids of the last N-1 tokens;
 //   the position (next token index), the AttnRes block history of the last token, and the
 //   residual stream x after the last layer.
 // Sized once at creation; nothing here allocates afterwards.
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "compute/forward/csa2_state.hpp"
+#include "compute/engram/ngram_hash.hpp"
 #include "compute/forward/kpool_state.hpp"
 #include "shared/container/model_config.hpp"
 #include "shared/result.hpp"
@@ -68,6 +70,12 @@ class RunState {
   }
   [[nodiscard]] bool is_csa(int layer) const { return layers_[layer].csa; }
 
+  // Engram models (config.uses_engram()): the n-gram look-back the next token's rows hash
+  // (compute/engram/ngram_hash.hpp); reset() starts a sequence (nothing to look back at).
+  [[nodiscard]] bool has_ngram_history() const { return ngram_.has_value(); }
+  engram::NgramHistory& ngram_history() { return *ngram_; }
+  [[nodiscard]] const engram::NgramHistory& ngram_history() const { return *ngram_; }
+
   // AttnRes block history of the last token: n_blocks() x hidden.
   std::span<float> blocks() { return blocks_; }
   [[nodiscard]] std::span<const float> blocks() const { return blocks_; }
@@ -92,6 +100,7 @@ class RunState {
     std::optional<forward::Csa2Source> source;  // CSA2 KV-source layers
   };
   std::vector<Layer> layers_;
+  std::optional<engram::NgramHistory> ngram_;  // Engram models only
   std::vector<float> blocks_;
   std::vector<float> hidden_;
   int position_ = 0;

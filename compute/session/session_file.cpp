@@ -128,6 +128,13 @@ SessionHeader read_header(std::span<const std::byte> bytes) {
 
 }  // namespace
 
+namespace {
+// Engram models: the n-gram look-back, max_ngram_size - 1 compressed ids (int32, newest first).
+std::uint64_t engram_history_ints(const ModelConfig& c) {
+  return c.uses_engram() ? std::uint64_t(c.engram_max_ngram_size - 1) : 0;
+}
+}  // namespace
+
 SessionHeader make_header(const ModelConfig& c, const model::RunState& state) {
   SessionHeader h;
   h.n_layers = u32(c.n_layers);
@@ -161,6 +168,7 @@ std::uint64_t session_bytes(const ModelConfig& c, const SessionHeader& h) {
   }
   if (c.attn_res_block > 0) n += std::uint64_t(h.n_blockres) * std::uint64_t(c.hidden) * sizeof(float);
   n += std::uint64_t(c.stream_width()) * sizeof(float);  // x: hc_mult streams under mHC
+  n += engram_history_ints(c) * sizeof(std::int32_t);     // Engram: the n-gram look-back
   return n;
 }
 
@@ -209,6 +217,10 @@ std::vector<std::byte> encode(const ModelConfig& c, const model::RunState& state
   }
   if (c.attn_res_block > 0) w.floats(state.blocks().first(std::size_t(h.n_blockres) * std::size_t(c.hidden)));
   w.floats(state.hidden());
+  if (state.has_ngram_history()) {
+    const std::span<const std::int32_t> recent = state.ngram_history().recent();
+    w.raw(recent.data(), recent.size_bytes());
+  }
   return out;
 }
 
@@ -289,6 +301,16 @@ Status validate(std::span<const std::byte> bytes, const ModelConfig& c, const mo
       r.skip(index_floats(c, std::uint64_t(n_kv)) * sizeof(float));
     }
   }
+  if (c.attn_res_block > 0) r.skip(std::uint64_t(h.n_blockres) * std::uint64_t(c.hidden) * sizeof(float));
+  r.skip(std::uint64_t(c.stream_width()) * sizeof(float));
+  // Engram's look-back: each entry a compressed id of the model's map or -1 (the look-back stops).
+  for (std::uint64_t i = 0; i < engram_history_ints(c); ++i) {
+    const std::int32_t id = r.i32();
+    if (id < -1 || id >= c.engram_compressed_vocab_size) {
+      return refuse("engram history entry " + std::to_string(i) + ": id " + std::to_string(id) +
+                    " is outside -1.." + std::to_string(c.engram_compressed_vocab_size - 1));
+    }
+  }
   return ok();
 }
 
@@ -335,6 +357,11 @@ Status decode_into(std::span<const std::byte> bytes, const ModelConfig& c, model
     state.set_n_blocks(int(h.n_blockres));
   }
   r.floats(state.hidden());
+  if (state.has_ngram_history()) {
+    std::vector<std::int32_t> recent(engram_history_ints(c));
+    for (std::int32_t& id : recent) id = r.i32();
+    WASTE_TRY(state.ngram_history().restore(recent));
+  }
   state.set_position(int(h.pos));
   return ok();
 }

@@ -39,12 +39,15 @@ std::uint64_t PrefillMoeSizes::bytes() const {
 
 std::uint64_t ForwardSizes::bytes() const {
   return (4 * hidden + stream + 2 * ffn + res_scores + res_mhc + 4 * pre_hidden + pre_stream + pre_blocks +
-          csa2_floats) * kF +
-         csa2_ints * kI + csa2_selection_bytes + pre_live + pre_prompt;
+          csa2_floats + engram_floats) * kF +
+         (csa2_ints + engram_ints) * kI + csa2_selection_bytes + pre_live + pre_prompt + engram_flags +
+         engram_ids * sizeof(std::uint64_t);
 }
 
+std::uint64_t engram_cache_bytes(const ModelConfig& c) { return c.uses_engram() ? kEngramCacheBytes : 0; }
+
 std::uint64_t ClientSizes::scratch_bytes() const {
-  return mla.bytes() + kda.bytes() + moe.bytes() + prefill_moe.bytes() + forward.bytes() + logits * kF;
+  return mla.bytes() + kda.bytes() + moe.bytes() + prefill_moe.bytes() + forward.bytes() + logits * kF + engram_cache;
 }
 
 StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens) {
@@ -181,6 +184,13 @@ ForwardSizes forward_sizes(const ModelConfig& c, int tokens, std::uint64_t ctx_t
     s.csa2_ints = 2 * G + T;
     s.csa2_selection_bytes = T * ((u(c.index_topk) + u(c.candidate_topk_blocks) + 2) * kI + sizeof(void*));
   }
+  if (c.uses_engram()) {
+    const U columns = u(c.engram_max_ngram_size - 1) * u(c.engram_n_heads);
+    s.engram_floats = T * columns * u(c.engram_head_dim) + (u(c.hc_mult) + 1) * H;
+    s.engram_ints = 2 * T + 1;
+    s.engram_flags = T;
+    s.engram_ids = T * (u(c.engram_layer_ids.size()) + 1) * columns;
+  }
   return s;
 }
 
@@ -195,6 +205,7 @@ ClientSizes client_sizes(const ModelConfig& c, const ExpertGeometry& g, std::uin
   s.prefill_moe = prefill_moe_sizes(c, g, T);
   s.forward = forward_sizes(c, T, ctx_tokens);
   s.logits = u(c.vocab);
+  s.engram_cache = engram_cache_bytes(c);
   return s;
 }
 

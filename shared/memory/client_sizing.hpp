@@ -121,8 +121,17 @@ struct ForwardSizes {
   // and the per-call selection (forward::Csa2Selection::bytes: T x (index_topk +
   // candidate_topk_blocks + 2) ints and T pointers); the positions of a batch (T ints).
   std::uint64_t csa2_floats = 0, csa2_ints = 0, csa2_selection_bytes = 0;
+  // DeepSeek-V4.1's Engram (forward.cpp's engram_* buffers): a pass's decoded rows T x columns
+  // x head_dim and the gate's kv (hc + 1) x hidden (float); the tokens, run starts (int) and
+  // image flags (byte); one stage's row ids T x (layers + 1) x columns (u64).
+  std::uint64_t engram_floats = 0, engram_ints = 0, engram_flags = 0, engram_ids = 0;
   [[nodiscard]] std::uint64_t bytes() const;
 };
+
+// The decoded Engram rows an engine keeps (engram::EngramRowSource's cache): part of the
+// client's working set for an Engram model, 0 for the others.
+inline constexpr std::uint64_t kEngramCacheBytes = std::uint64_t(16) << 20;
+std::uint64_t engram_cache_bytes(const ModelConfig& c);
 
 StateSizes state_sizes(const ModelConfig& c, std::uint64_t ctx_tokens);
 MlaSizes mla_sizes(const ModelConfig& c, std::uint64_t ctx_tokens, int tokens);
@@ -146,6 +155,7 @@ struct ClientSizes {
   PrefillMoeSizes prefill_moe;
   ForwardSizes forward;
   std::uint64_t logits = 0;      // vocab floats (the Engine's)
+  std::uint64_t engram_cache = 0;  // bytes: the Engine's decoded Engram rows (engram_cache_bytes)
   [[nodiscard]] std::uint64_t state_bytes() const { return state.bytes(); }
   [[nodiscard]] std::uint64_t scratch_bytes() const;
 };
