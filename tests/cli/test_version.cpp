@@ -1,24 +1,61 @@
-// waste version: four lines in a fixed format; the kernel line names the ISA the library picks.
+// waste version: five lines in a fixed format; the kernel line names the ISA the library picks, the
+// lut line decode's LUT mode as a fresh process resolves it (the CPU's default, or WASTE_LUT).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <cstdlib>
+#include <optional>
 #include <regex>
+#include <string>
 
 #include "cli_test_support.hpp"
+#include "compute/forward/lut_mode.hpp"
 #include "compute/kernels/kernels.hpp"
 
 namespace waste {
+namespace {
+
+// What `waste version` prints for the LUT mode when WASTE_LUT is unset: the active table's default.
+std::string default_lut_line() {
+  const kernels::KernelTable& kt = kernels::active();
+  const bool vector = kernels::has_vector_q16_apply(kt);
+  return std::string("lut ") + (vector ? "q16" : "f32") + " (default on " + kt.isa +
+         (vector ? "" : ": no vector q16 apply") + ")";
+}
+
+// Sets (or with nullopt unsets) WASTE_LUT for the processes this test starts; restores it after.
+class LutEnv {
+ public:
+  explicit LutEnv(const std::optional<std::string>& value) {
+    if (const char* old = std::getenv("WASTE_LUT")) saved_ = old;
+    if (value) setenv("WASTE_LUT", value->c_str(), 1);
+    else unsetenv("WASTE_LUT");
+  }
+  ~LutEnv() {
+    if (saved_) setenv("WASTE_LUT", saved_->c_str(), 1);
+    else unsetenv("WASTE_LUT");
+  }
+  LutEnv(const LutEnv&) = delete;
+  LutEnv& operator=(const LutEnv&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+}  // namespace
 
 TEST_CASE("waste version prints version, build type, kernel ISA and compiler", "[cli][version]") {
+  LutEnv unset(std::nullopt);
   auto ran = test::run_waste({"version"});
   INFO(ran.err);
   REQUIRE(ran.rc == 0);
   const auto lines = test::split_lines(ran.out);
-  REQUIRE(lines.size() == 4);
+  REQUIRE(lines.size() == 5);
   CHECK(std::regex_match(lines[0], std::regex(R"(waste \d+\.\d+\.\d+)")));
   CHECK(std::regex_match(lines[1], std::regex(R"(build (Debug|Release|RelWithDebInfo|MinSizeRel))")));
   CHECK(lines[2] == std::string("kernels ") + kernels::active().isa);
-  CHECK(lines[3] == "compiler g++ " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
+  CHECK(lines[3] == default_lut_line());
+  CHECK(lines[4] == "compiler g++ " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
                         std::to_string(__GNUC_PATCHLEVEL__));
 
   ran = test::run_waste({"version", "--json"});
@@ -27,6 +64,31 @@ TEST_CASE("waste version prints version, build type, kernel ISA and compiler", "
   CHECK("waste " + doc["version"].get<std::string>() == lines[0]);
   CHECK("build " + doc["build_type"].get<std::string>() == lines[1]);
   CHECK(doc["kernel_isa"].get<std::string>() == kernels::active().isa);
+  CHECK("lut " + doc["lut"].get<std::string>() == lines[3]);
+}
+
+TEST_CASE("WASTE_LUT overrides the CPU's LUT mode both ways, a bad value warns and keeps the default",
+          "[cli][version]") {
+  for (const char* mode : {"f32", "q16"}) {
+    LutEnv env(std::string{mode});
+    const auto ran = test::run_waste({"version"});
+    INFO(ran.err);
+    REQUIRE(ran.rc == 0);
+    const auto lines = test::split_lines(ran.out);
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[3] == std::string("lut ") + mode + " (WASTE_LUT)");
+    CHECK(ran.err.empty());
+  }
+  LutEnv env(std::string{"fast"});
+  const auto ran = test::run_waste({"version"});
+  REQUIRE(ran.rc == 0);
+  const auto lines = test::split_lines(ran.out);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[3] == default_lut_line());
+  const kernels::KernelTable& kt = kernels::active();
+  const std::string kept = kernels::has_vector_q16_apply(kt) ? "q16" : "f32";
+  CHECK(ran.err.find("WASTE_LUT: 'fast' is not a LUT mode (f32 or q16); expert LUTs stay " + kept +
+                     " (the default on " + kt.isa + ")") != std::string::npos);
 }
 
 }  // namespace waste
