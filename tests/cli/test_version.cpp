@@ -15,37 +15,38 @@
 namespace waste {
 namespace {
 
-// What `waste version` prints for the LUT mode when WASTE_LUT is unset: the active table's default.
-std::string default_lut_line() {
-  const kernels::KernelTable& kt = kernels::active();
+// What `waste version` prints for the LUT mode when WASTE_LUT is unset: table kt's default.
+std::string default_lut_line(const kernels::KernelTable& kt = kernels::active()) {
   const bool vector = kernels::has_vector_q16_apply(kt);
   return std::string("lut ") + (vector ? "q16" : "f32") + " (default on " + kt.isa +
          (vector ? "" : ": no vector q16 apply") + ")";
 }
 
-// Sets (or with nullopt unsets) WASTE_LUT for the processes this test starts; restores it after.
-class LutEnv {
+// Sets (or with nullopt unsets) an environment variable for the processes this test starts;
+// restores the parent's value after.
+class EnvVar {
  public:
-  explicit LutEnv(const std::optional<std::string>& value) {
-    if (const char* old = std::getenv("WASTE_LUT")) saved_ = old;
-    if (value) setenv("WASTE_LUT", value->c_str(), 1);
-    else unsetenv("WASTE_LUT");
+  EnvVar(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    if (value) setenv(name, value->c_str(), 1);
+    else unsetenv(name);
   }
-  ~LutEnv() {
-    if (saved_) setenv("WASTE_LUT", saved_->c_str(), 1);
-    else unsetenv("WASTE_LUT");
+  ~EnvVar() {
+    if (saved_) setenv(name_, saved_->c_str(), 1);
+    else unsetenv(name_);
   }
-  LutEnv(const LutEnv&) = delete;
-  LutEnv& operator=(const LutEnv&) = delete;
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
 
  private:
+  const char* name_;
   std::optional<std::string> saved_;
 };
 
 }  // namespace
 
 TEST_CASE("waste version prints version, build type, kernel ISA and compiler", "[cli][version]") {
-  LutEnv unset(std::nullopt);
+  EnvVar unset("WASTE_LUT", std::nullopt);
   auto ran = test::run_waste({"version"});
   INFO(ran.err);
   REQUIRE(ran.rc == 0);
@@ -70,7 +71,7 @@ TEST_CASE("waste version prints version, build type, kernel ISA and compiler", "
 TEST_CASE("WASTE_LUT overrides the CPU's LUT mode both ways, a bad value warns and keeps the default",
           "[cli][version]") {
   for (const char* mode : {"f32", "q16"}) {
-    LutEnv env(std::string{mode});
+    EnvVar env("WASTE_LUT", std::string{mode});
     const auto ran = test::run_waste({"version"});
     INFO(ran.err);
     REQUIRE(ran.rc == 0);
@@ -79,7 +80,7 @@ TEST_CASE("WASTE_LUT overrides the CPU's LUT mode both ways, a bad value warns a
     CHECK(lines[3] == std::string("lut ") + mode + " (WASTE_LUT)");
     CHECK(ran.err.empty());
   }
-  LutEnv env(std::string{"fast"});
+  EnvVar env("WASTE_LUT", std::string{"fast"});
   const auto ran = test::run_waste({"version"});
   REQUIRE(ran.rc == 0);
   const auto lines = test::split_lines(ran.out);
@@ -89,6 +90,22 @@ TEST_CASE("WASTE_LUT overrides the CPU's LUT mode both ways, a bad value warns a
   const std::string kept = kernels::has_vector_q16_apply(kt) ? "q16" : "f32";
   CHECK(ran.err.find("WASTE_LUT: 'fast' is not a LUT mode (f32 or q16); expert LUTs stay " + kept +
                      " (the default on " + kt.isa + ")") != std::string::npos);
+}
+
+TEST_CASE("The LUT mode a process starts in follows the kernel table it runs (WASTE_FORCE_ISA)", "[cli][version]") {
+  // q16 only where the table has a vector q16 apply: forcing a table without one on a VBMI CPU
+  // gives f32, since q16 would run generic's scalar loop there.
+  EnvVar unset("WASTE_LUT", std::nullopt);
+  for (const kernels::KernelTable* kt : kernels::supported()) {
+    INFO("isa " << kt->isa);
+    EnvVar isa("WASTE_FORCE_ISA", std::string{kt->isa});
+    const auto ran = test::run_waste({"version"});
+    REQUIRE(ran.rc == 0);
+    const auto lines = test::split_lines(ran.out);
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[2] == std::string("kernels ") + kt->isa);
+    CHECK(lines[3] == default_lut_line(*kt));
+  }
 }
 
 }  // namespace waste
