@@ -157,6 +157,7 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
   nlohmann::json j = {{"model", args.model},
               {"threads", r.info.threads},
               {"kernel_isa", r.info.kernel_isa},
+              {"lut", forward::lut_mode_report()},
               {"expert_format", r.info.expert_format},
               {"direct_io", r.info.direct_io},
               {"budget_bytes", ctx.budget_bytes},
@@ -177,8 +178,8 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
 }
 
 void print_table(const BenchReport& r) {
-  std::printf("threads %d  kernels %s  experts %s  direct_io %s  embedding %s\n", r.info.threads,
-              r.info.kernel_isa.c_str(), r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
+  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s\n", r.info.threads,
+              r.info.kernel_isa.c_str(), forward::lut_mode_report().c_str(), r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
               r.info.embedding_resident_bytes > 0 ? "resident" : "on disk");
   std::printf("%-8s %7s %10s %10s %10s %10s %6s %10s\n", "phase", "tokens", "seconds", "tok/s", "hits", "misses",
               "hit%", "GB read");
@@ -360,11 +361,12 @@ int run_positions_mode(BenchArgs a) {
     j["model"] = a.engine.model;
     j["threads"] = info.threads;
     j["kernel_isa"] = info.kernel_isa;
+    j["lut"] = forward::lut_mode_report();
     j["compute_only"] = a.compute_only;
     print_json(j);
   } else {
-    std::printf("threads %d  kernels %s  %s\n", info.threads, info.kernel_isa.c_str(),
-                a.compute_only ? "compute-only" : "experts through the cache");
+    std::printf("threads %d  kernels %s  lut %s  %s\n", info.threads, info.kernel_isa.c_str(),
+                forward::lut_mode_report().c_str(), a.compute_only ? "compute-only" : "experts through the cache");
     bench::print_long_context(*report);
   }
   return 0;
@@ -400,7 +402,7 @@ int run_bench(BenchArgs a) {
   if (!a.lut.empty()) {
     auto mode = forward::parse_lut_mode(a.lut, "--lut");
     if (!mode) return report_error("bench", mode.error());
-    forward::set_lut_mode(*mode);
+    forward::set_lut_mode(*mode, "--lut");
   }
   if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
   if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
@@ -480,10 +482,11 @@ const CommandRegistration kRegistration{Command{
           ->type_name("on|off|N")
           ->default_str("on");
       sub.add_option("--lut", args->lut,
-                     "How decode looks up 8-bit-index experts (VQ3R): f32 tables (the default) or q16 (int16 tables "
-                     "from registers, within a bound: docs/QUALITY.md); when not given, $WASTE_LUT decides")
+                     "How decode looks up 8-bit-index experts (VQ3R): f32 tables or q16 (int16 tables from "
+                     "registers, within a bound: docs/QUALITY.md); when not given, $WASTE_LUT decides, and when that "
+                     "is unset too the CPU: q16 where the kernels have a vector q16 apply (AVX-512 VBMI), else f32")
           ->type_name("f32|q16")
-          ->default_str("f32");
+          ->default_str("cpu");
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
       sub.add_flag("--embedding-on-disk", args->embedding_on_disk,

@@ -1,9 +1,10 @@
-// waste version: version, build type, the kernel ISA this CPU gets, compiler.
+// waste version: version, build type, the kernel ISA this CPU gets, decode's LUT mode, compiler.
 #include <cstdio>
 #include <string>
 
 #include "cli/cli_common.hpp"
 #include "cli/command.hpp"
+#include "compute/forward/lut_mode.hpp"
 #include "compute/kernels/kernels.hpp"
 
 #ifndef WASTE_VERSION
@@ -29,21 +30,23 @@ std::string compiler() {
 
 int run_version(bool json) {
   const char* isa = kernels::active().isa;
+  const std::string lut = forward::lut_mode_report();
   if (json) {
     print_json({{"version", WASTE_VERSION},
                 {"build_type", WASTE_BUILD_TYPE},
                 {"kernel_isa", isa},
+                {"lut", lut},
                 {"compiler", compiler()},
                 {"cxx_standard", __cplusplus}});
     return 0;
   }
-  std::printf("waste %s\nbuild %s\nkernels %s\ncompiler %s\n", WASTE_VERSION, WASTE_BUILD_TYPE, isa,
-              compiler().c_str());
+  std::printf("waste %s\nbuild %s\nkernels %s\nlut %s\ncompiler %s\n", WASTE_VERSION, WASTE_BUILD_TYPE, isa,
+              lut.c_str(), compiler().c_str());
   return 0;
 }
 
 const CommandRegistration kRegistration{Command{
-    "version", "Print version, build type, kernel ISA and compiler",
+    "version", "Print version, build type, kernel ISA, decode's LUT mode and compiler",
     [](CLI::App& sub) -> std::function<int()> {
       auto json = std::make_shared<bool>(false);
       sub.add_flag("--json", *json, "JSON output");

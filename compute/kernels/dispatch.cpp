@@ -79,4 +79,9 @@ const KernelTable* find(std::string_view isa) {
   return nullptr;
 }
 
+bool has_vector_q16_apply(const KernelTable& table) {
+  // Tables without a vector apply of their own copy generic's entry (avx2.cpp, avx512.cpp, neon.cpp).
+  return table.rvq_apply_q16 != generic().rvq_apply_q16;
+}
+
 }  // namespace waste::kernels

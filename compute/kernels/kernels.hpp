@@ -116,5 +116,9 @@ const KernelTable& generic();
 std::span<const KernelTable* const> supported();
 // The supported table named isa ("generic", "avx2", "avx512", "avx512vbmi"), or nullptr.
 const KernelTable* find(std::string_view isa);
+// Whether table's rvq_apply_q16 is its own vector kernel rather than generic's scalar loop (today:
+// the avx512vbmi table's vpermt2w lookup). The q16 LUT mode pays only with one: it is the default
+// LUT mode exactly when the active table reports one (compute/forward/lut_mode.hpp).
+bool has_vector_q16_apply(const KernelTable& table);
 
 }  // namespace waste::kernels

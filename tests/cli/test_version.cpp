@@ -1,24 +1,62 @@
-// waste version: four lines in a fixed format; the kernel line names the ISA the library picks.
+// waste version: five lines in a fixed format; the kernel line names the ISA the library picks, the
+// lut line decode's LUT mode as a fresh process resolves it (the CPU's default, or WASTE_LUT).
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
+#include <cstdlib>
+#include <optional>
 #include <regex>
+#include <string>
 
 #include "cli_test_support.hpp"
+#include "compute/forward/lut_mode.hpp"
 #include "compute/kernels/kernels.hpp"
 
 namespace waste {
+namespace {
+
+// What `waste version` prints for the LUT mode when WASTE_LUT is unset: table kt's default.
+std::string default_lut_line(const kernels::KernelTable& kt = kernels::active()) {
+  const bool vector = kernels::has_vector_q16_apply(kt);
+  return std::string("lut ") + (vector ? "q16" : "f32") + " (default on " + kt.isa +
+         (vector ? "" : ": no vector q16 apply") + ")";
+}
+
+// Sets (or with nullopt unsets) an environment variable for the processes this test starts;
+// restores the parent's value after.
+class EnvVar {
+ public:
+  EnvVar(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
+    if (value) setenv(name, value->c_str(), 1);
+    else unsetenv(name);
+  }
+  ~EnvVar() {
+    if (saved_) setenv(name_, saved_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  EnvVar(const EnvVar&) = delete;
+  EnvVar& operator=(const EnvVar&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+}  // namespace
 
 TEST_CASE("waste version prints version, build type, kernel ISA and compiler", "[cli][version]") {
+  EnvVar unset("WASTE_LUT", std::nullopt);
   auto ran = test::run_waste({"version"});
   INFO(ran.err);
   REQUIRE(ran.rc == 0);
   const auto lines = test::split_lines(ran.out);
-  REQUIRE(lines.size() == 4);
+  REQUIRE(lines.size() == 5);
   CHECK(std::regex_match(lines[0], std::regex(R"(waste \d+\.\d+\.\d+)")));
   CHECK(std::regex_match(lines[1], std::regex(R"(build (Debug|Release|RelWithDebInfo|MinSizeRel))")));
   CHECK(lines[2] == std::string("kernels ") + kernels::active().isa);
-  CHECK(lines[3] == "compiler g++ " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
+  CHECK(lines[3] == default_lut_line());
+  CHECK(lines[4] == "compiler g++ " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." +
                         std::to_string(__GNUC_PATCHLEVEL__));
 
   ran = test::run_waste({"version", "--json"});
@@ -27,6 +65,47 @@ TEST_CASE("waste version prints version, build type, kernel ISA and compiler", "
   CHECK("waste " + doc["version"].get<std::string>() == lines[0]);
   CHECK("build " + doc["build_type"].get<std::string>() == lines[1]);
   CHECK(doc["kernel_isa"].get<std::string>() == kernels::active().isa);
+  CHECK("lut " + doc["lut"].get<std::string>() == lines[3]);
+}
+
+TEST_CASE("WASTE_LUT overrides the CPU's LUT mode both ways, a bad value warns and keeps the default",
+          "[cli][version]") {
+  for (const char* mode : {"f32", "q16"}) {
+    EnvVar env("WASTE_LUT", std::string{mode});
+    const auto ran = test::run_waste({"version"});
+    INFO(ran.err);
+    REQUIRE(ran.rc == 0);
+    const auto lines = test::split_lines(ran.out);
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[3] == std::string("lut ") + mode + " (WASTE_LUT)");
+    CHECK(ran.err.empty());
+  }
+  EnvVar env("WASTE_LUT", std::string{"fast"});
+  const auto ran = test::run_waste({"version"});
+  REQUIRE(ran.rc == 0);
+  const auto lines = test::split_lines(ran.out);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[3] == default_lut_line());
+  const kernels::KernelTable& kt = kernels::active();
+  const std::string kept = kernels::has_vector_q16_apply(kt) ? "q16" : "f32";
+  CHECK(ran.err.find("WASTE_LUT: 'fast' is not a LUT mode (f32 or q16); expert LUTs stay " + kept +
+                     " (the default on " + kt.isa + ")") != std::string::npos);
+}
+
+TEST_CASE("The LUT mode a process starts in follows the kernel table it runs (WASTE_FORCE_ISA)", "[cli][version]") {
+  // q16 only where the table has a vector q16 apply: forcing a table without one on a VBMI CPU
+  // gives f32, since q16 would run generic's scalar loop there.
+  EnvVar unset("WASTE_LUT", std::nullopt);
+  for (const kernels::KernelTable* kt : kernels::supported()) {
+    INFO("isa " << kt->isa);
+    EnvVar isa("WASTE_FORCE_ISA", std::string{kt->isa});
+    const auto ran = test::run_waste({"version"});
+    REQUIRE(ran.rc == 0);
+    const auto lines = test::split_lines(ran.out);
+    REQUIRE(lines.size() == 5);
+    CHECK(lines[2] == std::string("kernels ") + kt->isa);
+    CHECK(lines[3] == default_lut_line(*kt));
+  }
 }
 
 }  // namespace waste

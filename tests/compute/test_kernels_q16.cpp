@@ -1,11 +1,14 @@
 // The q16 LUT mode's kernels (compute/forward/lut_mode.hpp): int16 tables made in place from the
 // f32 LUT and looked up by every ISA with generic's bits; the layout written by hand; the
 // distance to the f32 apply within the documented bound; stage sums that reach the range's
-// edge without overflowing; the setting's parser.
+// edge without overflowing; the setting's parser; the default (q16 exactly where the kernel table
+// has a vector q16 apply) and WASTE_LUT overriding it both ways.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/forward/lut_mode.hpp"
@@ -158,3 +161,48 @@ TEST_CASE("WASTE_LUT and --lut take f32 or q16 and name anything else", "[comput
   REQUIRE_FALSE(bad.has_value());
   REQUIRE(bad.error().message == "WASTE_LUT: 'q8' is not a LUT mode (f32 or q16)");
 }
+
+namespace waste {
+
+TEST_CASE("The LUT mode defaults to q16 exactly where the kernel table has a vector q16 apply", "[compute][q16]") {
+  using forward::LutMode;
+  // The feature report itself: generic's scalar loop is no vector apply; of the tables this CPU
+  // runs, the VBMI one (vpermt2w from registers) has one and the others copy generic's entry.
+  // A new vector q16 apply changes the second line (and with it that ISA's default).
+  REQUIRE_FALSE(kernels::has_vector_q16_apply(kernels::generic()));
+  for (const KernelTable* k : kernels::supported()) {
+    INFO("isa " << k->isa);
+    const bool vector = kernels::has_vector_q16_apply(*k);
+    CHECK(vector == (std::string_view(k->isa) == "avx512vbmi"));
+    const LutMode expected = vector ? LutMode::q16 : LutMode::f32;
+    CHECK(forward::default_lut_mode(*k) == expected);
+    // WASTE_LUT unset or empty: the table's default.
+    CHECK(forward::resolve_lut_mode(nullptr, *k).value() == expected);
+    CHECK(forward::resolve_lut_mode("", *k).value() == expected);
+    // Set: it wins both ways, whatever the table.
+    CHECK(forward::resolve_lut_mode("f32", *k).value() == LutMode::f32);
+    CHECK(forward::resolve_lut_mode("q16", *k).value() == LutMode::q16);
+    for (const char* bad : {"Q16", "q16 ", "int16", "0"}) {
+      const auto resolved = forward::resolve_lut_mode(bad, *k);
+      REQUIRE_FALSE(resolved.has_value());
+      CHECK(resolved.error().message == "WASTE_LUT: '" + std::string(bad) + "' is not a LUT mode (f32 or q16)");
+    }
+  }
+  // The process's table: the decode path's default is the active table's.
+  CHECK(forward::default_lut_mode(kernels::active()) ==
+        (kernels::has_vector_q16_apply(kernels::active()) ? LutMode::q16 : LutMode::f32));
+}
+
+TEST_CASE("set_lut_mode overrides the mode and the report names who set it", "[compute][q16]") {
+  using forward::LutMode;
+  const LutMode before = forward::lut_mode();
+  forward::set_lut_mode(LutMode::q16, "--lut");
+  CHECK(forward::lut_mode() == LutMode::q16);
+  CHECK(forward::lut_mode_report() == "q16 (--lut)");
+  forward::set_lut_mode(LutMode::f32, "a test");
+  CHECK(forward::lut_mode() == LutMode::f32);
+  CHECK(forward::lut_mode_report() == "f32 (a test)");
+  forward::set_lut_mode(before, "set_lut_mode");
+}
+
+}  // namespace waste
