@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
+#include "compute/engram/engram_synth.hpp"
 #include "compute/forward/families/family.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/session/session_file.hpp"
@@ -28,6 +29,7 @@
 #include "shared/container/trunk.hpp"
 #include "shared/container/v41_tensors.hpp"
 #include "shared/synth/synth.hpp"
+#include "lut_mode_guard.hpp"
 #include "test_forward_fixtures.hpp"
 
 namespace waste {
@@ -109,6 +111,9 @@ TEST_CASE("V4.1 plan: every layer CSA2 and MoE, roles from the config, single-pa
 }
 
 TEST_CASE("V4.1 chunked prefill gives token-at-a-time decode's bits", "[compute][v41]") {
+  // f32 tables: the prompt-kind check below holds matrix products to 1e-5 of the LUT path, the
+  // f32 tables' accuracy (q16, the default on AVX-512 VBMI, is within 2e-3: docs/QUALITY.md).
+  test::LutModeGuard lut_mode(forward::LutMode::f32);
   const std::vector<int> t = tokens(24, 1);
   const auto want = decode_each(t);
   for (int chunk : {1, 3, 64}) {
@@ -250,14 +255,17 @@ TEST_CASE("V4.1 bind checks the one tensor list and names the tensor", "[compute
   }
 }
 
-TEST_CASE("V4.1 engram layers bind their gate tensors and are refused at the loop's Engram spot", "[compute][v41]") {
-  // tiny-v41 with Engram on layer 1: the engine binds engram.{wkv,q_weight,k_weight}; the rows
-  // are not wired, so the first pass stops at the spot before layer 1's attention.
+// tiny-v41 with Engram on layer 1 (2- and 3-grams, 2 heads each: 4 rows of 32 per token; the
+// primes drawn from 50 are 53, 59, 61, 67, so 240 rows), written once per test process.
+fs::path engram_container(bool with_tables) {
+  const fs::path dir = test::synth_container("tiny-v41").parent_path() /
+                       (with_tables ? "tiny-v41-engram" : "tiny-v41-engram-no-tables");
+  if (fs::exists(dir / "manifest.json")) return dir;
   auto preset = synth::load_preset("tiny-v41");
   REQUIRE(preset);
   nlohmann::json j = *preset;
   j["engram_layer_ids"] = {1};
-  j["engram_num_embeddings"] = {100};
+  j["engram_num_embeddings"] = {240};
   j["engram_vocab_size"] = 50;
   j["engram_max_ngram_size"] = 3;
   j["engram_n_heads"] = 2;
@@ -267,15 +275,51 @@ TEST_CASE("V4.1 engram layers bind their gate tensors and are refused at the loo
   auto spec = synth::make_spec(j, synth::SynthRequest{});
   INFO((spec ? std::string() : spec.error().message));
   REQUIRE(spec);
-  const fs::path dir = test::synth_container("tiny-v41").parent_path() / "tiny-v41-engram";
   REQUIRE(synth::write_container(*spec, dir));
-  const forward::ModelPlan plan = forward::plan_model(spec->skeleton.config);
-  CHECK(plan.layers[1].engram);
-  CHECK_FALSE(plan.layers[0].engram);
+  if (with_tables) {
+    engram::SynthEngramRequest r;
+    r.seed = 7;
+    r.bits = 8;
+    auto written = engram::write_synthetic_engram(spec->skeleton.config, dir, r);
+    INFO((written ? std::string() : written.error().message));
+    REQUIRE(written);
+  }
+  return dir;
+}
 
+std::unique_ptr<Engine> open_engram(int chunk = 64) {
+  EngineOptions o;
+  o.model = engram_container(true);
+  o.threads = 2;
+  o.ctx_tokens = 64;
+  o.prefill_chunk = chunk;
+  o.lookahead = 0;
+  auto engine = Engine::open(o);
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine);
+  return std::move(*engine);
+}
+
+std::vector<std::vector<float>> decode_each_engram(const std::vector<int>& t) {
+  auto e = open_engram();
+  std::vector<std::vector<float>> out;
+  for (int tok : t) {
+    auto l = e->eval(std::span<const int>(&tok, 1), {}, FeedKind::decode);
+    INFO((l ? std::string() : l.error().message));
+    REQUIRE(l);
+    out.push_back(copy(*l));
+  }
+  return out;
+}
+
+TEST_CASE("V4.1 engram layers bind their gate tensors and need the container's Engram tables", "[compute][v41]") {
+  const fs::path dir = engram_container(false);
   auto info = ContainerInfo::open(dir);
   INFO((info ? std::string() : info.error().message));
   REQUIRE(info);
+  const forward::ModelPlan plan = forward::plan_model(info->manifest.config);
+  CHECK(plan.layers[1].engram);
+  CHECK_FALSE(plan.layers[0].engram);
   auto trunk = Trunk::load(dir, info->manifest);
   REQUIRE(trunk);
   auto w = model::ModelWeights::bind(info->manifest.config, *trunk);
@@ -286,21 +330,85 @@ TEST_CASE("V4.1 engram layers bind their gate tensors and are refused at the loo
   CHECK(w->layers[1].engram_w.wkv.cols == 2 * 2 * 32);
   CHECK(w->layers[1].engram_w.q_weight.size() == 4u * 64u);
 
+  // Without engram.json and the tables the engine does not open, and says which file.
   EngineOptions o;
   o.model = dir;
   o.threads = 2;
   o.ctx_tokens = 32;
   auto engine = Engine::open(o);
-  INFO((engine ? std::string() : engine.error().message));
-  REQUIRE(engine);
-  const int t[3] = {5, 6, 7};
-  // Refused before any layer runs: the state stays at position 0 for the second try.
-  for (FeedKind kind : {FeedKind::decode, FeedKind::prompt}) {
-    auto l = (*engine)->eval(kind == FeedKind::decode ? std::span<const int>(t, 1) : std::span<const int>(t), {}, kind);
-    REQUIRE_FALSE(l);
-    CHECK(l.error().message == "token at position 0: engram: layer 1 needs Engram rows; not wired yet");
-    CHECK((*engine)->position() == 0);
+  REQUIRE_FALSE(engine);
+  CHECK(engine.error().message.find("engram.json") != std::string::npos);
+}
+
+TEST_CASE("V4.1 Engram rows: chunked prefill, batches and sessions give token-at-a-time bits", "[compute][v41][engram]") {
+  const std::vector<int> t = tokens(24, 6);
+  const auto want = decode_each_engram(t);
+  for (int chunk : {1, 3, 64}) {
+    INFO("prefill chunk " << chunk);
+    auto e = open_engram(chunk);
+    auto l = e->eval(t, {}, FeedKind::decode);
+    INFO((l ? std::string() : l.error().message));
+    REQUIRE(l);
+    CHECK(same_bits(copy(*l), want.back()));
   }
+  // The n-gram look-back matters: the same last token after another history differs.
+  {
+    auto e = open_engram();
+    std::vector<int> other = tokens(23, 8);
+    other.push_back(t.back());
+    auto l = e->eval(other, {}, FeedKind::decode);
+    REQUIRE(l);
+    CHECK(max_abs_diff(copy(*l), want.back()) > 1e-3f);
+  }
+  // Two sequences in one batch: each gets its bits alone.
+  {
+    const std::vector<int> b = tokens(13, 9);
+    const auto want_b = decode_each_engram(b);
+    auto e = open_engram();
+    auto sa = e->new_sequence();
+    auto sb = e->new_sequence();
+    REQUIRE(sa);
+    REQUIRE(sb);
+    const SequenceFeed first[2] = {{sa->get(), std::span<const int>(t.data(), 10), {}, FeedKind::decode},
+                                   {sb->get(), std::span<const int>(b), {}, FeedKind::decode}};
+    const Status fed = e->feed_batch(first);
+    INFO((fed ? std::string() : fed.error().message));
+    REQUIRE(fed);
+    CHECK(same_bits(copy((*sa)->logits()), want[9]));
+    CHECK(same_bits(copy((*sb)->logits()), want_b.back()));
+  }
+  // A session saved at 17 tokens carries the look-back: the continuation has the same bits;
+  // with the look-back cleared (all -1) it does not.
+  const fs::path file = fs::temp_directory_path() / ("waste-v41-engram-session-" + std::to_string(getpid()));
+  auto a = open_engram();
+  REQUIRE(a->eval(std::span<const int>(t.data(), 17), {}, FeedKind::decode));
+  REQUIRE(session::save(*a, file));
+  const ModelConfig& c = a->config();
+  CHECK(fs::file_size(file) == session::session_bytes(c, session::make_header(c, a->run_state())));
+  auto b = open_engram();
+  const Status loaded = session::load(*b, file);
+  INFO((loaded ? std::string() : loaded.error().message));
+  REQUIRE(loaded);
+  auto l = b->eval(std::span<const int>(t.data() + 17, 7), {}, FeedKind::decode);
+  REQUIRE(l);
+  CHECK(same_bits(copy(*l), want.back()));
+
+  std::vector<std::byte> bytes = session::encode(c, a->run_state());
+  const std::int32_t dead[2] = {-1, -1};
+  std::memcpy(bytes.data() + bytes.size() - sizeof dead, dead, sizeof dead);
+  auto d = open_engram();
+  REQUIRE(session::decode_into(bytes, c, d->run_state(), "cleared"));
+  auto ld = d->eval(std::span<const int>(t.data() + 17, 7), {}, FeedKind::decode);
+  REQUIRE(ld);
+  CHECK(max_abs_diff(copy(*ld), want.back()) > 0.0f);
+
+  // A look-back id outside the compressed vocabulary is refused by name.
+  const std::int32_t bad[2] = {200, -1};
+  std::memcpy(bytes.data() + bytes.size() - sizeof bad, bad, sizeof bad);
+  const Status refused = session::validate(bytes, c, a->run_state(), "x");
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message == "session x: engram history entry 0: id 200 is outside -1..199");
+  fs::remove(file);
 }
 
 TEST_CASE("V4.1 flash preset parses at the real shapes and --layers cuts it", "[compute][v41]") {
