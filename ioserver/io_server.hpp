@@ -95,6 +95,7 @@ struct IoStats {
   std::uint32_t engram_pool_used = 0;
   std::uint32_t engram_pool_pinned = 0;
   std::uint64_t engram_evictions = 0;
+  std::uint32_t engram_queue_depth = 0;  // page reads queued or in progress
   bool engram_direct_io = false;
   std::vector<EngramTableStats> engram;
 };

@@ -12,6 +12,7 @@ IoStats IoServer::stats() const {
   const Impl& s = *impl_;
   IoStats st;
   st.read_queue_depth = std::uint32_t(s.readers->depth());
+  if (s.engram_readers) st.engram_queue_depth = std::uint32_t(s.engram_readers->depth());
   std::lock_guard lock(s.mutex);
   st.hits = s.hits;
   st.misses = s.misses;
@@ -130,6 +131,7 @@ nlohmann::json stats_json(const IoStats& s) {
                  {"pool_used", s.engram_pool_used},
                  {"pool_pinned", s.engram_pool_pinned},
                  {"evictions", s.engram_evictions},
+                 {"queue_depth", s.engram_queue_depth},
                  {"direct_io", s.engram_direct_io},
                  {"tables", tables}};
   return json{{"totals", totals}, {"clients", clients}, {"engram", engram}};

@@ -106,7 +106,7 @@ std::string hex_entry(std::uint64_t e) {
 
 }  // namespace
 
-TEST_CASE("engram pool: Engram request and completion entries round-trip at their limits; checks", "[ioserver][ipc]") {
+TEST_CASE("engram pool: Engram request and completion entries round-trip at their limits, and their checks", "[ioserver][ipc]") {
   using namespace waste::ipc;
   for (const std::uint64_t page : {std::uint64_t{0}, std::uint64_t{25'600'000}, kMaxEngramPages - 1}) {
     const auto r = decode_engram_request(encode_engram_request(RequestKind::engram_demand, 255, page, 0xFFFF));
@@ -139,7 +139,7 @@ TEST_CASE("engram pool: Engram request and completion entries round-trip at thei
   CHECK(check_request(std::uint64_t{7} << 40, 2, 8, 2, pages) == RequestCheck::bad_kind);
 }
 
-TEST_CASE("engram pool: rows through the daemon equal the in-process rows bit for bit; a second client hits",
+TEST_CASE("engram pool: rows through the daemon equal the in-process rows bit for bit, a second client hits",
           "[ioserver][engram]") {
   for (const int bits : {8, 4}) {
     Fixture f(bits);
@@ -204,7 +204,7 @@ TEST_CASE("engram pool: rows through the daemon equal the in-process rows bit fo
   }
 }
 
-TEST_CASE("engram pool: a prefetched page then demanded is a hit; a small pool evicts and still reads right",
+TEST_CASE("engram pool: a prefetched page then demanded is a hit, a small pool evicts and still reads right",
           "[ioserver][engram]") {
   Fixture f;
   EngramRowSource local = f.in_process();
