@@ -103,7 +103,7 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
   CHECK(plain->reserved_clients == 1);
 }
 
-TEST_CASE("--engram-pool sets the Engram pool in whole pages and daemon_argv gives it back", "[ioserver][control][cli]") {
+TEST_CASE("The daemon option --engram-pool sets the Engram pool in whole pages and daemon_argv gives it back", "[ioserver][control][cli]") {
   auto parsed = parse({"/some/model.waste", "--engram-pool", "16M"});
   REQUIRE(parsed);
   CHECK(parsed->io.engram_pool_pages == 4096);
