@@ -4,9 +4,11 @@
 // EngramRowSource's bit for bit; a second client's reads are hits; a prefetched page then
 // demanded is a hit; the pool's counters exact; a damaged table refused at creation with the
 // parser's message; Engram entries naming a page beyond a table or an unknown table are breaches
-// (the client detached with the exact reason); the ring encodings round-trip at their limits.
+// (the client detached with the exact reason); the ring encodings round-trip at their limits; a client
+// in another process reads the same rows and this one then hits the pages it pulled in.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "compute/engram/engram_synth.hpp"
 #include "compute/io/daemon_engram_rows.hpp"
 #include "shared/ipc/ring_entries.hpp"
+#include "shared/ipc/segment_names.hpp"
 #include "shared/ipc/shm_layout.hpp"
 #include "shared/ipc/shm_segment.hpp"
 #include "shared/ipc/spsc_ring.hpp"
@@ -63,7 +66,9 @@ struct Fixture {
     tables = std::move(*t);
   }
   Result<std::unique_ptr<IoServer>> server(std::uint64_t pool_pages = 64) const {
-    IoServerConfig config = test::pattern_config("engram", 4);
+    return server(test::pattern_config("engram", 4), pool_pages);
+  }
+  Result<std::unique_ptr<IoServer>> server(IoServerConfig config, std::uint64_t pool_pages) const {
     config.engram_pool_pages = pool_pages;
     IoServer::Parts parts;
     parts.reader = std::make_unique<test::PatternReader>(2, 8, 4096);
@@ -357,4 +362,70 @@ TEST_CASE("hazard: an Engram request beyond a table or for an unknown table deta
   auto late = DaemonEngramRows::open(*a, f.tables.layout);
   REQUIRE_FALSE(late);
   CHECK(late.error().message.starts_with("cannot map this lease's ring segment " + a->ring_segment_name));
+}
+
+TEST_CASE("engram pool: a client in another process reads the same rows, and this process's reads of them are hits",
+          "[ioserver][engram]") {
+  Fixture f;
+  const IoServerConfig config = test::pattern_config("engram-proc", 4);
+  int to_child[2], from_child[2];
+  REQUIRE(::pipe(to_child) == 0);
+  REQUIRE(::pipe(from_child) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The other process: its own lease (index, generation from the parent), the named segments,
+    // every row of table 1 through the daemon against its own in-process read. Exit code: 0 equal.
+    std::int64_t buf[2];
+    if (::read(to_child[0], buf, sizeof buf) != ssize_t(sizeof buf)) ::_exit(2);
+    ClientLease lease;
+    lease.client_idx = int(buf[0]);
+    lease.generation = std::uint64_t(buf[1]);
+    lease.segment_name = ipc::arena_segment_name(config.instance);
+    auto rows = DaemonEngramRows::open(lease, f.tables.layout);
+    if (!rows) ::_exit(3);
+    EngramRowSourceOptions o;
+    o.cache_bytes = 0;
+    o.reader_threads = 0;
+    auto local = EngramRowSource::open(f.dir.path(), f.tables.layout, o);
+    if (!local) ::_exit(4);
+    const auto ids = all_rows(f.rows(1));
+    std::vector<float> want(ids.size() * 64), got(ids.size() * 64);
+    if (!local->read_rows(1, ids, want) || !(*rows)->read_rows(1, ids, got)) ::_exit(5);
+    const char verdict = same_bits(got, want) ? 'y' : 'n';
+    if (::write(from_child[1], &verdict, 1) != 1) ::_exit(6);
+    ::_exit(0);
+  }
+  auto server = f.server(config, 64);
+  REQUIRE(server);
+  auto lease = (*server)->attach(child);
+  REQUIRE(lease);
+  const std::int64_t buf[2] = {lease->client_idx, std::int64_t(lease->generation)};
+  REQUIRE(::write(to_child[1], buf, sizeof buf) == ssize_t(sizeof buf));
+  char verdict = 0;
+  REQUIRE(::read(from_child[0], &verdict, 1) == 1);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(verdict == 'y');
+
+  EngramRowSource local = f.in_process();
+  const std::uint64_t pages = f.pages(1, local);
+  IoStats st = (*server)->stats();
+  CHECK(st.engram[1].misses == pages);
+  CHECK(st.engram[1].reads == pages);
+  auto mine = (*server)->attach(::getpid());
+  REQUIRE(mine);
+  auto rows = DaemonEngramRows::open(*mine, f.tables.layout);
+  REQUIRE(rows);
+  const auto ids = all_rows(f.rows(1));
+  std::vector<float> want(ids.size() * 64), got(ids.size() * 64);
+  REQUIRE(local.read_rows(1, ids, want));
+  REQUIRE((*rows)->read_rows(1, ids, got));
+  CHECK(same_bits(got, want));
+  st = (*server)->stats();
+  CHECK(st.engram[1].hits == pages);  // the other process's pages, still in the pool
+  CHECK(st.engram[1].reads == pages);
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
 }
