@@ -55,6 +55,7 @@ void IoServer::Impl::handle_engram_demand(int c, int table, std::uint64_t page, 
   EngramCounters& counts = engram_counts[std::size_t(table)];
   ipc::EngramTableShm& shm_table = view.engram_table(std::uint32_t(table));
   if (lookup.outcome == EngramPagePool::Outcome::ready) {
+    // Relaxed counters: diagnostics only (stats reads the daemon's own copies under the mutex).
     ++counts.hits;
     shm_table.hits.fetch_add(1, std::memory_order_relaxed);
     push_engram_completion(c, ipc::EngramCompletion{tag, false, false, lookup.slot});
@@ -97,6 +98,9 @@ void IoServer::Impl::on_engram_read_done(const ReaderPool::Job& job, const Statu
     if (job.prefetch) ++counts.prefetch_reads;
     view.engram_table(std::uint32_t(table)).bytes_read.fetch_add(ipc::kEngramPageBytes, std::memory_order_relaxed);
     engram_pool->mark_ready(job.slot);
+    // SYNC POINT: the reader thread wrote the slot's bytes before taking the mutex here; each
+    // push's release store of the completion tail (RingProducer) publishes them to the client's
+    // acquire pop. A later hit (another client) is pushed under the same mutex, after this.
     for (const auto& w : waiters) push_engram_completion(w.client, ipc::EngramCompletion{w.tag, false, true, job.slot});
   } else {
     // The key leaves the pool before the error goes out: whatever the read left is never served.
