@@ -77,9 +77,17 @@ class MemoryReader : public RecordReader {
 constexpr std::uint64_t kEngramPages = 9;
 std::uint8_t engram_byte(std::uint64_t page, std::size_t i) { return std::uint8_t(page * 31 + i * 7 + 3); }
 
-// Written once per process: the daemon checks the header (and its CRC) and the size at creation.
+// Written once per process (removed at exit): the daemon checks the header (and its CRC) and the
+// size at creation.
+struct TempEngramDir {
+  std::filesystem::path path;
+  ~TempEngramDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
 const std::filesystem::path& engram_dir() {
-  static const std::filesystem::path dir = [] {
+  static const TempEngramDir dir{[] {
     const auto d = std::filesystem::temp_directory_path() / ("waste-fuzz-engram-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
     std::vector<std::byte> data(kEngramPages * kEngramPage);
@@ -97,8 +105,8 @@ const std::filesystem::path& engram_dir() {
     out.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
     out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
     return d;
-  }();
-  return dir;
+  }()};
+  return dir.path;
 }
 
 struct Input {
