@@ -5,6 +5,8 @@
 #include "ioserver/data_plane/io_server_impl.hpp"
 #include "shared/ipc/segment_names.hpp"
 
+#include <algorithm>
+
 namespace waste {
 
 void IoServer::Impl::stop() {
@@ -18,6 +20,7 @@ void IoServer::Impl::stop() {
     if (service.joinable()) service.join();
     if (populator.joinable()) populator.join();
     if (readers) readers->stop();
+    if (engram_readers) engram_readers->stop();
     if (!arena) return;
     // SYNC POINT: release pairs with the clients' acquire load of shutting_down in their waits.
     header().shutting_down.store(1, std::memory_order_release);
@@ -74,8 +77,28 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config,
   impl->n_experts = impl->reader->n_experts();
   impl->shm_dir = config.shm_dir.empty() ? ipc::kDefaultShmDir : config.shm_dir;
   const auto n_identity = parts.identity ? std::uint32_t(parts.identity->files.size()) : 0u;
+  std::uint32_t n_engram_tables = 0, n_engram_pages = 0;
+  if (!parts.engram_dir.empty()) {
+    auto engram = EngramPageReader::open(parts.engram_dir, config.direct_io);
+    if (!engram) return std::unexpected(engram.error());
+    if (!(*engram)->tables().empty()) {
+      impl->engram_reader = std::move(*engram);
+      n_engram_tables = std::uint32_t(impl->engram_reader->tables().size());
+      const std::uint64_t arena_bytes =
+          config.arena_slots * ((impl->reader->record_bytes() + ipc::kSlotAlign - 1) / ipc::kSlotAlign * ipc::kSlotAlign);
+      const std::uint64_t pages =
+          config.engram_pool_pages != 0 ? config.engram_pool_pages : engram_pool_pages_for(arena_bytes);
+      if (pages > 0x3FFFFFFF) {
+        return make_error(Errc::argument, "engram_pool_pages must be 1..2^30, not " + std::to_string(pages));
+      }
+      n_engram_pages = std::uint32_t(pages);
+      for (const auto& t : impl->engram_reader->tables()) impl->engram_pages.push_back(t.pages);
+      impl->engram_counts.resize(n_engram_tables);
+    }
+  }
   impl->layout = ipc::ArenaLayout::compute(impl->reader->record_bytes(), std::uint32_t(config.arena_slots),
-                                           std::uint32_t(config.max_clients), n_identity);
+                                           std::uint32_t(config.max_clients), n_identity, n_engram_tables,
+                                           n_engram_pages);
   if (auto st = impl->create_segments(parts); !st) {
     impl->remove_segments();
     return std::unexpected(st.error());
@@ -94,6 +117,17 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config,
       [raw](const ReaderPool::Job& job, const Status& status, std::chrono::nanoseconds elapsed) {
         raw->on_read_done(job, status, elapsed);
       });
+  if (impl->engram_reader) {
+    impl->engram_pool = std::make_unique<EngramPagePool>(impl->layout.n_engram_pages);
+    for (auto& c : impl->clients) c.engram_pinned.reserve(std::min<std::uint32_t>(impl->layout.n_engram_pages, 4096));
+    // Its own reader threads (as many as the records'): a page read never waits behind records.
+    impl->engram_readers = std::make_unique<ReaderPool>(
+        *impl->engram_reader, config.reader_threads, impl->layout.n_engram_pages,
+        [raw](std::uint32_t slot) { return std::span<std::byte>(raw->view.engram_page(slot), ipc::kEngramPageBytes); },
+        [raw](const ReaderPool::Job& job, const Status& status, std::chrono::nanoseconds) {
+          raw->on_engram_read_done(job, status);
+        });
+  }
   impl->service = std::thread([raw] { raw->service_loop(); });
   if (config.populate_arena) impl->populator = std::thread([raw] { raw->populate_arena(); });
   return std::unique_ptr<IoServer>(new IoServer(std::move(impl)));

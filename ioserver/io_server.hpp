@@ -53,6 +53,19 @@ struct ClientIoStats {
   std::uint32_t request_queue_depth = 0;  // entries waiting in its request ring
 };
 
+// One Engram table's counters (demands of pages; a prefetched page then demanded is a hit).
+struct EngramTableStats {
+  int layer = 0;
+  std::uint64_t rows = 0;
+  std::uint64_t pages = 0;
+  std::uint64_t hits = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t reads = 0;
+  std::uint64_t prefetch_reads = 0;
+  std::uint64_t read_errors = 0;
+};
+
 struct IoStats {
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;
@@ -77,6 +90,14 @@ struct IoStats {
   std::uint64_t record_bytes = 0;
   CachePolicy policy = CachePolicy::lfru;
   std::vector<ClientIoStats> clients;    // attached clients only
+  // Engram page pool (empty tables and zero pages when the container has no Engram tables).
+  std::uint32_t engram_pool_pages = 0;
+  std::uint32_t engram_pool_used = 0;
+  std::uint32_t engram_pool_pinned = 0;
+  std::uint64_t engram_evictions = 0;
+  std::uint32_t engram_queue_depth = 0;  // page reads queued or in progress
+  bool engram_direct_io = false;
+  std::vector<EngramTableStats> engram;
 };
 
 // The JSON form of IoStats: {"totals": {...}, "clients": [...]} (the daemon's `stats` reply).
@@ -103,6 +124,8 @@ class IoServer {
     std::uint64_t trunk_bytes = 0;
     std::function<Status(std::span<std::byte>)> trunk_fill;
     std::optional<ipc::ContainerIdentity> identity;
+    // Where the Engram tables (engram-L{n}.bin) are; empty: none are served.
+    std::filesystem::path engram_dir;
   };
   static Result<std::unique_ptr<IoServer>> create(const IoServerConfig& config, Parts parts);
 

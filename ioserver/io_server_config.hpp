@@ -40,6 +40,15 @@ struct IoServerConfig {
   // Anonymous MAP_SHARED memory and no names at all: for an IoServer inside its only client's
   // process (`--in-process`, compute/io/in_process_plane.cpp). attach() then returns a lease carrying the mappings.
   bool private_memory = false;
+  // Engram page pool (4 KiB slots in the arena segment) when the container holds engram-L{n}.bin
+  // tables: 0 = automatic, engram_pool_pages_for(arena bytes). Without tables there is no pool.
+  std::uint64_t engram_pool_pages = 0;
 };
+
+// The automatic Engram pool: min(64 MiB, 5% of the expert arena's bytes), at least 64 pages.
+constexpr std::uint64_t engram_pool_pages_for(std::uint64_t arena_bytes) noexcept {
+  const std::uint64_t share = arena_bytes / 20 / 4096, cap = (std::uint64_t{64} << 20) / 4096;
+  return share < 64 ? 64 : (share > cap ? cap : share);
+}
 
 }  // namespace waste

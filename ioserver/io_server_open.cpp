@@ -36,6 +36,7 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config,
   auto identity = ipc::container_identity(config.container, parts.reader->n_layers());
   if (!identity) return std::unexpected(identity.error());
   parts.identity = std::move(*identity);
+  parts.engram_dir = config.container;
   return create(config, std::move(parts));
 }
 

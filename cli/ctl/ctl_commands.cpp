@@ -106,6 +106,25 @@ void print_stats(const json& s) {
     }
     if (!hist.empty()) std::printf("  latency %s\n", hist.c_str());
   }
+  // Engram page pool: one line for the pool, one per table (demands of pages; a prefetched page
+  // then demanded counts as a hit).
+  if (s.contains("engram") && s["engram"].is_object() && u64(s["engram"], "pool_pages") > 0) {
+    const json& e = s["engram"];
+    std::printf("  engram   pool %llu pages (%s), %llu used, %llu pinned, %llu evictions, direct I/O %s\n",
+                static_cast<unsigned long long>(u64(e, "pool_pages")), format_bytes(u64(e, "pool_pages") * 4096).c_str(),
+                static_cast<unsigned long long>(u64(e, "pool_used")), static_cast<unsigned long long>(u64(e, "pool_pinned")),
+                static_cast<unsigned long long>(u64(e, "evictions")), e.value("direct_io", false) ? "on" : "off");
+    if (e.contains("tables") && e["tables"].is_array()) {
+      for (const auto& t : e["tables"]) {
+        const std::uint64_t th = u64(t, "hits"), tm = u64(t, "misses");
+        std::printf("  engram L%d  hits %llu  misses %llu  hit %s  read %s  prefetch reads %llu  errors %llu\n",
+                    t.value("layer", -1), static_cast<unsigned long long>(th), static_cast<unsigned long long>(tm),
+                    pct(th, th + tm).c_str(), format_bytes(u64(t, "bytes_read")).c_str(),
+                    static_cast<unsigned long long>(u64(t, "prefetch_reads")),
+                    static_cast<unsigned long long>(u64(t, "read_errors")));
+      }
+    }
+  }
   for (const auto& c : s["clients"]) {
     const std::uint64_t ch = u64(c, "hits"), cm = u64(c, "misses");
     std::printf("  client %d  pid %d  state %s  hits %llu  misses %llu  hit %s  read %s  queue %llu\n",

@@ -436,7 +436,7 @@ EngramRowStats EngramRowSource::stats() const {
 
 // ---- the stage
 
-EngramStage::EngramStage(const EngramTables& tables, EngramRowSource& source) : tables_(&tables), source_(&source) {}
+EngramStage::EngramStage(const EngramTables& tables, EngramRowReader& source) : tables_(&tables), source_(&source) {}
 
 int EngramStage::layer_index(int decoder_layer) const noexcept {
   const auto& layers = tables_->layout.layers;

@@ -36,6 +36,22 @@ struct EngramRowStats {
   std::uint64_t bytes_read = 0;   // bytes read from the tables (whole pages, every reader)
 };
 
+// What the layer loop reads Engram rows through: the in-process EngramRowSource, or
+// DaemonEngramRows (compute/io/daemon_engram_rows.hpp), which gets the pages from waste-ioserver's
+// shared Engram pool. Layer index i is the i-th table of the EngramLayout both were opened for.
+class EngramRowReader {
+ public:
+  virtual ~EngramRowReader() = default;
+  [[nodiscard]] virtual std::size_t layers() const noexcept = 0;
+  [[nodiscard]] virtual int width() const noexcept = 0;  // floats per row (head_dim)
+  // out [rows.size()][width] = the decoded rows of table `layer_index` (bit for bit the same
+  // whichever reader). Errors name the table and the row.
+  virtual Status read_rows(std::size_t layer_index, std::span<const std::uint64_t> rows, std::span<float> out) = 0;
+  // Asks for these rows ahead of read_rows; returns at once. Rows beyond the table are skipped.
+  virtual void prefetch(std::size_t layer_index, std::span<const std::uint64_t> rows) = 0;
+  [[nodiscard]] virtual EngramRowStats stats() const = 0;
+};
+
 struct EngramRowSourceOptions {
   std::size_t cache_bytes = std::size_t(64) << 20;  // decoded rows kept (width * 4 bytes each); 0 = none
   bool direct = true;        // O_DIRECT when the filesystem allows (else buffered, with a note)
@@ -46,7 +62,7 @@ struct EngramRowSourceOptions {
   int reader_threads = 4;
 };
 
-class EngramRowSource {
+class EngramRowSource final : public EngramRowReader {
  public:
   // Opens engram-L{n}.bin in `container_dir` for every layer of `layout` (in its order: layer
   // index i is layout.layers[i]). Each header must parse, name layer n, have width
@@ -56,10 +72,10 @@ class EngramRowSource {
 
   EngramRowSource(EngramRowSource&&) noexcept;
   EngramRowSource& operator=(EngramRowSource&&) noexcept;
-  ~EngramRowSource();
+  ~EngramRowSource() override;
 
-  [[nodiscard]] std::size_t layers() const noexcept;
-  [[nodiscard]] int width() const noexcept;  // floats per row (head_dim)
+  [[nodiscard]] std::size_t layers() const noexcept override;
+  [[nodiscard]] int width() const noexcept override;  // floats per row (head_dim)
   [[nodiscard]] const EngramTableHeader& header(std::size_t layer_index) const;
   [[nodiscard]] bool direct() const noexcept;            // every table read with O_DIRECT
   [[nodiscard]] const std::string& note() const noexcept;  // why a table is read buffered; empty if none
@@ -72,12 +88,12 @@ class EngramRowSource {
   // Safe to call from several threads.
   // Errors: a row beyond the table ("engram-L14.bin: row 123 beyond its 100 rows"), a short
   // read, an I/O error; out must hold rows.size() * width floats.
-  Status read_rows(std::size_t layer_index, std::span<const std::uint64_t> rows, std::span<float> out);
+  Status read_rows(std::size_t layer_index, std::span<const std::uint64_t> rows, std::span<float> out) override;
 
   // Queues these rows for the reader threads (into the cache), or posix_fadvise(WILLNEED)s their
   // pages without them; returns at once. Rows cached or queued already, and rows beyond the
   // table (read_rows reports them), are skipped.
-  void prefetch(std::size_t layer_index, std::span<const std::uint64_t> rows);
+  void prefetch(std::size_t layer_index, std::span<const std::uint64_t> rows) override;
   // Until every prefetch scheduled so far is done (tests, and a caller that wants the reads
   // finished before timing).
   void wait_prefetch();
@@ -86,7 +102,7 @@ class EngramRowSource {
   // "engram-L14.bin: data CRC 0x12345678, its header says 0x9abcdef0 (damaged rows)".
   Status check_data_crc(std::size_t layer_index) const;
 
-  [[nodiscard]] EngramRowStats stats() const;
+  [[nodiscard]] EngramRowStats stats() const override;
 
  private:
   struct State;
@@ -98,8 +114,8 @@ class EngramRowSource {
 // (or reused: begin() per run).
 class EngramStage {
  public:
-  // Both must outlive the stage.
-  EngramStage(const EngramTables& tables, EngramRowSource& source);
+  // Both must outlive the stage. `source`: the in-process EngramRowSource or the daemon's rows.
+  EngramStage(const EngramTables& tables, EngramRowReader& source);
 
   // A run of tokens of one sequence continuing `history`: row ids of every Engram layer
   // (sequence_row_ids; `dead` empty or one flag per token, image-span tokens), and every row
@@ -126,7 +142,7 @@ class EngramStage {
 
  private:
   const EngramTables* tables_;
-  EngramRowSource* source_;
+  EngramRowReader* source_;
   std::size_t tokens_ = 0;
   std::vector<std::uint64_t> ids_;
   std::vector<std::uint64_t> layer_ids_;  // scratch: one layer's ids, [T][columns]

@@ -182,6 +182,7 @@ json Daemon::handle_stats() const {
                            {"draining", draining_},
                            {"budget", budget},
                            {"totals", plane.value("totals", json::object())},
+                           {"engram", plane.value("engram", json::object())},
                            {"clients", clients}});
 }
 

@@ -12,6 +12,7 @@ void IoServer::Impl::free_client(int c) {
   drop_blocked(c);
   for (std::uint32_t slot : client.pinned) cache->unpin(slot, c);
   client.pinned.clear();
+  if (engram_pool) handle_engram_release(c);  // its Engram pins and waits
   for (std::uint32_t s = 0; s < cache->n_slots(); ++s) {
     if (cache->waiters(s) & (std::uint64_t{1} << c)) cache->drop_waiter(s, c);
   }
@@ -98,6 +99,7 @@ Result<ClientLease> IoServer::attach(int pid) {
     client.watch = std::move(*watch);
     client.generation = generation;
     client.pinned.clear();
+    client.engram_pinned.clear();
     client.rings = std::move(*rings);
     client.ring_name = ring_name;
     client.requests.emplace(client.ring_shm().request);

@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "ioserver/engram/engram_page_pool.hpp"
+#include "ioserver/engram/engram_page_reader.hpp"
 #include "ioserver/expert_cache/expert_cache.hpp"
 #include "ioserver/io_server.hpp"
 #include "ioserver/nvme/reader_pool.hpp"
@@ -46,6 +48,7 @@ struct IoServer::Impl {
     std::uint64_t generation = 0;
     std::optional<ipc::ProcessWatch> watch;  // verifies death; never a heartbeat
     std::vector<std::uint32_t> pinned;       // slots this client pinned (reserved to n_slots)
+    std::vector<std::uint32_t> engram_pinned;  // Engram pool slots it pinned since its last engram_release
     std::shared_ptr<ipc::ShmSegment> rings;  // this lease's RingSegmentShm
     std::string ring_name;                   // its file name (empty with private memory)
     std::optional<ipc::RingConsumer> requests;
@@ -88,6 +91,17 @@ struct IoServer::Impl {
   std::deque<BlockedDemand> blocked;
   std::array<std::uint64_t, kLatencyBuckets> latency{};
 
+  // Engram pages (engram_service.cpp): the tables, the pool's bookkeeping, its own readers.
+  // Null / empty when the container has no Engram tables.
+  std::unique_ptr<EngramPageReader> engram_reader;
+  std::unique_ptr<EngramPagePool> engram_pool;
+  std::vector<std::uint64_t> engram_pages;  // pages per table, for check_request
+  struct EngramCounters {
+    std::uint64_t hits = 0, misses = 0, bytes_read = 0, reads = 0, prefetch_reads = 0, read_errors = 0;
+  };
+  std::vector<EngramCounters> engram_counts;  // per table
+  std::unique_ptr<ReaderPool> engram_readers;
+
   std::unique_ptr<ReaderPool> readers;
   std::thread service;
   std::thread populator;  // pre-faults the arena's slot pages in idle time (see populate_arena)
@@ -121,6 +135,15 @@ struct IoServer::Impl {
   bool any_request_pending() const;  // no lock: reads ring indices only
   void on_read_done(const ReaderPool::Job& job, const Status& status, std::chrono::nanoseconds elapsed);  // takes the mutex
   void service_loop();
+
+  // ---- engram_service.cpp (mutex held unless noted) ------------------------------------------
+  void push_engram_completion(int c, const ipc::EngramCompletion& completion);
+  void push_engram_error(int c, int table, std::uint64_t page, std::uint32_t tag, ipc::CompletionError code,
+                         const std::string& text);
+  void handle_engram_demand(int c, int table, std::uint64_t page, std::uint32_t tag);
+  void handle_engram_prefetch(int c, int table, std::uint64_t page);
+  void handle_engram_release(int c);
+  void on_engram_read_done(const ReaderPool::Job& job, const Status& status);  // takes the mutex
 
   // ---- clients.cpp (mutex held) ----------------------------------------------------------------
   void free_client(int c);

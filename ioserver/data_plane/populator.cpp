@@ -7,6 +7,8 @@
 // in index order, so it keeps the pages from the highest claimed slot to kPopulateAhead bytes
 // beyond it populated: RSS follows use instead of jumping to the whole arena at start.
 // MADV_POPULATE_WRITE never changes the bytes, so racing a reader on the same slot is harmless.
+// The Engram page pool (at most 64 MiB unless --engram-pool asks for more) is populated whole,
+// first: its pages are read one token ahead of their use, a fault there is on the decode path.
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -20,6 +22,10 @@ void IoServer::Impl::populate_arena() {
   sched_param param{};
   ::sched_setscheduler(0, SCHED_IDLE, &param);  // this thread only; failure just means normal priority
   constexpr std::uint64_t kChunk = std::uint64_t{32} << 20;
+  const std::uint64_t pool_bytes = std::uint64_t(layout.n_engram_pages) * ipc::kEngramPageBytes;
+  for (std::uint64_t off = 0; off < pool_bytes && !stopping.load(std::memory_order_relaxed); off += kChunk) {
+    if (::madvise(view.engram_page(0) + off, std::min(kChunk, pool_bytes - off), MADV_POPULATE_WRITE) != 0) break;
+  }
   std::byte* const begin = view.slot_data(0);
   const std::uint64_t slot_bytes = layout.slot_bytes;
   const std::uint64_t bytes = std::uint64_t(layout.n_slots) * slot_bytes;

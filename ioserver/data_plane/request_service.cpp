@@ -191,19 +191,33 @@ bool IoServer::Impl::drain() {
                            std::to_string(ipc::kRingCapacity) + ")");
         break;
       }
-      const auto check = ipc::check_request(popped.entry, n_layers, n_experts);
+      const auto check = ipc::check_request(popped.entry, n_layers, n_experts, int(engram_pages.size()),
+                                            engram_pages.data());
       if (check != ipc::RequestCheck::ok) {
         char entry[32];
         std::snprintf(entry, sizeof entry, "0x%016llx", static_cast<unsigned long long>(popped.entry));
         breach(int(c), std::string("request entry ") + entry + ": " + ipc::request_check_text(check) + " (" +
-                           std::to_string(n_layers) + " layers x " + std::to_string(n_experts) + " experts)");
+                           std::to_string(n_layers) + " layers x " + std::to_string(n_experts) + " experts" +
+                           (engram_pages.empty() ? std::string()
+                                                 : ", " + std::to_string(engram_pages.size()) + " Engram tables") +
+                           ")");
         break;
+      }
+      if (ipc::is_engram_kind(ipc::RequestKind(std::uint8_t(popped.entry >> 40)))) {
+        const ipc::EngramRequest r = ipc::decode_engram_request(popped.entry);
+        switch (r.kind) {
+          case ipc::RequestKind::engram_demand: handle_engram_demand(int(c), r.table, r.page, r.tag); break;
+          case ipc::RequestKind::engram_prefetch: handle_engram_prefetch(int(c), r.table, r.page); break;
+          default: handle_engram_release(int(c)); break;
+        }
+        continue;
       }
       const ipc::RingRequest r = ipc::decode_request(popped.entry);
       switch (r.kind) {
         case ipc::RequestKind::demand: handle_demand(int(c), r.layer, r.expert); break;
         case ipc::RequestKind::prefetch: handle_prefetch(int(c), r.layer, r.expert); break;
         case ipc::RequestKind::release_layer: handle_release(int(c), r.layer); break;
+        default: break;  // Engram kinds: handled above
       }
     }
   }

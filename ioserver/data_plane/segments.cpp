@@ -84,6 +84,10 @@ Status IoServer::Impl::create_segments(const Parts& parts) {
   h->clients_offset = layout.clients_offset;
   h->identity_offset = layout.identity_offset;
   h->arena_offset = layout.arena_offset;
+  h->engram_tables_offset = layout.engram_tables_offset;
+  h->engram_pages_offset = layout.engram_pages_offset;
+  h->n_engram_tables = layout.n_engram_tables;
+  h->n_engram_pages = layout.n_engram_pages;
   h->n_identity_files = layout.n_identity_files;
   h->trunk_bytes = parts.trunk_bytes;
   h->daemon_pid = int(::getpid());
@@ -104,6 +108,18 @@ Status IoServer::Impl::create_segments(const Parts& parts) {
   }
   for (std::uint32_t i = 0; i < layout.n_slots; ++i) new (&view.slot(i)) ipc::SlotShm{};
   for (std::uint32_t c = 0; c < layout.max_clients; ++c) new (&view.client(int(c))) ipc::ClientShm{};
+  for (std::uint32_t t = 0; t < layout.n_engram_tables; ++t) {
+    const auto& file = engram_reader->tables()[t];
+    auto* shm = new (&view.engram_table(t)) ipc::EngramTableShm{};
+    shm->layer = std::uint32_t(file.header.layer);
+    shm->bits = std::uint32_t(file.header.bits);
+    shm->rows = file.header.rows;
+    shm->width = std::uint32_t(file.header.width);
+    shm->row_bytes = file.header.row_bytes();
+    shm->rows_per_page = file.header.rows_per_page();
+    shm->page_bytes = file.header.page_bytes();
+    shm->pages = file.pages;
+  }
   // Magic last: a reader that validates the magic sees a fully initialised header.
   std::atomic_ref<std::uint64_t>(h->magic).store(ipc::kArenaMagic, std::memory_order_release);
   arena->make_read_only();  // clients can only map it read-only; this process keeps its mapping

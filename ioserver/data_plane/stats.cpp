@@ -12,6 +12,7 @@ IoStats IoServer::stats() const {
   const Impl& s = *impl_;
   IoStats st;
   st.read_queue_depth = std::uint32_t(s.readers->depth());
+  if (s.engram_readers) st.engram_queue_depth = std::uint32_t(s.engram_readers->depth());
   std::lock_guard lock(s.mutex);
   st.hits = s.hits;
   st.misses = s.misses;
@@ -35,6 +36,19 @@ IoStats IoServer::stats() const {
   st.policy = s.cache->policy();
   for (std::uint32_t i = 0; i < s.cache->n_slots(); ++i) {
     if (s.view.slot(i).pin_mask.load(std::memory_order_relaxed) != 0) ++st.slots_pinned;
+  }
+  if (s.engram_pool) {
+    st.engram_pool_pages = s.engram_pool->n_slots();
+    st.engram_pool_used = s.engram_pool->used();
+    st.engram_pool_pinned = s.engram_pool->pinned();
+    st.engram_evictions = s.engram_pool->evictions();
+    st.engram_direct_io = s.engram_reader->direct_io_engaged();
+    for (std::size_t t = 0; t < s.engram_counts.size(); ++t) {
+      const auto& file = s.engram_reader->tables()[t];
+      const auto& n = s.engram_counts[t];
+      st.engram.push_back(EngramTableStats{file.header.layer, file.header.rows, file.pages, n.hits, n.misses,
+                                           n.bytes_read, n.reads, n.prefetch_reads, n.read_errors});
+    }
   }
   for (int c = 0; c < s.config.max_clients; ++c) {
     const Impl::Client& client = s.clients[std::size_t(c)];
@@ -101,7 +115,26 @@ nlohmann::json stats_json(const IoStats& s) {
                            {"pinned_slots", c.pinned_slots},
                            {"queue_depth", c.request_queue_depth}});
   }
-  return json{{"totals", totals}, {"clients", clients}};
+  json tables = json::array();
+  for (const auto& t : s.engram) {
+    tables.push_back(json{{"layer", t.layer},
+                          {"rows", t.rows},
+                          {"pages", t.pages},
+                          {"hits", t.hits},
+                          {"misses", t.misses},
+                          {"bytes_read", t.bytes_read},
+                          {"reads", t.reads},
+                          {"prefetch_reads", t.prefetch_reads},
+                          {"read_errors", t.read_errors}});
+  }
+  json engram = {{"pool_pages", s.engram_pool_pages},
+                 {"pool_used", s.engram_pool_used},
+                 {"pool_pinned", s.engram_pool_pinned},
+                 {"evictions", s.engram_evictions},
+                 {"queue_depth", s.engram_queue_depth},
+                 {"direct_io", s.engram_direct_io},
+                 {"tables", tables}};
+  return json{{"totals", totals}, {"clients", clients}, {"engram", engram}};
 }
 
 }  // namespace waste

@@ -23,6 +23,9 @@ void add_daemon_options(CLI::App& app, DaemonCli& c) {
   app.add_option("--budget", c.budget,
                  "RAM budget for trunk + expert arena + client state, in bytes with K/M/G (e.g. 8G; "
                  "default: automatic, the floor + 3 working sets within 3/4 of usable RAM)");
+  app.add_option("--engram-pool", c.engram_pool,
+                 "Engram page pool, in bytes with K/M/G, 4K..4G, whole 4 KiB pages (default: min(64M, 5% of the "
+                 "expert arena); only with engram-L<n>.bin tables in the container)");
   app.add_option("--name", c.name, "instance name (default: derived from the container path)");
   app.add_option("--policy", c.policy, "expert cache policy, echo, reuse, lfru or lru (default echo)")
       ->check(CLI::IsMember({"echo", "reuse", "lfru", "lru"}));
@@ -82,6 +85,14 @@ Result<DaemonOptions> daemon_options(const DaemonCli& c) {
     if (!bytes) return make_error(Errc::argument, "--budget: " + bytes.error().message);
     o.budget_bytes = *bytes;
   }
+  if (!c.engram_pool.empty()) {
+    auto bytes = parse_bytes(c.engram_pool);
+    if (!bytes) return make_error(Errc::argument, "--engram-pool: " + bytes.error().message);
+    if (*bytes < 4096 || *bytes > (std::uint64_t{4} << 30)) {
+      return make_error(Errc::argument, "--engram-pool must be between 4K and 4G, not " + c.engram_pool);
+    }
+    o.io.engram_pool_pages = *bytes / 4096;
+  }
   return o;
 }
 
@@ -92,6 +103,7 @@ std::vector<std::string> daemon_argv(const DaemonOptions& o) {
   auto add = [&](const char* flag, const std::string& value) { argv.insert(argv.end(), {flag, value}); };
   if (o.budget_bytes) add("--budget", std::to_string(*o.budget_bytes));
   if (!o.io.instance.empty()) add("--name", o.io.instance);
+  if (o.io.engram_pool_pages != 0) add("--engram-pool", std::to_string(o.io.engram_pool_pages * 4096));
   if (o.io.policy != d.io.policy) add("--policy", cache_policy_name(o.io.policy));
   if (!o.log_file.empty()) add("--log", std::filesystem::absolute(o.log_file, ec).string());
   if (o.io.reader_threads != d.io.reader_threads) add("--reader-threads", std::to_string(o.io.reader_threads));

@@ -20,6 +20,7 @@ namespace waste::ioserver {
 struct DaemonCli {
   std::string model;
   std::string budget;                 // "8G"; empty = automatic
+  std::string engram_pool;  // --engram-pool: bytes with K/M/G; empty = automatic
   std::string name;
   std::string policy = "echo";
   std::string log_file;

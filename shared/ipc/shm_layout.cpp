@@ -11,18 +11,23 @@ constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v +
 }  // namespace
 
 ArenaLayout ArenaLayout::compute(std::uint64_t record_bytes, std::uint32_t n_slots, std::uint32_t max_clients,
-                                 std::uint32_t n_identity_files) noexcept {
+                                 std::uint32_t n_identity_files, std::uint32_t n_engram_tables,
+                                 std::uint32_t n_engram_pages) noexcept {
   ArenaLayout l;
   l.record_bytes = record_bytes;
   l.n_slots = n_slots;
   l.max_clients = max_clients;
   l.n_identity_files = n_identity_files;
+  l.n_engram_tables = n_engram_tables;
+  l.n_engram_pages = n_engram_pages;
   l.slots_offset = sizeof(ControlHeaderShm);
   l.clients_offset = align_up(l.slots_offset + sizeof(SlotShm) * n_slots, 64);
   l.identity_offset = align_up(l.clients_offset + sizeof(ClientShm) * max_clients, 64);
-  l.arena_offset = align_up(l.identity_offset + sizeof(FileIdentityShm) * n_identity_files, kSlotAlign);
+  l.engram_tables_offset = align_up(l.identity_offset + sizeof(FileIdentityShm) * n_identity_files, 64);
+  l.arena_offset = align_up(l.engram_tables_offset + sizeof(EngramTableShm) * n_engram_tables, kSlotAlign);
   l.slot_bytes = align_up(record_bytes, kSlotAlign);
-  l.total_bytes = l.arena_offset + l.slot_bytes * n_slots;
+  l.engram_pages_offset = l.arena_offset + l.slot_bytes * n_slots;  // 4 KiB aligned: slot_bytes is
+  l.total_bytes = l.engram_pages_offset + kEngramPageBytes * n_engram_pages;
   return l;
 }
 
@@ -42,8 +47,11 @@ Result<ArenaView> ArenaView::attach(std::span<const std::byte> mapping, const st
                                      std::to_string(h.layout_version) + ", this build speaks " +
                                      std::to_string(kLayoutVersion));
   }
-  const ArenaLayout l = ArenaLayout::compute(h.record_bytes, h.n_slots, h.max_clients, h.n_identity_files);
+  const ArenaLayout l = ArenaLayout::compute(h.record_bytes, h.n_slots, h.max_clients, h.n_identity_files,
+                                             h.n_engram_tables, h.n_engram_pages);
   if (h.header_bytes != sizeof(ControlHeaderShm) || h.max_clients > std::uint32_t(kMaxClients) ||
+      h.n_engram_tables > std::uint32_t(kMaxEngramTables) || h.engram_tables_offset != l.engram_tables_offset ||
+      h.engram_pages_offset != l.engram_pages_offset ||
       h.slots_offset != l.slots_offset || h.clients_offset != l.clients_offset ||
       h.identity_offset != l.identity_offset || h.arena_offset != l.arena_offset || h.slot_bytes != l.slot_bytes ||
       h.total_bytes != l.total_bytes || l.total_bytes > mapping.size()) {

@@ -3,7 +3,8 @@
 //
 //   arena  "waste_<uid>_<instance>_arena", clients map it READ-ONLY:
 //     [ ControlHeaderShm | SlotShm x n_slots | ClientShm x max_clients |
-//       FileIdentityShm x n_identity_files | pad to 4 KiB | arena: n_slots x slot_bytes ]
+//       FileIdentityShm x n_identity_files | EngramTableShm x n_engram_tables | pad to 4 KiB |
+//       arena: n_slots x slot_bytes | Engram pool: n_engram_pages x 4 KiB ]
 //   rings  "waste_<uid>_<instance>_c<idx>_g<gen>", one per lease, created at attach, removed at
 //          detach/reclaim; only that client and the daemon map it (read-write):
 //     [ RingSegmentHeaderShm | request RingShm | completion RingShm ]
@@ -32,11 +33,12 @@ namespace waste::ipc {
 inline constexpr std::uint64_t kArenaMagic = 0x414E524145545357ull;  // "WSTEARNA" little-endian
 // Bump whenever any struct in this file, the entry encodings or the region order change:
 // a client built against another version refuses to attach instead of misreading.
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::uint64_t kRingsMagic = 0x53474E4945545357ull;  // "WSTEINGS"
 inline constexpr std::uint64_t kWakeMagic = 0x454B415745545357ull;   // "WSTEWAKE"
 inline constexpr std::uint64_t kSlotAlign = 4096;  // O_DIRECT target alignment
 inline constexpr int kMaxClients = 64;             // pin masks are 64-bit
+inline constexpr std::uint64_t kEngramPageBytes = 4096;  // one Engram pool slot: one table page
 
 enum class SlotState : std::uint32_t { empty = 0, inflight = 1, ready = 2, failed = 3 };
 enum class ClientState : std::uint32_t { free = 0, attached = 1 };
@@ -75,7 +77,13 @@ struct ControlHeaderShm {
   std::atomic<std::uint32_t> shutting_down;
   // Slots that may hold records now (IoServer::set_cache_slots; relaxed, advisory for clients).
   std::atomic<std::uint32_t> usable_slots;
-  std::uint64_t reserved[14];      // room for growth without a version bump
+  // Engram tables (EngramTableShm[n_engram_tables] at engram_tables_offset) and the Engram page
+  // pool (n_engram_pages slots of kEngramPageBytes at engram_pages_offset). Written at creation.
+  std::uint64_t engram_tables_offset;
+  std::uint64_t engram_pages_offset;
+  std::uint32_t n_engram_tables;
+  std::uint32_t n_engram_pages;
+  std::uint64_t reserved[11];      // room for growth without a version bump
 };
 static_assert(std::is_standard_layout_v<ControlHeaderShm>, "lives in shared memory");
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free, "heartbeat is read across processes");
@@ -91,6 +99,25 @@ struct FileIdentityShm {
   std::uint64_t reserved[3];
 };
 static_assert(sizeof(FileIdentityShm) == 64, "one cache line per file");
+
+// One Engram table the daemon serves (engram-L{layer}.bin, its header checked at open). The
+// geometry is written at creation; the counters by the daemon (relaxed, monotonic; for
+// diagnostics: `stats` reads the daemon's own copies).
+struct EngramTableShm {
+  std::uint32_t layer;          // the decoder layer the table feeds
+  std::uint32_t bits;           // 4 or 8
+  std::uint64_t rows;
+  std::uint32_t width;          // columns of a row
+  std::uint32_t row_bytes;
+  std::uint32_t rows_per_page;  // no row crosses a page
+  std::uint32_t page_bytes;     // kEngramPageBytes (the daemon serves no wider rows)
+  std::uint64_t pages;          // data pages: demands name page < pages
+  std::atomic<std::uint64_t> hits;        // demands that found the page resident
+  std::atomic<std::uint64_t> misses;      // demands that needed (or joined) a read
+  std::atomic<std::uint64_t> bytes_read;  // page bytes read from the file (demand + prefetch)
+};
+static_assert(sizeof(EngramTableShm) == 64, "one cache line per table");
+static_assert(std::is_standard_layout_v<EngramTableShm>, "lives in shared memory");
 
 // ---- slot table -----------------------------------------------------------------------------
 // One per arena slot. Written only by the daemon (under its cache mutex); clients and waste-ctl
@@ -162,11 +189,13 @@ static_assert(std::is_standard_layout_v<WakeShm>, "lives in shared memory");
 // ---- geometry -------------------------------------------------------------------------------
 // The daemon computes this once and addresses everything from its own copy.
 struct ArenaLayout {
-  std::uint64_t slots_offset = 0, clients_offset = 0, identity_offset = 0, arena_offset = 0;
+  std::uint64_t slots_offset = 0, clients_offset = 0, identity_offset = 0, engram_tables_offset = 0, arena_offset = 0;
+  std::uint64_t engram_pages_offset = 0;
   std::uint64_t record_bytes = 0, slot_bytes = 0, total_bytes = 0;
-  std::uint32_t n_slots = 0, max_clients = 0, n_identity_files = 0;
+  std::uint32_t n_slots = 0, max_clients = 0, n_identity_files = 0, n_engram_tables = 0, n_engram_pages = 0;
   static ArenaLayout compute(std::uint64_t record_bytes, std::uint32_t n_slots, std::uint32_t max_clients,
-                             std::uint32_t n_identity_files = 0) noexcept;
+                             std::uint32_t n_identity_files = 0, std::uint32_t n_engram_tables = 0,
+                             std::uint32_t n_engram_pages = 0) noexcept;
 };
 
 // Typed access to a mapped arena segment (either side), addressed from an ArenaLayout the holder
@@ -188,6 +217,12 @@ class ArenaView {
   }
   [[nodiscard]] FileIdentityShm& identity(std::uint32_t i) const noexcept {
     return reinterpret_cast<FileIdentityShm*>(base_ + layout_.identity_offset)[i];
+  }
+  [[nodiscard]] EngramTableShm& engram_table(std::uint32_t t) const noexcept {
+    return reinterpret_cast<EngramTableShm*>(base_ + layout_.engram_tables_offset)[t];
+  }
+  [[nodiscard]] std::byte* engram_page(std::uint32_t i) const noexcept {
+    return base_ + layout_.engram_pages_offset + std::uint64_t(i) * kEngramPageBytes;
   }
   [[nodiscard]] std::byte* slot_data(std::uint32_t i) const noexcept {
     return base_ + layout_.arena_offset + std::uint64_t(i) * layout_.slot_bytes;

@@ -301,7 +301,7 @@ TEST_CASE("hazard: damaged engram tables refused with messages naming the file a
   CHECK(error_of() == "engram-L1.bin: rows of 32 columns, engram.json's head_dim is 64");
 }
 
-TEST_CASE("engram rows: the LRU cache counts hits, misses and bytes; prefetch fills it", "[compute][engram]") {
+TEST_CASE("engram rows: the LRU cache counts hits, misses and bytes, and prefetch fills it", "[compute][engram]") {
   test::TempDir dir("engram-rows-cache");
   synth(dir.path(), 64, 8);
   auto tables = load_engram_tables(dir.path());
@@ -462,7 +462,7 @@ TEST_CASE("engram stage: a run's rows equal one token at a time and the rows of 
   CHECK(stage.rows(1, one).error().message == "engram stage: 256 floats for 11 tokens of 256");
 }
 
-TEST_CASE("synthetic engram: a row cap draws smaller primes; too small a cap refused", "[compute][engram]") {
+TEST_CASE("synthetic engram: a row cap draws smaller primes, and too small a cap is refused", "[compute][engram]") {
   test::TempDir dir("engram-synth-cap");
   auto c = engram_config(64);
   c.engram_vocab_size = 1000000;  // about 4 million rows a table uncut

@@ -12,6 +12,10 @@
 //     push to), and the client's block then says why with the exact text;
 //   - each completion names a real record; a served one points at a slot holding that record's
 //     bytes; an error one carries a known code; no more completions than demands.
+// The daemon also serves one Engram table (engram-L1.bin, 9 pages, written once into a temp dir)
+// with a pool of 1..4 pages: Engram demands, prefetches and releases (and ones naming page 9 or
+// table 1, which are breaches) go through the same checks; an Engram completion names a pool slot
+// holding one whole page of the table, or arena_full.
 // Build: scripts/fuzz.sh (links waste_ioserver_lib); corpus: corpus/fuzz_ring_consumer/.
 #include <unistd.h>
 
@@ -22,10 +26,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "ioserver/io_server.hpp"
 #include "ioserver/nvme/record_reader.hpp"
+#include "shared/container/engram_table.hpp"
+#include "shared/crc32.hpp"
 #include "shared/ipc/doorbell.hpp"
 #include "shared/ipc/ring_entries.hpp"
 #include "shared/ipc/shm_layout.hpp"
@@ -65,6 +73,42 @@ class MemoryReader : public RecordReader {
   int n_layers_, n_experts_, hole_;
 };
 
+// One Engram table of kEngramPages data pages; byte i of page p is engram_byte(p, i).
+constexpr std::uint64_t kEngramPages = 9;
+std::uint8_t engram_byte(std::uint64_t page, std::size_t i) { return std::uint8_t(page * 31 + i * 7 + 3); }
+
+// Written once per process (removed at exit): the daemon checks the header (and its CRC) and the
+// size at creation.
+struct TempEngramDir {
+  std::filesystem::path path;
+  ~TempEngramDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+const std::filesystem::path& engram_dir() {
+  static const TempEngramDir dir{[] {
+    const auto d = std::filesystem::temp_directory_path() / ("waste-fuzz-engram-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    std::vector<std::byte> data(kEngramPages * kEngramPage);
+    for (std::uint64_t p = 0; p < kEngramPages; ++p) {
+      for (std::size_t i = 0; i < kEngramPage; ++i) data[p * kEngramPage + i] = std::byte(engram_byte(p, i));
+    }
+    EngramTableHeader h;
+    h.bits = 8;
+    h.width = 32;  // 34-byte rows, 120 a page
+    h.rows = kEngramPages * h.rows_per_page();
+    h.layer = 1;
+    h.data_crc = crc32(data);
+    const auto head = encode_engram_header(h);
+    std::ofstream out(d / "engram-L1.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(head.data()), std::streamsize(head.size()));
+    out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+    return d;
+  }()};
+  return dir.path;
+}
+
 struct Input {
   const std::uint8_t* p;
   std::size_t n;
@@ -103,7 +147,7 @@ void settle(const Fixture& f) {
     for (const auto& c : st.clients) {
       if (c.client_idx == f.lease.client_idx && c.request_queue_depth != 0) drained = false;
     }
-    if (drained && st.read_queue_depth == 0) return;
+    if (drained && st.read_queue_depth == 0 && st.engram_queue_depth == 0) return;
     WASTE_FUZZ_CHECK(std::chrono::steady_clock::now() < deadline);  // the daemon hangs on this ring
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -129,7 +173,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   config.arena_wait = std::chrono::milliseconds(20);
   config.populate_arena = false;
   config.private_memory = true;
-  auto server = IoServer::create(config, std::make_unique<MemoryReader>(f.n_layers, f.n_experts, hole));
+  config.engram_pool_pages = 1 + shape[2] / 8 % 4;
+  IoServer::Parts parts;
+  parts.reader = std::make_unique<MemoryReader>(f.n_layers, f.n_experts, hole);
+  parts.engram_dir = engram_dir();
+  auto server = IoServer::create(config, std::move(parts));
   WASTE_FUZZ_CHECK(server.has_value());
   f.server = std::move(*server);
   auto lease = f.server->attach(int(::getpid()));
@@ -141,6 +189,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   WASTE_FUZZ_CHECK(view.has_value());
   f.view = *view;
   const std::uint32_t n_slots = f.view.layout().n_slots;
+  const std::uint32_t n_pool = f.view.layout().n_engram_pages;
+  WASTE_FUZZ_CHECK(f.view.layout().n_engram_tables == 1 && f.view.engram_table(0).pages == kEngramPages);
+  const std::uint64_t engram_pages[1] = {kEngramPages};
 
   RingConsumer completions(f.rings->completion);  // the client's side, as DaemonExpertSource holds it
   std::uint64_t head = 0;                          // where the daemon's consumer stands
@@ -162,10 +213,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (!in.take(high)) break;
         entry = (std::uint64_t(high) << 32 | word) & ~(std::uint64_t(1) << 31);
       } else {  // a request an honest client could send (layer and expert one past the end at most)
-        const auto kind = RequestKind(1 + word % 3);
-        const int layer = int(word >> 2 & 0xFF) % (f.n_layers + 1);
-        const int expert = kind == RequestKind::release_layer ? 0 : int(word >> 10 & 0xFFFF) % (f.n_experts + 1);
-        entry = encode_request(kind, layer, expert);
+        const auto kind = RequestKind(1 + word % 6);
+        if (is_engram_kind(kind)) {  // table 0 or 1 (unknown), page up to one past the end
+          const bool release = kind == RequestKind::engram_release;
+          const int table = release ? 0 : int(word >> 3 & 0xFF) % 2 * int(word >> 11 & 1);
+          const std::uint64_t page = release ? 0 : (word >> 12 & 0xFF) % (kEngramPages + 1);
+          const std::uint32_t tag = kind == RequestKind::engram_demand ? (word >> 20 & 0x3FF) : 0;
+          entry = encode_engram_request(kind, table, page, tag);
+        } else {
+          const int layer = int(word >> 3 & 0xFF) % (f.n_layers + 1);
+          const int expert = kind == RequestKind::release_layer ? 0 : int(word >> 11 & 0xFFFF) % (f.n_experts + 1);
+          entry = encode_request(kind, layer, expert);
+        }
       }
       f.rings->request.entries[tail & (kRingCapacity - 1)].store(entry, std::memory_order_relaxed);
       ++tail;
@@ -197,15 +256,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } else {
       for (std::uint64_t i = head; i < tail; ++i) {
         const std::uint64_t entry = f.rings->request.entries[i & (kRingCapacity - 1)].load(std::memory_order_relaxed);
-        const RequestCheck check = check_request(entry, f.n_layers, f.n_experts);
+        const RequestCheck check = check_request(entry, f.n_layers, f.n_experts, 1, engram_pages);
         if (check == RequestCheck::ok) {
-          if (decode_request(entry).kind == RequestKind::demand) ++round_demands;
+          const auto kind = RequestKind(std::uint8_t(entry >> 40));
+          if (kind == RequestKind::demand || kind == RequestKind::engram_demand) ++round_demands;
           continue;
         }
         char hex[32];
         std::snprintf(hex, sizeof hex, "0x%016llx", static_cast<unsigned long long>(entry));
         expected = std::string("request entry ") + hex + ": " + request_check_text(check) + " (" +
-                   std::to_string(f.n_layers) + " layers x " + std::to_string(f.n_experts) + " experts)";
+                   std::to_string(f.n_layers) + " layers x " + std::to_string(f.n_experts) +
+                   " experts, 1 Engram tables)";
         break;
       }
     }
@@ -235,8 +296,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
     // The client's side: every completion names a real record; a served one, its bytes.
     while (auto e = completions.try_pop()) {
-      const Completion c = decode_completion(*e);
       ++answered;
+      if (is_engram_completion(*e)) {
+        const EngramCompletion c = decode_engram_completion(*e);
+        WASTE_FUZZ_CHECK(c.tag < 0x400);
+        if (c.error) {
+          WASTE_FUZZ_CHECK(c.value == std::uint32_t(CompletionError::arena_full));
+          continue;
+        }
+        WASTE_FUZZ_CHECK(c.value < n_pool);
+        // Every read has landed (settle): the slot holds one whole page of the table.
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(f.view.engram_page(c.value));
+        const std::uint8_t page31 = std::uint8_t(bytes[0] - 3);
+        for (std::size_t i = 0; i < kEngramPage; i += 89) {
+          WASTE_FUZZ_CHECK(bytes[i] == std::uint8_t(page31 + i * 7 + 3));
+        }
+        continue;
+      }
+      const Completion c = decode_completion(*e);
       WASTE_FUZZ_CHECK(c.layer >= 0 && c.layer < f.n_layers && c.expert >= 0 && c.expert < f.n_experts);
       if (c.error) {
         WASTE_FUZZ_CHECK(c.value == std::uint32_t(CompletionError::bad_key) ||

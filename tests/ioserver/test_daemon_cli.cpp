@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "ioserver/options/daemon_cli.hpp"
 
 using namespace waste;
@@ -34,6 +36,9 @@ TEST_CASE("Daemon options out of range are refused in words, naming the option a
       {{"m", "--linger", "3600001"}, "--linger must be between 0 and 3600000, not 3600001"},
       {{"m", "--first-attach-grace", "-5"}, "--first-attach-grace must be between 0 and 3600000, not -5"},
       {{"m", "--budget", "lots"}, "--budget: "},
+      {{"m", "--engram-pool", "1K"}, "--engram-pool must be between 4K and 4G, not 1K"},
+      {{"m", "--engram-pool", "8G"}, "--engram-pool must be between 4K and 4G, not 8G"},
+      {{"m", "--engram-pool", "some"}, "--engram-pool: "},
   }));
   INFO(args[1]);
   auto parsed = parse(args);
@@ -96,6 +101,26 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
   CHECK(plain->io.max_clients == 16);
   CHECK(plain->io.reader_threads == 4);  // kDefaultReaderThreads (measured, issue 15)
   CHECK(plain->reserved_clients == 1);
+}
+
+TEST_CASE("The daemon option --engram-pool sets the Engram pool in whole pages and daemon_argv gives it back", "[ioserver][control][cli]") {
+  auto parsed = parse({"/some/model.waste", "--engram-pool", "16M"});
+  REQUIRE(parsed);
+  CHECK(parsed->io.engram_pool_pages == 4096);
+  const auto argv = daemon_argv(*parsed);
+  const auto it = std::find(argv.begin(), argv.end(), std::string("--engram-pool"));
+  REQUIRE(it != argv.end());
+  REQUIRE(it + 1 != argv.end());
+  CHECK(*(it + 1) == std::to_string(std::uint64_t{16} << 20));
+  auto again = parse(argv);
+  REQUIRE(again);
+  CHECK(again->io.engram_pool_pages == 4096);
+  auto plain = parse({"/some/model.waste"});
+  REQUIRE(plain);
+  CHECK(plain->io.engram_pool_pages == 0);  // automatic
+  CHECK(engram_pool_pages_for(std::uint64_t{40} << 30) == 16384);  // 5% of 40 GiB is above the 64 MiB cap
+  CHECK(engram_pool_pages_for(std::uint64_t{100} << 20) == 1280);  // 5% of 100 MiB
+  CHECK(engram_pool_pages_for(4096) == 64);                        // the floor
 }
 
 TEST_CASE("Each daemon option's help names its default", "[ioserver][control][cli]") {

@@ -110,11 +110,13 @@ TEST_CASE("Request and completion entries round-trip through their 8-byte encodi
 TEST_CASE("Expert ids beyond 16 bits round-trip through requests, completions and cache keys", "[ioserver][ipc]") {
   // The hazard: 16-bit fields silently truncated expert 65536 to expert 0.
   for (const int expert : {0, 255, 65535, 65536, 70000, kMaxExperts - 1}) {
-    const auto r = decode_request(encode_request(RequestKind::demand, 255, expert));
+    const auto r = decode_request(encode_request(RequestKind::demand, kMaxLayers - 1, expert));
     REQUIRE(r.kind == RequestKind::demand);
-    REQUIRE(r.layer == 255);
+    REQUIRE(r.layer == kMaxLayers - 1);
     REQUIRE(r.expert == expert);
-    REQUIRE(check_request(encode_request(RequestKind::demand, 255, expert), 256, kMaxExperts) == RequestCheck::ok);
+    REQUIRE(check_request(encode_request(RequestKind::demand, kMaxLayers - 1, expert), kMaxLayers, kMaxExperts) ==
+            RequestCheck::ok);
+    REQUIRE_FALSE(is_engram_completion(encode_completion({kMaxLayers - 1, expert, true, true, 0x3FFFFFFFu})));
     const auto d = decode_completion(encode_completion({kMaxLayers - 1, expert, false, true, 0x3FFFFFFFu}));
     REQUIRE(d.layer == kMaxLayers - 1);
     REQUIRE(d.expert == expert);
