@@ -57,7 +57,7 @@ class Forward {
     // token map) and where their rows come from. Both outlive the Forward; without them a pass
     // of an Engram model is refused before any layer runs.
     const engram::EngramTables* engram_tables = nullptr;
-    engram::EngramRowSource* engram_rows = nullptr;
+    engram::EngramRowReader* engram_rows = nullptr;
   };
   explicit Forward(const Inputs& in);
 
@@ -170,7 +170,7 @@ class Forward {
   // in the layout), one stage per sequence run of a pass, the pass's rows [T][row_floats] and
   // per-token image flags; a failed bind is engram_status_, returned by every pass.
   const engram::EngramTables* engram_tables_ = nullptr;
-  engram::EngramRowSource* engram_rows_ = nullptr;
+  engram::EngramRowReader* engram_rows_ = nullptr;
   engram::EngramGateShape engram_shape_;
   std::vector<engram::EngramGateWeights> engram_w_;
   engram::EngramGateScratch engram_s_;
