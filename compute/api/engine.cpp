@@ -433,6 +433,8 @@ void Engine::reset() {
 
 int Engine::position() const { return impl_->state.position(); }
 const EngineProfile& Engine::profile() const { return impl_->profile; }
+void Engine::set_trace(forward::ForwardTrace* trace) { impl_->forward->set_trace(trace); }
+
 void Engine::reset_profile() { impl_->profile = EngineProfile{}; }
 const ModelConfig& Engine::config() const { return impl_->container->manifest.config; }
 const ContainerInfo& Engine::container() const { return *impl_->container; }

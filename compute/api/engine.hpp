@@ -27,6 +27,10 @@
 #include "shared/container/trunk.hpp"
 #include "shared/result.hpp"
 
+namespace waste::forward {
+struct ForwardTrace;
+}
+
 namespace waste {
 
 class DaemonConnection;
@@ -215,6 +219,9 @@ class Engine {
   // Stage timings accumulated since open or reset_profile() (all zero unless options.profile).
   [[nodiscard]] const EngineProfile& profile() const;
   void reset_profile();
+  // Each fed token's decisions (routed experts; CSA2's attended groups and candidate blocks)
+  // appended to `trace` (compute/forward/trace.hpp; null = off). For tests against an oracle.
+  void set_trace(forward::ForwardTrace* trace);
   [[nodiscard]] const ModelConfig& config() const;
   // The container's description the engine was opened from (its tokenizer, vision tower and
   // the rest read from it, not from a second parse).

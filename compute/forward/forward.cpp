@@ -275,6 +275,7 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
     const TokenSeq seq[1] = {TokenSeq{&state, state.position()}};
     const float* const media[1] = {embedding};
     WASTE_TRY(engram_begin(one, seq, media));
+    if (trace_) trace_begin(one);
   }
   profile::Stopwatch watch(profile_);
   watch.start();
@@ -300,6 +301,7 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
     if (plan_.layers[std::size_t(L)].engram) WASTE_TRY(engram(L, x, 1));
     const bool live = residual_.before_attention(lw, L, x, ps, blocks, n_blocks, h);
     WASTE_TRY(attention(lw, L, h, 1, pos, state, a_.data(), watch));
+    if (trace_) trace_csa2(L, 1);
     residual_.after_attention(lw, live, a_.data(), x, ps, blocks, n_blocks, h);
     watch.add(profile::Stage::other);
 
@@ -308,7 +310,10 @@ Status Forward::step(int token, model::RunState& state, std::span<float> logits,
       case MixerKind::moe: {
         const model::MoeWeights* next = lookahead_target(L);
         const MoeExtras extras{next, L + 1, next ? lookahead_ : 0, &watch};
-        WASTE_TRY(moe_forward(exec_, c_, lw.moe_w, L, h, experts_, moe_, f_.data(), extras));
+        if (trace_) trace_moe_begin();
+        const Status routed = moe_forward(exec_, c_, lw.moe_w, L, h, experts_, moe_, f_.data(), extras);
+        if (trace_) trace_moe_end(L, 1);
+        WASTE_TRY(routed);
         break;
       }
       case MixerKind::dense_ffn:
@@ -405,6 +410,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
                            std::span<const unsigned char> prompt, int& n_blocks, profile::Stopwatch& watch,
                            std::span<const float* const> embeddings) {
   WASTE_TRY(engram_begin(tokens, seqs, embeddings));
+  if (trace_) trace_begin(tokens);
   const int T = int(tokens.size());
   const std::size_t H = std::size_t(c_.hidden), S = std::size_t(c_.stream_width());
   const std::size_t block_stride = std::size_t(seqs[0].state->max_blocks()) * H;
@@ -436,6 +442,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
     } else {
       WASTE_TRY(attention(lw, L, pre_h_.data(), seqs, pre_a_.data(), watch));
     }
+    if (trace_) trace_csa2(L, T);
     for (int t = 0; t < T; ++t) {
       residual_.after_attention(lw, pre_live_[std::size_t(t)] != 0, pre_a_.data() + t * H, pre_x_.data() + t * S,
                       pre_ps_.data() + t * H, pre_blocks_.data() + t * block_stride, nb, pre_h_.data() + t * H);
@@ -444,10 +451,14 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
     watch.add(profile::Stage::other);
 
     switch (plan_.layers[std::size_t(L)].mixer) {
-      case MixerKind::moe:
-        WASTE_TRY(moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_, pre_f_.data(),
-                              prefill_window_, prompt, &watch));
+      case MixerKind::moe: {
+        if (trace_) trace_moe_begin();
+        const Status routed = moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_,
+                                          pre_f_.data(), prefill_window_, prompt, &watch);
+        if (trace_) trace_moe_end(L, T);
+        WASTE_TRY(routed);
         break;
+      }
       case MixerKind::dense_ffn:
         ffn_tokens(exec_, c_, lw.dense, pre_h_.data(), T, pre_moe_.fa.data(), pre_moe_.fb.data(), pre_f_.data());
         watch.lap(profile::Stage::shared_ffn);
@@ -498,6 +509,42 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
          logits, watch);
   state.set_position(pos0 + T);
   return ok();
+}
+
+// ForwardTrace: one entry per token of the pass; the MoE layers' ids as route() chose them (in
+// token order, top_k each), the CSA2 selection rows of the call after each compressed layer.
+void Forward::trace_begin(std::span<const int> tokens) {
+  trace_base_ = trace_->tokens.size();
+  for (int t : tokens) trace_->tokens.push_back(ForwardTrace::Token{t, {}, {}, {}});
+}
+
+void Forward::trace_moe_begin() {
+  trace_ids_.clear();
+  moe_.trace_ids = &trace_ids_;
+}
+
+void Forward::trace_moe_end(int layer, int n_tokens) {
+  moe_.trace_ids = nullptr;
+  const std::size_t K = std::size_t(c_.top_k);
+  if (trace_ids_.size() != std::size_t(n_tokens) * K) return;  // the pass failed before routing all
+  for (int t = 0; t < n_tokens; ++t) {
+    const auto first = trace_ids_.begin() + std::ptrdiff_t(std::size_t(t) * K);
+    trace_->tokens[trace_base_ + std::size_t(t)].experts.emplace_back(layer, std::vector<int>(first, first + std::ptrdiff_t(K)));
+  }
+}
+
+void Forward::trace_csa2(int layer, int n_tokens) {
+  const LayerPlan& plan = plan_.layers[std::size_t(layer)];
+  if (plan.attention != AttentionKind::csa2 || plan.csa2.ratio <= 0) return;
+  for (int t = 0; t < n_tokens; ++t) {
+    ForwardTrace::Token& tok = trace_->tokens[trace_base_ + std::size_t(t)];
+    const auto g = csa_sel_.groups.begin() + std::ptrdiff_t(std::size_t(t) * std::size_t(csa_sel_.topk));
+    tok.attended.emplace_back(layer, std::vector<int>(g, g + csa_sel_.count[std::size_t(t)]));
+    if (plan.csa2.candidate_source) {
+      const auto b = csa_sel_.blocks.begin() + std::ptrdiff_t(std::size_t(t) * std::size_t(csa_sel_.max_blocks));
+      tok.blocks.emplace_back(layer, std::vector<int>(b, b + csa_sel_.block_count[std::size_t(t)]));
+    }
+  }
 }
 
 }  // namespace waste::forward

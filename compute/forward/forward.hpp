@@ -26,6 +26,7 @@
 #include "compute/forward/rvq_driver.hpp"
 #include "compute/forward/scratch.hpp"
 #include "compute/forward/token_seq.hpp"
+#include "compute/forward/trace.hpp"
 #include "compute/model/run_state.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/profile/profile.hpp"
@@ -108,6 +109,8 @@ class Forward {
   [[nodiscard]] int lookahead() const { return lookahead_; }
   // Stage timings go to `profile` (null = off).
   void set_profile(profile::EngineProfile* profile) { profile_ = profile; }
+  // Each token's decisions appended to `trace` (trace.hpp; null = off). For tests.
+  void set_trace(ForwardTrace* trace) { trace_ = trace; }
 
   // The family's blocks per layer, chosen once at construction (families/family.hpp).
   [[nodiscard]] const ModelPlan& plan() const { return plan_; }
@@ -146,6 +149,14 @@ class Forward {
   int prefill_window_ = 64;
   int prefill_capacity_ = sizing::kPrefillChunk;
   profile::EngineProfile* profile_ = nullptr;
+  // ForwardTrace (null = off): the pass's first entry, and the routed ids of one MoE layer.
+  ForwardTrace* trace_ = nullptr;
+  std::size_t trace_base_ = 0;
+  std::vector<int> trace_ids_;
+  void trace_begin(std::span<const int> tokens);
+  void trace_moe_begin();
+  void trace_moe_end(int layer, int n_tokens);
+  void trace_csa2(int layer, int n_tokens);
   ModelPlan plan_;
   Residual residual_;
   std::vector<int> codebook_base_;

@@ -51,6 +51,7 @@ void route(const ModelConfig& c, const model::MoeWeights& w, const float* router
     const NoauxRouter r{c.scoring, c.n_experts, top_k, c.gate_temp, c.renormalize, c.routed_scale};
     route_noaux(r, router_logits, w.score_bias, w.bias_vl, false,
                 NoauxScratch{s.probs.data(), s.scored.data(), s.taken.data()}, s.ids.data(), s.weights.data());
+    if (s.trace_ids) s.trace_ids->insert(s.trace_ids->end(), s.ids.begin(), s.ids.begin() + top_k);
     return;
   }
   router_scores(c, w.score_bias, router_logits, s.probs.data(), s.scored.data());
@@ -62,6 +63,7 @@ void route(const ModelConfig& c, const model::MoeWeights& w, const float* router
     for (int j = 0; j < top_k; ++j) s.weights[j] /= (sum + 1e-20f);
   }
   for (int j = 0; j < top_k; ++j) s.weights[j] *= c.routed_scale;
+  if (s.trace_ids) s.trace_ids->insert(s.trace_ids->end(), s.ids.begin(), s.ids.begin() + top_k);
 }
 
 int top_ids(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, int n, float* scored,

@@ -62,6 +62,7 @@ struct MoeScratch {
   std::vector<unsigned char> taken;          // [E]
   std::vector<int> ids;                      // [top_k] selection order
   std::vector<float> weights;                // [top_k]
+  std::vector<int>* trace_ids = nullptr;     // ForwardTrace on: route() appends each token's ids
   std::vector<float> xin;                    // [lat]
   std::vector<float> lut_gate, lut_up;       // [lat/vec][stages][entries]
   std::vector<float> lut_down;               // [inter/vec][stages][entries]

@@ -67,6 +67,9 @@ def main() -> int:
                                         "compressed positions and candidate blocks here (JSON)")
     ap.add_argument("--engine-trace", help="DeepSeek-V4.1: an engine trace in the same JSON format to "
                                            "compare exactly")
+    ap.add_argument("--trace", action="store_true",
+                    help="DeepSeek-V4.1: have the dump tool write its per-token trace (--trace) and "
+                         "compare it exactly with the oracle's (as --engine-trace)")
     ap.add_argument("--shifted-min", type=float, default=0.0,
                     help="also require the engine to differ by more than this from the oracle "
                          "run with token t at position 2t (rotary containers)")
@@ -93,8 +96,12 @@ def main() -> int:
     vocab = int(cfg.get("text_config", cfg)["vocab_size"])
     prompt = [i % vocab for i in compare_logits.parse_ids(args.prompt)]
     chunk_args = ["--chunk", str(args.chunk)] if args.chunk > 0 else []
+    trace_args = []
+    if args.trace:
+        args.engine_trace = os.path.join(args.workdir, "engine_trace.json")
+        trace_args = ["--trace", args.engine_trace]
     run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)),
-         "--decode", str(0 if args.chunk > 0 else args.decode), *chunk_args])
+         "--decode", str(0 if args.chunk > 0 else args.decode), *chunk_args, *trace_args])
 
     try:
         ok = compare_logits.compare(cdir, dump, prompt, tol=args.tol, float64=args.float64,

@@ -5,6 +5,9 @@
 // --chunk N (prefill path, docs/QUALITY.md): the prompt goes in eval calls of N tokens (the first
 // of --first-chunk K), one step per call with its last token, so each step's logits are the
 // chunked prefill's; --decode must then be 0.
+// --trace FILE: every fed token's decisions (compute/forward/trace.hpp) as JSON in
+// tests/reference/v41_oracle.py's trace format: [{"token", "experts": {"L": ids}, "attended":
+// {"L": groups}, "blocks": {"L": blocks}}], for run_diff.py --trace.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -13,8 +16,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "compute/api/engine.hpp"
+#include "compute/forward/trace.hpp"
 
 namespace {
 
@@ -49,6 +54,8 @@ int main(int argc, char** argv) {
   app.add_option("--cache-records", cache_records, "Expert cache capacity in records");
   app.add_option("--chunk", chunk, "Prompt tokens per eval call (prefill chunks)")->check(CLI::Range(1, 64));
   app.add_option("--first-chunk", first_chunk, "Tokens of the first call (0 = --chunk)")->check(CLI::Range(0, 64));
+  std::string trace_path;
+  app.add_option("--trace", trace_path, "Write every fed token's experts, attended groups and blocks here (JSON)");
   CLI11_PARSE(app, argc, argv);
   if (chunk > 1 && decode != 0) {
     std::fprintf(stderr, "waste-dump-logits: --chunk %d needs --decode 0\n", chunk);
@@ -66,6 +73,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "waste-dump-logits: %s\n", engine.error().message.c_str());
     return 1;
   }
+  waste::forward::ForwardTrace trace;
+  if (!trace_path.empty()) (*engine)->set_trace(&trace);
   const int vocab = (*engine)->config().vocab;
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   if (!out) {
@@ -112,6 +121,26 @@ int main(int argc, char** argv) {
   if (!out.flush()) {
     std::fprintf(stderr, "waste-dump-logits: write failed: %s\n", out_path.c_str());
     return 1;
+  }
+  if (!trace_path.empty()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& tok : trace.tokens) {
+      nlohmann::json e = {{"token", tok.token}};
+      const std::pair<const char*, const std::vector<std::pair<int, std::vector<int>>>*> parts[] = {
+          {"experts", &tok.experts}, {"attended", &tok.attended}, {"blocks", &tok.blocks}};
+      for (const auto& [name, list] : parts) {
+        nlohmann::json m = nlohmann::json::object();
+        for (const auto& [layer, ids] : *list) m[std::to_string(layer)] = ids;
+        e[name] = std::move(m);
+      }
+      j.push_back(std::move(e));
+    }
+    std::ofstream t(trace_path, std::ios::trunc);
+    t << j.dump();
+    if (!t.flush()) {
+      std::fprintf(stderr, "waste-dump-logits: write failed: %s\n", trace_path.c_str());
+      return 1;
+    }
   }
   return 0;
 }
