@@ -52,7 +52,8 @@ struct Engine::Impl {
   // DeepSeek-V4.1's Engram tables (engram.json, the token map, engram-L{n}.bin): opened when
   // the config has Engram layers; the forward pass reads their rows.
   std::optional<engram::EngramTables> engram_tables;
-  std::unique_ptr<engram::EngramRowSource> engram_rows;
+  std::unique_ptr<engram::EngramRowReader> engram_rows;   // the plane's (EngineParts) or its own source
+  std::string engram_origin;
   std::unique_ptr<forward::Forward> forward;
 
   // One decode step or one prefill chunk, timed into the profile when it is on.
@@ -155,6 +156,9 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
   impl->container = std::move(container);
   std::unique_ptr<ExpertSource> source = std::move(parts.source);
   std::shared_ptr<const Trunk> trunk = std::move(parts.trunk);
+  // After the source: a failed open destroys the Engram lease before the plane it reads.
+  std::optional<engram::EngramTables> plane_engram_tables = std::move(parts.engram_tables);
+  std::unique_ptr<engram::EngramRowReader> plane_engram_rows = std::move(parts.engram_rows);
   const ModelConfig& c = impl->container->manifest.config;
   WASTE_TRY(check_geometry(c, impl->container->geometry));
 
@@ -202,14 +206,23 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
                             : forward::auto_lookahead(impl->source->cache_capacity_records(), c.n_moe_layers(),
                                                       c.top_k, c.n_experts, impl->pool->size());
   if (c.uses_engram()) {
-    auto tables = engram::load_engram_tables(options.model);
-    if (!tables) return std::unexpected(tables.error().with_context(where));
-    impl->engram_tables = std::move(*tables);
-    engram::EngramRowSourceOptions ro;
-    ro.cache_bytes = sizing::engram_cache_bytes(c);
-    auto rows = engram::EngramRowSource::open(options.model, impl->engram_tables->layout, ro);
-    if (!rows) return std::unexpected(rows.error().with_context(where));
-    impl->engram_rows = std::make_unique<engram::EngramRowSource>(std::move(*rows));
+    if (plane_engram_rows && plane_engram_tables) {
+      // open_expert_plane decided: the rows come from the data plane's shared page pool.
+      impl->engram_tables = std::move(plane_engram_tables);
+      impl->engram_rows = std::move(plane_engram_rows);
+      impl->engram_origin = parts.engram_note;
+    } else {
+      auto tables = engram::load_engram_tables(options.model);
+      if (!tables) return std::unexpected(tables.error().with_context(where));
+      impl->engram_tables = std::move(*tables);
+      engram::EngramRowSourceOptions ro;
+      ro.cache_bytes = sizing::engram_cache_bytes(c);
+      auto rows = engram::EngramRowSource::open(options.model, impl->engram_tables->layout, ro);
+      if (!rows) return std::unexpected(rows.error().with_context(where));
+      impl->engram_rows = std::make_unique<engram::EngramRowSource>(std::move(*rows));
+      impl->engram_origin = "Engram rows: read by this process (" +
+                            (parts.engram_note.empty() ? std::string("the caller's expert source") : parts.engram_note) + ")";
+    }
   }
   forward::Forward::Inputs in{c,
                               impl->weights,
@@ -442,6 +455,11 @@ bool Engine::decode_matches_prompt() const {
   return config().n_experts == 0 || !forward::expert_batch::usable(impl_->container->geometry);
 }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
+std::optional<engram::EngramRowStats> Engine::engram_stats() const {
+  if (!impl_->engram_rows) return std::nullopt;
+  return impl_->engram_rows->stats();
+}
+const std::string& Engine::engram_origin() const { return impl_->engram_origin; }
 const DaemonConnection* Engine::daemon() const { return impl_->daemon.get(); }
 std::span<const float> Engine::logits() const { return impl_->logits; }
 model::RunState& Engine::run_state() { return impl_->state; }

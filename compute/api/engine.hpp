@@ -14,10 +14,13 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "compute/engram/engram_rows.hpp"
+#include "compute/engram/ngram_hash.hpp"
 #include "compute/expert_source.hpp"
 #include "compute/forward/ops.hpp"
 #include "compute/model/run_state.hpp"
@@ -168,6 +171,13 @@ struct EngineParts {
   std::unique_ptr<DaemonConnection> daemon;
   std::unique_ptr<ExpertSource> source;
   std::shared_ptr<const Trunk> trunk;
+  // DeepSeek-V4.1's Engram tables and the rows read through the data plane's shared page pool
+  // (DaemonEngramRows on a lease of its own, open_expert_plane); null rows: the engine opens the
+  // container's tables itself (EngramRowSource). Declared last: destroyed before the source.
+  std::optional<engram::EngramTables> engram_tables;
+  std::unique_ptr<engram::EngramRowReader> engram_rows;
+  // Where the Engram rows come from, or why not from the plane (Engine::engram_origin()).
+  std::string engram_note;
 };
 
 class Engine {
@@ -234,6 +244,11 @@ class Engine {
   [[nodiscard]] bool decode_matches_prompt() const;
   [[nodiscard]] ModelInfo info() const;
   [[nodiscard]] ExpertSourceStats stats() const;
+  // The Engram row reader's counters (nullopt: the model has no Engram layers), and where the
+  // rows come from: "Engram rows: waste-ioserver's shared page pool (...)" or "Engram rows: read
+  // by this process (...)", the line a front end logs.
+  [[nodiscard]] std::optional<engram::EngramRowStats> engram_stats() const;
+  [[nodiscard]] const std::string& engram_origin() const;
   [[nodiscard]] std::span<const float> logits() const;  // of the last fed token
   // The daemon connection an EngineOptions::daemon open holds; nullptr otherwise.
   [[nodiscard]] const DaemonConnection* daemon() const;

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/engram/engram_json.hpp"
 #include "compute/io/daemon_attach.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "compute/io/in_process_plane.hpp"
@@ -60,6 +61,21 @@ Result<EngineParts> open_expert_plane(const EngineOptions& options, const Contai
     parts.daemon = std::move(attached->connection);
     parts.source = std::move(attached->source);
     parts.trunk = std::move(attached->trunk);
+    if (container.manifest.config.uses_engram()) {
+      // The Engram rows from the daemon's shared page pool on a lease of their own; a daemon that
+      // cannot serve them (no pool, another geometry) leaves the engine its own reads, and says why.
+      auto tables = engram::load_engram_tables(options.model);
+      if (!tables) return std::unexpected(tables.error());
+      auto rows = open_daemon_engram_rows(options.model, tables->layout, co);
+      if (rows) {
+        parts.engram_rows = std::move(*rows);
+        parts.engram_tables = std::move(*tables);
+        parts.engram_note = "Engram rows: waste-ioserver's shared page pool (pid " +
+                            std::to_string(parts.daemon->daemon().pid) + ")";
+      } else {
+        parts.engram_note = "the daemon does not serve them: " + rows.error().message;
+      }
+    }
     return parts;
   }
   // No daemon: its own data plane inside this process (private IoServer, read through
@@ -73,10 +89,23 @@ Result<EngineParts> open_expert_plane(const EngineOptions& options, const Contai
   io.direct_io = options.direct_io;
   io.verify_crc = options.verify_records;
   io.resident = options.resident_experts;
+  // The Engram rows from the private IoServer's page pool, as the daemon would serve them.
+  std::optional<engram::EngramTables> tables;
+  if (container.manifest.config.uses_engram()) {
+    auto loaded = engram::load_engram_tables(options.model);
+    if (!loaded) return std::unexpected(loaded.error());
+    tables = std::move(*loaded);
+    io.engram_layout = &tables->layout;
+  }
   auto plane = open_in_process_plane(options.model, container, io);
   if (!plane) return std::unexpected(plane.error());
   parts.source = std::move(plane->source);
   parts.trunk = std::move(plane->trunk);
+  if (plane->engram_rows) {
+    parts.engram_rows = std::move(plane->engram_rows);
+    parts.engram_tables = std::move(tables);
+    parts.engram_note = "Engram rows: the in-process data plane's shared page pool";
+  }
   return parts;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "compute/io/daemon_engram_rows.hpp"
 #include "compute/io/daemon_expert_source.hpp"
 #include "compute/io/shared_trunk.hpp"
 #include "ioserver/io_server.hpp"
@@ -89,7 +90,7 @@ Result<InProcessPlane> open_in_process_plane(const std::filesystem::path& model,
   config.reader_threads = std::max(options.reader_threads, 1);
   config.direct_io = options.direct_io;
   config.verify_crc = options.verify_crc;
-  config.max_clients = 1;  // this process only
+  config.max_clients = options.engram_layout ? 2 : 1;  // this process only (its Engram reader's lease too)
   auto server = IoServer::create(config, info);
   if (!server) return context(server.error());
   auto lease = (*server)->attach(::getpid());
@@ -101,9 +102,19 @@ Result<InProcessPlane> open_in_process_plane(const std::filesystem::path& model,
   auto trunk = open_shared_trunk(*lease, model, info.manifest);
   if (!trunk) return context(trunk.error());
   out.trunk = std::make_shared<const Trunk>(std::move(*trunk));
+  if (options.engram_layout) {
+    auto engram_lease = (*server)->attach(::getpid());
+    if (!engram_lease) return context(engram_lease.error().with_context("Engram lease"));
+    auto rows = DaemonEngramRows::open(*engram_lease, *options.engram_layout);
+    if (!rows) return context(rows.error());
+    out.engram_rows = std::move(*rows);
+  }
   auto source = std::make_unique<InProcessExpertSource>(std::move(*server), std::move(*inner));
   if (options.resident) {
-    if (auto loaded = source->load_all(info.manifest, c.n_experts); !loaded) return context(loaded.error());
+    if (auto loaded = source->load_all(info.manifest, c.n_experts); !loaded) {
+      out.engram_rows.reset();  // its lease before the server
+      return context(loaded.error());
+    }
   }
   out.source = std::move(source);
   return out;

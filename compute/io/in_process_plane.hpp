@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "compute/engram/engram_layout.hpp"
+#include "compute/engram/engram_rows.hpp"
 #include "compute/expert_source.hpp"
 #include "shared/container/container.hpp"
 #include "shared/container/trunk.hpp"
@@ -30,6 +32,10 @@ struct InProcessPlaneOptions {
   // Every record of the container in the arena, read at open (compute-only benchmarks):
   // arena_slots is then the record count and the warm-up is not counted in stats().
   bool resident = false;
+  // DeepSeek-V4.1's Engram tables (load_engram_tables' layout): the plane also serves their rows
+  // from the IoServer's Engram page pool through a second lease (the rings are single-producer,
+  // single-consumer). Null: no Engram reader.
+  const engram::EngramLayout* engram_layout = nullptr;
 };
 
 struct InProcessPlane {
@@ -38,6 +44,9 @@ struct InProcessPlane {
   // Over the server's trunk image (keeps the mapping alive on its own).
   std::shared_ptr<const Trunk> trunk;
   std::uint64_t arena_slots = 0;
+  // DaemonEngramRows over the second lease when engram_layout was given. Declared last: destroyed
+  // before the source that owns the server.
+  std::unique_ptr<engram::EngramRowReader> engram_rows;
 };
 
 // Errors: the container's (Errc::io / Errc::format), the IoServer's ("arena_slots must be ..."),

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
+#include "compute/api/engine_open.hpp"
+#include "compute/io/daemon_connect.hpp"
 #include "compute/engram/engram_synth.hpp"
 #include "compute/forward/families/family.hpp"
 #include "compute/model/weights.hpp"
@@ -409,6 +411,66 @@ TEST_CASE("V4.1 Engram rows: chunked prefill, batches and sessions give token-at
   REQUIRE_FALSE(refused);
   CHECK(refused.error().message == "session x: engram history entry 0: id 200 is outside -1..199");
   fs::remove(file);
+}
+
+// Issue 29: without a caller's source the engine reads the Engram rows through the data plane's
+// page pool (DaemonEngramRows on the plane's second lease); the same plane with the engine's own
+// EngramRowSource gives the same logits bit for bit, prompt and decode steps alike, and the pool's
+// reader counts every row the forward asked for as a page hit or miss reported by the server.
+TEST_CASE("V4.1 Engram rows through the data plane's page pool give the engine's own reads' bits", "[compute][v41][engram]") {
+  EngineOptions o;
+  o.model = engram_container(true);
+  o.threads = 2;
+  o.ctx_tokens = 64;
+  o.prefill_chunk = 64;
+  o.lookahead = 0;
+  auto container = read_container(o.model);
+  REQUIRE(container);
+
+  auto pooled = Engine::open(o);
+  INFO((pooled ? std::string() : pooled.error().message));
+  REQUIRE(pooled);
+  CHECK((*pooled)->engram_origin() == "Engram rows: the in-process data plane's shared page pool");
+
+  auto parts = open_expert_plane(o, **container);
+  INFO((parts ? std::string() : parts.error().message));
+  REQUIRE(parts);
+  REQUIRE(parts->engram_rows);
+  REQUIRE(parts->engram_tables);
+  parts->engram_rows.reset();
+  parts->engram_tables.reset();
+  parts->engram_note = "the test dropped the pool's reader";
+  auto own = Engine::open(o, *container, std::move(*parts));
+  INFO((own ? std::string() : own.error().message));
+  REQUIRE(own);
+  CHECK((*own)->engram_origin() == "Engram rows: read by this process (the test dropped the pool's reader)");
+
+  const std::vector<int> prompt = tokens(9, 4), steps = tokens(5, 9);
+  auto a = (*pooled)->eval(prompt, {}, FeedKind::prompt);
+  auto b = (*own)->eval(prompt, {}, FeedKind::prompt);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(same_bits(copy(*a), copy(*b)));
+  for (int tok : steps) {
+    INFO("decode token " << tok);
+    auto x = (*pooled)->eval(std::span<const int>(&tok, 1), {}, FeedKind::decode);
+    auto y = (*own)->eval(std::span<const int>(&tok, 1), {}, FeedKind::decode);
+    REQUIRE(x);
+    REQUIRE(y);
+    CHECK(same_bits(copy(*x), copy(*y)));
+  }
+
+  const auto ps = (*pooled)->engram_stats(), os = (*own)->engram_stats();
+  REQUIRE(ps);
+  REQUIRE(os);
+  // 14 tokens, one Engram layer, 2 n-gram sizes x 2 heads: 56 rows asked for by either reader.
+  CHECK(ps->hits + ps->misses == 56);
+  CHECK(os->hits + os->misses == 56);
+  // The forward prefetches each token's pages ahead of read_rows: the pool's reader asked the
+  // server for them (engram_prefetch) and the demands that followed found them resident (hits;
+  // a page still being read would count as a miss, so only "some hits" is certain).
+  CHECK(ps->prefetched > 0);
+  CHECK(ps->hits > 0);
 }
 
 TEST_CASE("V4.1 flash preset parses at the real shapes and --layers cuts it", "[compute][v41]") {
