@@ -30,5 +30,5 @@ fi
 
 if [[ "${WASTE_SKIP_FUZZ:-0}" != 1 ]]; then
   echo "== libFuzzer harnesses"
-  bash "$root/scripts/fuzz.sh" 30
+  bash "$root/scripts/fuzz.sh" "${WASTE_FUZZ_SECONDS:-15}"
 fi

@@ -268,6 +268,7 @@ Result<std::span<const float>> Engine::eval(std::span<const int> tokens, std::sp
                                           std::to_string(tokens.size()) + " tokens");
   }
   WASTE_TRY(check_tokens(tokens));
+  if (Status usable = impl_->state.check_usable(); !usable) return std::unexpected(usable.error().with_context("eval"));
   const int free_positions = impl_->state.ctx_tokens() - impl_->state.position();
   if (std::int64_t(tokens.size()) > free_positions) {
     return make_error(Errc::argument, "eval: " + std::to_string(tokens.size()) + " tokens at position " +
@@ -386,6 +387,9 @@ Status Engine::feed_batch(std::span<const SequenceFeed> feeds) {
     if (!f.sequence) return make_error(Errc::argument, which + ": no sequence");
     if (f.tokens.empty()) return make_error(Errc::argument, which + ": no tokens to feed");
     if (Status ids = check_tokens(f.tokens); !ids) return std::unexpected(ids.error().with_context(which));
+    if (Status usable = f.sequence->state_.check_usable(); !usable) {
+      return std::unexpected(usable.error().with_context(which));
+    }
     if (!f.embeddings.empty() && f.embeddings.size() != f.tokens.size()) {
       return make_error(Errc::argument, which + ": " + std::to_string(f.embeddings.size()) + " embedding rows for " +
                                             std::to_string(f.tokens.size()) + " tokens");

@@ -204,7 +204,8 @@ class Engine {
   // prefill (prefill_chunk tokens per chunk, a 1-token remainder too), a decode step through
   // the decode step. Ids and the free context are checked
   // before anything is fed; an I/O error mid-way leaves the chunks before it fed (position()
-  // tells how many tokens).
+  // tells how many tokens) and the state broken (the failed chunk had begun advancing it): later
+  // feeds and session saves are refused, naming the failure, until reset() or a session load.
   // `embeddings`: as GenerateParams::prompt_embeddings (empty, or one pointer per token).
   Result<std::span<const float>> eval(std::span<const int> tokens, std::span<const float* const> embeddings = {},
                                       FeedKind kind = FeedKind::automatic);
@@ -221,7 +222,8 @@ class Engine {
   // each trunk weight and each distinct routed expert is read once per pass for the whole
   // batch. Each sequence ends with the logits and state it would have been fed alone (the same
   // bits as eval()). Ids and free context are checked for every feed before anything is fed;
-  // on an error mid-way the passes before it stay fed (each sequence's position() tells).
+  // on an error mid-way the passes before it stay fed (each sequence's position() tells) and
+  // the sequences of the failed pass are broken (refused until their reset(), as eval()).
   Status feed_batch(std::span<const SequenceFeed> feeds);
 
   void reset();

@@ -45,6 +45,21 @@ Status Forward::run_batch(std::span<const Segment> segments) {
     return prefill(segments[0].tokens, *segments[0].state, segments[0].logits, segments[0].embeddings,
                    segments[0].prompt);
   }
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    if (Status usable = segments[i].state->check_usable(); !usable) {
+      return std::unexpected(usable.error().with_context("batch segment " + std::to_string(i)));
+    }
+  }
+  // A failed pass leaves every position where it was (they advance after the last fallible step).
+  Status done = batch_pass(segments);
+  if (!done) {
+    for (const Segment& seg : segments) seg.state->mark_broken(seg.state->position(), done.error().message);
+  }
+  return done;
+}
+
+// run_batch() of two or more segments, past its checks.
+Status Forward::batch_pass(std::span<const Segment> segments) {
 
   profile::Stopwatch watch(profile_);
   watch.start();

@@ -270,6 +270,14 @@ const model::MoeWeights* Forward::lookahead_target(int layer) const {
 }
 
 Status Forward::step(int token, model::RunState& state, std::span<float> logits, const float* embedding) {
+  WASTE_TRY(state.check_usable());
+  const int pos = state.position();
+  Status done = step_pass(token, state, logits, embedding);
+  if (!done) state.mark_broken(pos, done.error().message);
+  return done;
+}
+
+Status Forward::step_pass(int token, model::RunState& state, std::span<float> logits, const float* embedding) {
   {
     const int one[1] = {token};
     const TokenSeq seq[1] = {TokenSeq{&state, state.position()}};
@@ -486,6 +494,17 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
   if (T == 1 && !(prompt && expert_batch::per_token(experts_.geometry))) {
     return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
   }
+  WASTE_TRY(state.check_usable());
+  const int pos0 = state.position();
+  Status done = prefill_pass(tokens, state, logits, embeddings, prompt);
+  if (!done) state.mark_broken(pos0, done.error().message);
+  return done;
+}
+
+// prefill() past its checks.
+Status Forward::prefill_pass(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
+                             std::span<const float* const> embeddings, bool prompt) {
+  const int T = int(tokens.size());
   profile::Stopwatch watch(profile_);
   watch.start();
   const std::size_t H = std::size_t(c_.hidden);

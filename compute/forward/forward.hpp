@@ -97,6 +97,8 @@ class Forward {
   // states must be distinct; the same preconditions per segment as prefill(). Under the
   // per-token rule a token's bits depend on its segment's `prompt` only, never on the others.
   Status run_batch(std::span<const Segment> segments);
+  // All three refuse a state marked broken (RunState::check_usable) before anything is fed, and
+  // mark every state of a pass that fails once it began (model::RunState::mark_broken).
 
   // Bytes of every scratch buffer this Forward holds (vector capacities), for the check that
   // the memory plan's scratch_bytes covers it.
@@ -127,6 +129,10 @@ class Forward {
   // (its n-gram history advanced) and every row requested, so the reads overlap the layers
   // before the first Engram layer. A media position (embeddings[t] non-null) is an image token:
   // the look-back stops there and its gate is 0. Nothing is changed when it fails.
+  Status step_pass(int token, model::RunState& state, std::span<float> logits, const float* embedding);
+  Status prefill_pass(std::span<const int> tokens, model::RunState& state, std::span<float> logits,
+                      std::span<const float* const> embeddings, bool prompt);
+  Status batch_pass(std::span<const Segment> segments);
   Status engram_begin(std::span<const int> tokens, std::span<const TokenSeq> seqs,
                       std::span<const float* const> embeddings);
   // The Engram spot of a layer (LayerPlan::engram), before its attention site: the rows of the

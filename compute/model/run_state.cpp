@@ -117,6 +117,17 @@ void RunState::reset() {
   std::fill(hidden_.begin(), hidden_.end(), 0.0f);
   position_ = 0;
   n_blocks_ = 0;
+  broken_.clear();
+}
+
+void RunState::mark_broken(int position, const std::string& why) {
+  if (!broken_.empty()) return;  // the first failure is the one that explains the state
+  broken_ = "a pass at position " + std::to_string(position) + " failed mid-way (" + why + ")";
+}
+
+Status RunState::check_usable() const {
+  if (broken_.empty()) return ok();
+  return make_error(Errc::argument, "sequence state unusable: " + broken_ + "; reset the sequence or load a session");
 }
 
 std::span<float> RunState::conv_ring(int layer, ConvRing which) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "compute/forward/csa2_state.hpp"
@@ -35,7 +36,17 @@ class RunState {
   // ctx_tokens bounds the MLA latent cache (and the position for every model).
   static Result<RunState> create(const ModelConfig& config, int ctx_tokens);
 
-  void reset();  // zero state, position 0
+  void reset();  // zero state, position 0 (a broken state usable again)
+
+  // A pass that fails after it began changing this state (an I/O error at layer 5 of 8, say)
+  // leaves the recurrent parts - KDA, CSA2 windows and compressed sources, the DSA pools, the
+  // n-gram look-back, the AttnRes blocks - advanced past position() while position() is not.
+  // Forward marks the state broken then; every later pass on it is refused (check_usable())
+  // until reset() or a session load replaces it. `why` is the failed pass's error.
+  void mark_broken(int position, const std::string& why);
+  [[nodiscard]] bool broken() const { return !broken_.empty(); }
+  // ok(), or the error a pass on a broken state gets (names the position and the first failure).
+  [[nodiscard]] Status check_usable() const;
 
   // Bytes of every buffer held (vector capacities); the memory plan's state_bytes covers it.
   [[nodiscard]] std::uint64_t allocated_bytes() const;
@@ -104,6 +115,7 @@ class RunState {
   std::vector<float> blocks_;
   std::vector<float> hidden_;
   int position_ = 0;
+  std::string broken_;  // why the state is unusable; empty = usable
   int ctx_tokens_ = 0;
   int latent_width_ = 0;
   int conv_ring_floats_ = 0;

@@ -401,6 +401,10 @@ struct TempFile {
 
 Status save(const Engine& engine, const std::filesystem::path& path) {
   static std::atomic<std::uint64_t> seq{0};
+  // A state a failed pass left half-advanced is not a conversation worth keeping.
+  if (Status usable = engine.run_state().check_usable(); !usable) {
+    return std::unexpected(usable.error().with_context("session " + path.string()));
+  }
   const std::vector<std::byte> bytes = encode(engine.config(), engine.run_state());
   TempFile tmp;
   tmp.path = path.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(seq++);

@@ -156,6 +156,27 @@ TEST_CASE("an engine through waste-ioserver reads its Engram rows from the daemo
   CHECK(tables[0]["read_errors"] == 0);
   // Two leases of this process: the expert source's and the Engram reader's.
   CHECK((*stats)["clients"].size() == 2);
+
+  // A second engine on the same daemon shares the pool: the same bits, its 12 page demands all
+  // served from the pages the first one had read (no new read).
+  auto second = open_engine(r);
+  if (!second) FAIL(second.error().message);
+  REQUIRE(second->via_daemon);
+  CHECK((*second)->daemon()->daemon().pid == daemon_pid);
+  const auto second_logits = run(**second);
+  REQUIRE(second_logits.size() == own_logits.size());
+  for (std::size_t i = 0; i < own_logits.size(); ++i) {
+    INFO("second engine, feed " << i);
+    CHECK(std::memcmp(second_logits[i].data(), own_logits[i].data(), own_logits[i].size() * sizeof(float)) == 0);
+  }
+  auto shared = ipc::ControlClient::connect((*opened)->daemon()->daemon().socket)->stats();
+  if (!shared) FAIL(shared.error().message);
+  const auto& after = (*shared)["engram"]["tables"][0];
+  INFO(after.dump());
+  CHECK(after["hits"].get<std::uint64_t>() == tables[0]["hits"].get<std::uint64_t>() + 12);
+  CHECK(after["misses"] == tables[0]["misses"]);
+  CHECK(after["reads"] == 2);
+  CHECK((*shared)["clients"].size() == 4);
   ::unsetenv("WASTE_LINGER_MS");
 }
 
