@@ -145,7 +145,8 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<PlanArgs>();
       sub.add_option("model", args->model, "Container directory (NAME.waste); or --preset / --config")
-          ->type_name("DIR");
+          ->type_name("DIR")
+          ->default_str("none");
       sub.add_option("--preset", args->request.preset,
                      "Plan the container `waste synth --preset NAME` would write, without writing it: " +
                          synth::preset_list())
