@@ -62,7 +62,8 @@ int run_plan(const PlanArgs& a) {
   PlanSource source;
   if (!a.model.empty()) {
     if (!a.synth_options_given.empty()) {
-      return report_error("plan", a.synth_options_given.front() + " plans a synthetic container: it needs --preset or --config, not MODEL");
+      return report_error("plan", a.synth_options_given.front() +
+                                      " plans a synthetic container: it needs --preset or --config, not MODEL");
     }
     source = {"container", a.model, "memory plan for " + a.model};
   } else {
