@@ -584,6 +584,24 @@ TEST_CASE("V4.1 image span: chunked gives token-at-a-time bits and the span's to
     }
   }
 
+  // In a batch beside a text sequence: each gets its bits alone.
+  {
+    const std::vector<int> b = tokens(13, 9);
+    const auto want_b = decode_each_engram(b);
+    auto e = open_engram();
+    auto sa = e->new_sequence();
+    auto sb = e->new_sequence();
+    REQUIRE(sa);
+    REQUIRE(sb);
+    const SequenceFeed feeds[2] = {{sb->get(), std::span<const int>(b), {}, FeedKind::decode},
+                                   {sa->get(), std::span<const int>(t), media, FeedKind::decode}};
+    const Status fed = e->feed_batch(feeds);
+    INFO((fed ? std::string() : fed.error().message));
+    REQUIRE(fed);
+    CHECK(same_bits(copy((*sa)->logits()), want.back()));
+    CHECK(same_bits(copy((*sb)->logits()), want_b.back()));
+  }
+
   // After the span's third token the carried look-back (newest first) is DEAD, DEAD.
   auto e = open_engram();
   REQUIRE(e->eval(std::span<const int>(t.data(), std::size_t(first + 3)),
