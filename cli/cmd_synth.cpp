@@ -87,8 +87,7 @@ const CommandRegistration kRegistration{Command{
     [](CLI::App& sub) -> std::function<int()> {
       auto args = std::make_shared<SynthArgs>();
       auto* preset = sub.add_option("--preset", args->request.preset,
-                                    "Preset name (configs/presets/NAME.json): tiny, tiny-k3, tiny-v3, tiny-k2, "
-                                    "kimi-linear, kimi-k3, deepseek-v3, kimi-k2")
+                                    "Preset name (configs/presets/NAME.json): " + synth::preset_list())
                          ->type_name("NAME")
                          ->default_str("none");
       auto* config = sub.add_option("--config", args->config_file, "HF-style config.json (+ optional \"synth\" knobs)")

@@ -317,7 +317,7 @@ Status Forward::step_pass(int token, model::RunState& state, std::span<float> lo
     switch (plan_.layers[std::size_t(L)].mixer) {
       case MixerKind::moe: {
         const model::MoeWeights* next = lookahead_target(L);
-        const MoeExtras extras{next, L + 1, next ? lookahead_ : 0, &watch};
+        const MoeExtras extras{next, L + 1, next ? lookahead_ : 0, &watch, embedding != nullptr};
         if (trace_) trace_moe_begin();
         const Status routed = moe_forward(exec_, c_, lw.moe_w, L, h, experts_, moe_, f_.data(), extras);
         if (trace_) trace_moe_end(L, 1);
@@ -462,7 +462,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
       case MixerKind::moe: {
         if (trace_) trace_moe_begin();
         const Status routed = moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_,
-                                          pre_f_.data(), prefill_window_, prompt, &watch);
+                                          pre_f_.data(), prefill_window_, prompt, &watch, embeddings);
         if (trace_) trace_moe_end(L, T);
         WASTE_TRY(routed);
         break;

@@ -42,14 +42,16 @@ void finish_moe(const Exec& exec, const ModelConfig& c, const model::MoeWeights&
 
 }  // namespace
 
-void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s) {
+void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s,
+           bool image) {
   const int top_k = c.top_k;
   if (c.is_deepseek_v41()) {
     // DeepSeek-V4.1's gate: logits / gate_temp, bias for selection only, renormalised + 1e-20,
-    // x route_scale. Text tokens only: bias_vl (image spans) needs the span, which no caller
-    // passes yet.
+    // x route_scale. An image-span token selects with bias_vl in place of the correction bias
+    // (transformers DeepseekV41TopKRouter); a container without bias_vl routes it as text.
     const NoauxRouter r{c.scoring, c.n_experts, top_k, c.gate_temp, c.renormalize, c.routed_scale};
-    route_noaux(r, router_logits, w.score_bias, w.bias_vl, false,
+    const bool vl = image && !w.bias_vl.empty();
+    route_noaux(r, router_logits, w.score_bias, w.bias_vl, vl,
                 NoauxScratch{s.probs.data(), s.scored.data(), s.taken.data()}, s.ids.data(), s.weights.data());
     if (s.trace_ids) s.trace_ids->insert(s.trace_ids->end(), s.ids.begin(), s.ids.begin() + top_k);
     return;
@@ -84,7 +86,7 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 
   // Router and selection.
   matvec(exec, w.router, x, s.router.data());
-  route(c, w, s.router.data(), s);
+  route(c, w, s.router.data(), s, extras.image);
   watch.lap(profile::Stage::router);
 
   // Ask for every routed record at once; the reads run while the LUTs are built.

@@ -14,7 +14,11 @@
 namespace waste::forward {
 
 // Selection (§3.6 steps 1-3) on its own, for tests: ids in selection order, final weights.
-void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s);
+// `image`: the token is an image-span token (fed with an embedding row); DeepSeek-V4.1 then
+// selects with gate.bias_vl instead of the correction bias (as text when bias_vl is absent);
+// every other family ignores it.
+void route(const ModelConfig& c, const model::MoeWeights& w, const float* router_logits, MoeScratch& s,
+           bool image = false);
 
 // The `n` ids a router would pick first (router_scores + router_rank, as route()), for
 // lookahead. scored/taken need E entries; ids gets the returned count, min(n, experts in the
@@ -28,6 +32,7 @@ struct MoeExtras {
   int next_layer = -1;
   int lookahead = 0;                        // ids to prefetch
   profile::Stopwatch* watch = nullptr;
+  bool image = false;                       // an image-span token (route()'s `image`)
 };
 
 // MoE block (§3.6): router, routed experts by RVQ LUT, K3 latent projections, shared experts.
@@ -42,9 +47,12 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 // token): prompt tokens (non-zero) take prefill's matrix products under the per-token rule
 // (expert_batch.hpp), the others that token's LUTs: moe_forward's bits per decode token, and per
 // prompt token bits that do not depend on the other tokens of the pass.
+// `embeddings` (empty, or one pointer per token, as Forward::prefill's): a token fed with an
+// embedding row (non-null) is an image-span token, route()'s `image`.
 // x and out are [n_tokens][hid]. Reads: exactly the chunk's distinct experts.
 Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
                    int n_tokens, const ExpertContext& experts, MoeScratch& s, PrefillMoeScratch& p, float* out,
-                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch = nullptr);
+                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch = nullptr,
+                   std::span<const float* const> embeddings = {});
 
 }  // namespace waste::forward

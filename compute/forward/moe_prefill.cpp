@@ -16,7 +16,8 @@ namespace waste::forward {
 
 Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
                    int n_tokens, const ExpertContext& ex, MoeScratch& s, PrefillMoeScratch& p, float* out,
-                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch_in) {
+                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch_in,
+                   std::span<const float* const> embeddings) {
   profile::Stopwatch off;
   profile::Stopwatch& watch = watch_in ? *watch_in : off;
   const ExpertGeometry& g = ex.geometry;
@@ -29,6 +30,10 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   }
   if (!prompt.empty() && prompt.size() != std::size_t(n_tokens)) {
     return make_error(Errc::argument, "prefill MoE: " + std::to_string(prompt.size()) + " prompt flags for " +
+                                          std::to_string(n_tokens) + " tokens");
+  }
+  if (!embeddings.empty() && embeddings.size() != std::size_t(n_tokens)) {
+    return make_error(Errc::argument, "prefill MoE: " + std::to_string(embeddings.size()) + " embedding rows for " +
                                           std::to_string(n_tokens) + " tokens");
   }
   window = std::max(window, 1);
@@ -48,7 +53,8 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
       const int n = std::min(p.lut_rows, n_tokens - t0);
       WASTE_TRY(moe_prefill(exec, c, w, layer, x + std::int64_t(t0) * hid, n, ex, s, p, out + std::int64_t(t0) * hid,
                             window, prompt.empty() ? prompt : prompt.subspan(std::size_t(t0), std::size_t(n)),
-                            watch_in));
+                            watch_in,
+                            embeddings.empty() ? embeddings : embeddings.subspan(std::size_t(t0), std::size_t(n))));
     }
     return ok();
   }
@@ -57,7 +63,8 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   // Route every token; keep its ids and weights in selection order.
   matvec_tokens(exec, w.router, x, hid, n_tokens, p.router.data(), E);
   for (int t = 0; t < n_tokens; ++t) {
-    route(c, w, p.router.data() + std::int64_t(t) * E, s);
+    route(c, w, p.router.data() + std::int64_t(t) * E, s,
+          !embeddings.empty() && embeddings[std::size_t(t)] != nullptr);
     std::copy_n(s.ids.data(), K, p.ids.data() + std::int64_t(t) * K);
     std::copy_n(s.weights.data(), K, p.weights.data() + std::int64_t(t) * K);
     watch.lap(profile::Stage::router);

@@ -16,7 +16,11 @@ namespace {
 struct Avx512 {
   using V = __m512;
   static constexpr int kLanes = 16;
-  static constexpr int kMatvecRows = 8;   // rows in flight for one token: 8 FMA chains
+  // One token: 4 rows x 2 groups in flight (8 FMA chains), the next row tile prefetched into L2
+  // (8 rows x 1 group with an L1 prefetch streamed the lm_head matvec ~14 % slower: docs/LEARNED.md).
+  static constexpr int kMatvecRows = 4;
+  static constexpr int kMatvecGroups = 2;
+  static constexpr int kMatvecPrefetchTiles = 1;
   static constexpr int kTileRows = 4;     // 4 rows x 4 tokens = 16 partial sums in registers
   static constexpr int kTileTokens = 4;
   static constexpr int kBlockRows = 32;   // rows whose weights stay in L2 across token tiles
@@ -25,6 +29,7 @@ struct Avx512 {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static V set1(float v) { return _mm512_set1_ps(v); }
   static void prefetch(std::uintptr_t a) { _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0); }
+  static void prefetch_matvec(std::uintptr_t a) { _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T1); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static float hsum(V v) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));

@@ -12,6 +12,11 @@
 // its codes shifted up by 2^k sets 2^-k: both products are exact, so nothing rounds differently);
 // column(i) [i], the column inside a step that vector i / kLanes, lane i % kLanes holds (x is
 // stored in that order once per call, so the decoder needs no shuffle).
+// Optional Isa members for the one-token (matvec) tile of a grouped format: kMatvecGroups [1],
+// groups of each row in flight at once (independent partial-sum chains, so fewer rows need be in
+// flight and each row tile streams fewer, longer runs of memory); kMatvecPrefetchTiles [1], how
+// many row tiles ahead the software prefetch reads; prefetch_matvec(a) [prefetch(a)], the
+// prefetch instruction it uses. None of them changes the summation order below.
 //
 // Summation order, the same for every tile shape (which is why matmul gives each token the bits
 // matvec gives it): per group, part = init (0, or -kOffset * per-lane x sums), then for each step
@@ -53,6 +58,25 @@ constexpr float scale_mul() {
 template <class Fmt>
 constexpr bool permuted() {
   return requires { Fmt::column(0); };
+}
+template <class Isa>
+constexpr int matvec_groups() {
+  if constexpr (requires { Isa::kMatvecGroups; }) return Isa::kMatvecGroups;
+  return 1;
+}
+template <class Isa>
+constexpr int matvec_prefetch_tiles() {
+  if constexpr (requires { Isa::kMatvecPrefetchTiles; }) return Isa::kMatvecPrefetchTiles;
+  return 1;
+}
+// The prefetch a tile of T tokens issues for address a.
+template <class Isa, int T>
+inline void tile_prefetch(std::uintptr_t a) {
+  if constexpr (T == 1 && requires { Isa::prefetch_matvec(a); }) {
+    Isa::prefetch_matvec(a);
+  } else {
+    Isa::prefetch(a);
+  }
 }
 template <class Isa, class Fmt>
 constexpr int step_cols() {
@@ -99,6 +123,10 @@ void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* 
     return;
   } else {
     constexpr int kScaleBlock = 16;
+    // Groups in flight per pass: only the one-token tile takes more than one.
+    constexpr int G = T == 1 ? matvec_groups<Isa>() : 1;
+    static_assert(G >= 1 && kScaleBlock % G == 0);
+    constexpr int kAhead = T == 1 ? matvec_prefetch_tiles<Isa>() : 1;
     V acc[R][T];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -106,6 +134,60 @@ void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* 
       for (int t = 0; t < T; ++t) acc[r][t] = Isa::zero();
     alignas(64) float sc[R][kScaleBlock];
     const std::int64_t group_bytes = Fmt::kStepBytes * m.steps_per_group;
+    // NG groups g, g+1, ..., each its own partial sum per (row, token); then the partials go
+    // into acc in group order. With NG > 1 every group must have all its steps (not the last,
+    // short group of a row whose columns are not a multiple of the group).
+    const auto pass = [&]<int NG>(std::int64_t g0, int gi) {
+      const std::int64_t g = g0 + gi;
+      V part[NG][R][T];
+#pragma GCC unroll 16
+      for (int k = 0; k < NG; ++k)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          V init = Isa::zero();
+          if constexpr (Fmt::kOffset != 0) init = Isa::load(bias[t] + (g + k) * L);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) part[k][r][t] = init;
+        }
+      const std::int64_t steps_here =
+          NG > 1 ? m.steps_per_group : std::min(m.steps, (g + 1) * m.steps_per_group) - g * m.steps_per_group;
+      // The same groups kAhead row tiles further on: the hardware prefetcher alone left the
+      // single-thread lm_head matvec ~35 % slower (several interleaved row streams).
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        // An address, not a pointer into the payload: past the last tile it points nowhere,
+        // which a prefetch tolerates.
+        const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(rows[r]) +
+                                     static_cast<std::uintptr_t>(kAhead * R * m.row_stride + g * group_bytes);
+        for (std::int64_t b = 0; b < NG * group_bytes; b += 64) {
+          tile_prefetch<Isa, T>(ahead + static_cast<std::uintptr_t>(b));
+        }
+      }
+      for (std::int64_t sl = 0; sl < steps_here; ++sl) {
+#pragma GCC unroll 16
+        for (int k = 0; k < NG; ++k) {
+          const std::int64_t s = (g + k) * m.steps_per_group + sl;
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            V w[NV];
+            Fmt::decode(rows[r], s, w);
+#pragma GCC unroll 16
+            for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+              for (int v = 0; v < NV; ++v)
+                part[k][r][t] = Isa::fma(w[v], Isa::load(xs[t] + s * kStep + v * L), part[k][r][t]);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int k = 0; k < NG; ++k)
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const V scale = Isa::set1(sc[r][gi + k]);
+#pragma GCC unroll 16
+          for (int t = 0; t < T; ++t) acc[r][t] = Isa::fma(scale, part[k][r][t], acc[r][t]);
+        }
+    };
     for (std::int64_t g0 = 0; g0 < m.n_groups; g0 += kScaleBlock) {
       const int gn = static_cast<int>(std::min<std::int64_t>(kScaleBlock, m.n_groups - g0));
 #pragma GCC unroll 16
@@ -115,46 +197,13 @@ void tile(const Shape& m, std::int64_t r0, const float* const* xs, const float* 
           for (int i = 0; i < gn; ++i) sc[r][i] *= scale_mul<Fmt>();
         }
       }
-      for (int gi = 0; gi < gn; ++gi) {
-        const std::int64_t g = g0 + gi;
-        V part[R][T];
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          V init = Isa::zero();
-          if constexpr (Fmt::kOffset != 0) init = Isa::load(bias[t] + g * L);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) part[r][t] = init;
-        }
-        const std::int64_t s_end = std::min(m.steps, (g + 1) * m.steps_per_group);
-        // The same group of the next row tile: the hardware prefetcher alone left the single-
-        // thread lm_head matvec ~35 % slower (8 interleaved row streams).
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          // An address, not a pointer into the payload: past the last tile it points nowhere,
-          // which a prefetch tolerates.
-          const std::uintptr_t ahead = reinterpret_cast<std::uintptr_t>(rows[r]) +
-                                       static_cast<std::uintptr_t>(R * m.row_stride + g * group_bytes);
-          for (std::int64_t b = 0; b < group_bytes; b += 64) Isa::prefetch(ahead + static_cast<std::uintptr_t>(b));
-        }
-        for (std::int64_t s = g * m.steps_per_group; s < s_end; ++s) {
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            V w[NV];
-            Fmt::decode(rows[r], s, w);
-#pragma GCC unroll 16
-            for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-              for (int v = 0; v < NV; ++v)
-                part[r][t] = Isa::fma(w[v], Isa::load(xs[t] + s * kStep + v * L), part[r][t]);
-          }
-        }
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const V scale = Isa::set1(sc[r][gi]);
-#pragma GCC unroll 16
-          for (int t = 0; t < T; ++t) acc[r][t] = Isa::fma(scale, part[r][t], acc[r][t]);
+      int gi = 0;
+      if constexpr (G > 1) {
+        for (; gi + G <= gn && (g0 + gi + G) * m.steps_per_group <= m.steps; gi += G) {
+          pass.template operator()<G>(g0, gi);
         }
       }
+      for (; gi < gn; ++gi) pass.template operator()<1>(g0, gi);
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)

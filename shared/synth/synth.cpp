@@ -211,6 +211,25 @@ Result<json> load_preset(const std::string& name) {
   return j;
 }
 
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(presets_dir(), ec), end; !ec && it != end; it.increment(ec)) {
+    const auto& path = it->path();
+    if (path.extension() == ".json" && it->is_regular_file(ec)) names.push_back(path.stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string preset_list() {
+  const auto names = preset_names();
+  if (names.empty()) return "none found in " + presets_dir().string();
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 Result<SynthSpec> make_spec(const SynthRequest& request) {
   json preset;
   if (!request.preset.empty()) {
@@ -661,6 +680,46 @@ Result<SynthStats> write_container(const SynthSpec& spec, const std::filesystem:
   auto manifest = writer->finish();
   if (!manifest) return std::unexpected(manifest.error());
   return stats;
+}
+
+Result<Manifest> plan_manifest(const SynthSpec& spec) {
+  Manifest m = spec.skeleton;
+  m.trunk.clear();
+  m.banks.clear();
+  std::uint64_t offset = 0;  // trunk.bin grows as ContainerWriter appends: payload, then scales
+  for (const TensorPlan& t : plan_trunk(spec)) {
+    TrunkTensorInfo info;
+    info.name = t.name;
+    info.fmt = t.fmt;
+    info.shape = t.shape;
+    info.group = 128;
+    info.offset = offset;
+    offset += info.payload_bytes();
+    if (info.quantized()) {
+      info.scale_offset = offset;
+      offset += info.scale_bytes();
+    }
+    info.bytes = info.payload_bytes() + info.scale_bytes();
+    m.trunk.push_back(std::move(info));
+  }
+  const ModelConfig& c = m.config;
+  if (c.n_experts > 0) {
+    auto geometry = ExpertGeometry::from(c, m.quant);
+    if (!geometry) return std::unexpected(geometry.error());
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (!c.is_moe(l)) continue;
+      ExpertBankInfo bank;
+      bank.layer = l;
+      bank.file = "experts-L" + std::to_string(l) + ".bin";
+      bank.experts = c.n_experts;
+      bank.bytes = geometry->record_bytes * std::uint64_t(c.n_experts);
+      bank.codebook_base = codebook_base(spec, l);
+      m.banks[l] = std::move(bank);
+    }
+  }
+  auto parsed = Manifest::parse(m.to_json_text());
+  if (!parsed) return std::unexpected(parsed.error().with_context("planned manifest"));
+  return std::move(*parsed);
 }
 
 }  // namespace waste::synth

@@ -66,6 +66,11 @@ struct TensorPlan {
 // Directory holding the preset JSON files: $WASTE_PRESETS_DIR, else the source tree's configs/presets.
 std::filesystem::path presets_dir();
 Result<nlohmann::json> load_preset(const std::string& name);
+// The preset names (each NAME.json of presets_dir(), sorted): the one list `waste synth --help`
+// and `waste plan --help` show. Empty when the directory is missing.
+std::vector<std::string> preset_names();
+// preset_names() joined with ", " ("none found in DIR" when empty), for help text.
+std::string preset_list();
 // Build the spec from a preset/config JSON and the request's overrides (pure; no files written).
 Result<SynthSpec> make_spec(const nlohmann::json& preset, const SynthRequest& request);
 Result<SynthSpec> make_spec(const SynthRequest& request);
@@ -105,5 +110,13 @@ nlohmann::json vision_json(const VisionShape& shape);
 
 // Write the whole container into `out_dir` (manifest last, atomically).
 Result<SynthStats> write_container(const SynthSpec& spec, const std::filesystem::path& out_dir);
+
+// The manifest write_container(spec, ...) commits, without writing anything: plan_trunk's
+// tensors at the offsets ContainerWriter gives them (payload, then the tensor's scales), one
+// bank of n_experts records (ExpertGeometry's record_bytes) per MoE layer, read back through
+// Manifest::parse as a reader of the written container would get it (`waste plan --preset`).
+// Engram tables and the tokenizer are not part of a manifest. Errors: ExpertGeometry::from's,
+// Manifest::parse's (context "planned manifest").
+Result<Manifest> plan_manifest(const SynthSpec& spec);
 
 }  // namespace waste::synth

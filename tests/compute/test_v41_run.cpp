@@ -7,7 +7,9 @@
 // prompt-kind chunks within 1e-5 of
 // them; a batch of two sequences gives each its bits alone; a session saved mid-sequence
 // continues with identical logits and a mismatched head_dim is refused; the bind checks the
-// one tensor list (shared/container/v41_tensors.hpp) and names the tensor. The float64 oracle
+// one tensor list (shared/container/v41_tensors.hpp) and names the tensor; image-span tokens
+// (fed with embedding rows) select with bias_vl (as text without one), give token-at-a-time bits
+// in a chunk whatever their ids, and leave DEAD entries in the carried n-gram history. The float64 oracle
 // of the whole model is tests/reference's (another file); this file checks self-consistency.
 #include <catch2/catch.hpp>
 
@@ -25,6 +27,7 @@
 #include "compute/io/daemon_connect.hpp"
 #include "compute/engram/engram_synth.hpp"
 #include "compute/forward/families/family.hpp"
+#include "compute/forward/moe.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/session/session_file.hpp"
 #include "shared/container/container.hpp"
@@ -508,6 +511,136 @@ TEST_CASE("V4.1 flash preset parses at the real shapes and --layers cuts it", "[
       CHECK(c.engram_num_embeddings == std::vector<std::int64_t>{384006168, 384016682});
     }
   }
+}
+
+namespace {
+
+// Input vectors for an image span (hidden floats each, a fixed pattern per position).
+std::vector<std::vector<float>> span_rows(int hidden, int n) {
+  std::vector<std::vector<float>> rows{std::size_t(n), std::vector<float>(std::size_t(hidden))};
+  for (int p = 0; p < n; ++p) {
+    for (int i = 0; i < hidden; ++i) rows[std::size_t(p)][std::size_t(i)] = std::sin(0.37f * float(i + 1) * float(p + 3));
+  }
+  return rows;
+}
+
+// One pointer per token of t: the span [first, first + rows.size()) gets its rows.
+std::vector<const float*> span_ptrs(std::size_t n, int first, const std::vector<std::vector<float>>& rows) {
+  std::vector<const float*> out(n, nullptr);
+  for (std::size_t i = 0; i < rows.size(); ++i) out[std::size_t(first) + i] = rows[i].data();
+  return out;
+}
+
+}  // namespace
+
+// Issue 29: a token fed with an embedding row is an image-span token: it routes with gate.bias_vl
+// (the float64 oracle checks which experts: tests/reference, run_diff --image-span), is DEAD in
+// the n-gram history and gets Engram gate 0. Here: a span inside a chunk gives token-at-a-time
+// bits, the span's token ids do not change the logits, and the history a session carries holds
+// the span's tokens as -1.
+TEST_CASE("V4.1 image span: chunked gives token-at-a-time bits and the span's token ids do not matter",
+          "[compute][v41][engram]") {
+  const std::vector<int> t = tokens(24, 6);
+  const int first = 9, n_span = 6;
+  const int hidden = open_engram()->config().hidden;
+  const auto rows = span_rows(hidden, n_span);
+  const std::vector<const float*> media = span_ptrs(t.size(), first, rows);
+  auto decode_each_media = [&](const std::vector<int>& ids) {
+    auto e = open_engram();
+    std::vector<std::vector<float>> out;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::span<const float* const> one = std::span<const float* const>(media).subspan(i, 1);
+      auto l = e->eval(std::span<const int>(ids.data() + i, 1), media[i] ? one : std::span<const float* const>{},
+                       FeedKind::decode);
+      INFO((l ? std::string() : l.error().message));
+      REQUIRE(l);
+      out.push_back(copy(*l));
+    }
+    return out;
+  };
+  const auto want = decode_each_media(t);
+  const auto text = decode_each_engram(t);
+  // The span moves the logits of its own tokens and of the text after it.
+  CHECK(max_abs_diff(want[std::size_t(first)], text[std::size_t(first)]) > 1e-3f);
+  CHECK(max_abs_diff(want.back(), text.back()) > 0.0f);
+  CHECK(same_bits(want[std::size_t(first - 1)], text[std::size_t(first - 1)]));
+
+  // Other ids under the span: the same bits, token at a time and chunked.
+  std::vector<int> other = t;
+  for (int p = first; p < first + n_span; ++p) other[std::size_t(p)] = (other[std::size_t(p)] * 7 + 101) % 250 + 3;
+  REQUIRE(other != t);
+  const auto want_other = decode_each_media(other);
+  for (std::size_t i = 0; i < t.size(); ++i) CHECK(same_bits(want_other[i], want[i]));
+
+  for (int chunk : {4, 64}) {
+    const std::vector<int>* const feeds[2] = {&t, &other};
+    for (const std::vector<int>* ids : feeds) {
+      INFO("prefill chunk " << chunk << (ids == &t ? "" : ", other ids under the span"));
+      auto e = open_engram(chunk);
+      auto l = e->eval(*ids, media, FeedKind::decode);
+      INFO((l ? std::string() : l.error().message));
+      REQUIRE(l);
+      CHECK(same_bits(copy(*l), want.back()));
+    }
+  }
+
+  // In a batch beside a text sequence: each gets its bits alone.
+  {
+    const std::vector<int> b = tokens(13, 9);
+    const auto want_b = decode_each_engram(b);
+    auto e = open_engram();
+    auto sa = e->new_sequence();
+    auto sb = e->new_sequence();
+    REQUIRE(sa);
+    REQUIRE(sb);
+    const SequenceFeed feeds[2] = {{sb->get(), std::span<const int>(b), {}, FeedKind::decode},
+                                   {sa->get(), std::span<const int>(t), media, FeedKind::decode}};
+    const Status fed = e->feed_batch(feeds);
+    INFO((fed ? std::string() : fed.error().message));
+    REQUIRE(fed);
+    CHECK(same_bits(copy((*sa)->logits()), want.back()));
+    CHECK(same_bits(copy((*sb)->logits()), want_b.back()));
+  }
+
+  // After the span's third token the carried look-back (newest first) is DEAD, DEAD.
+  auto e = open_engram();
+  REQUIRE(e->eval(std::span<const int>(t.data(), std::size_t(first + 3)),
+                  std::span<const float* const>(media.data(), std::size_t(first + 3)), FeedKind::decode));
+  const std::span<const std::int32_t> recent = e->run_state().ngram_history().recent();
+  REQUIRE(recent.size() == 2u);
+  CHECK(recent[0] == -1);
+  CHECK(recent[1] == -1);
+}
+
+// route() for DeepSeek-V4.1: an image-span token selects with bias_vl in place of the correction
+// bias (the weights stay the unbiased scores); a container without bias_vl routes it as text.
+TEST_CASE("V4.1 route(): an image token selects with bias_vl, as text without one", "[compute][v41][routing]") {
+  ModelConfig c;
+  c.arch = "deepseek-v4.1";
+  c.scoring = RouterScoring::sqrtsoftplus;
+  c.n_experts = 4;
+  c.top_k = 2;
+  c.renormalize = true;
+  c.routed_scale = 1.5f;
+  model::MoeWeights w;
+  w.score_bias = {0.0f, 0.0f, 2.0f, 0.0f};  // text: expert 2 pulled in
+  w.bias_vl = {0.0f, 0.0f, 0.0f, 3.0f};     // image: expert 3 instead
+  const float logits[4] = {2.0f, 1.0f, 0.0f, -1.0f};
+  forward::MoeScratch s;
+  s.probs.resize(4);
+  s.scored.resize(4);
+  s.taken.resize(4);
+  s.ids.resize(2);
+  s.weights.resize(2);
+  auto p = [](double x) { return std::sqrt(std::log1p(std::exp(x))); };
+  forward::route(c, w, logits, s, false);
+  CHECK(s.ids == std::vector<int>{2, 0});
+  forward::route(c, w, logits, s, true);
+  CHECK(s.ids == std::vector<int>{3, 0});
+  CHECK(s.weights[0] == Approx(1.5 * p(-1.0) / (p(-1.0) + p(2.0))).epsilon(1e-6));
+  w.bias_vl.clear();
+  forward::route(c, w, logits, s, true);
+  CHECK(s.ids == std::vector<int>{2, 0});
 }
 
 }  // namespace waste

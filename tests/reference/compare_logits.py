@@ -57,6 +57,35 @@ def read_dump(path: str):
     return steps, vocab
 
 
+def read_embeddings(path: str, hidden: int) -> dict:
+    """waste-dump-logits --embeddings' file: int32 n_rows, int32 hidden, then per row {int32 prompt
+    position; f32 vector[hidden]}. Returns {position: float64 vector}."""
+    import numpy as np
+    with open(path, "rb") as f:
+        data = f.read()
+    n, width = struct.unpack_from("<ii", data)
+    if width != hidden:
+        raise ValueError(f"{path}: rows of width {width}, the container's hidden is {hidden}")
+    rows, off = {}, 8
+    for _ in range(n):
+        (pos,) = struct.unpack_from("<i", data, off)
+        rows[pos] = np.frombuffer(data, "<f4", hidden, off + 4).astype(np.float64)
+        off += 4 + 4 * hidden
+    if off != len(data):
+        raise ValueError(f"{path}: {len(data)} bytes, {n} rows of {hidden} floats take {off}")
+    return rows
+
+
+def write_embeddings(path: str, rows: dict) -> None:
+    """The file read_embeddings reads ({position: vector}, float32 on disk)."""
+    import numpy as np
+    hidden = len(next(iter(rows.values()))) if rows else 0
+    with open(path, "wb") as f:
+        f.write(struct.pack("<ii", len(rows), hidden))
+        for pos in sorted(rows):
+            f.write(struct.pack("<i", pos) + np.asarray(rows[pos], "<f4").tobytes())
+
+
 def is_v41(container) -> bool:
     """A DeepSeek-V4.1 container (v41_oracle.py runs it, not oracle.Oracle)."""
     raw = container.config.raw
@@ -82,7 +111,7 @@ def make_oracle(container, float64: bool, vq4p_int8_lut: bool = True, pos_step: 
 def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
             float64: bool = False, out=sys.stdout, vq4p_int8_lut: bool = True,
             shifted_min: float = 0.0, ablate=(), ablate_min: float = 1e-2, chunk: int = 0,
-            trace_out: str | None = None, engine_trace: str | None = None) -> bool:
+            trace_out: str | None = None, engine_trace: str | None = None, embeddings=None) -> bool:
     """shifted_min > 0: also run the oracle with token t at position 2t (every distance doubled)
     and require the engine to differ from it by more than shifted_min: positions matter. (A
     constant shift would not do: rotary scores depend only on position differences.)
@@ -94,7 +123,9 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
     compares at those ends.
     trace_out / engine_trace (DeepSeek-V4.1 only): write the oracle's per-token experts, attended
     compressed positions and candidate blocks as JSON (v41_oracle.write_trace) / compare them
-    exactly with an engine trace in that format."""
+    exactly with an engine trace in that format.
+    embeddings ({prompt position: vector}, DeepSeek-V4.1 only): those positions are image-span
+    tokens fed with the vector (waste-dump-logits --embeddings); every oracle run here gets them."""
     import numpy as np
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from waste_container import Container
@@ -123,12 +154,19 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
         else:
             raise ValueError(f"{dump_path}: first fed tokens {fed[:len(prompt)]} match neither "
                              f"the prompt {list(prompt)} nor its last token")
+    embeddings = embeddings or {}
+    if embeddings and not is_v41(container):
+        raise ValueError("input vectors (image spans) are fed to the DeepSeek-V4.1 oracle only")
+
+    def feed(o, pos, tok):
+        return o.step(tok, embeddings[pos]) if pos in embeddings else o.step(tok)
+
     oracle = make_oracle(container, float64, vq4p_int8_lut)
-    for t in prefix:
-        oracle.step(t)
+    for p, t in enumerate(prefix):
+        feed(oracle, p, t)
     worst, ok = 0.0, True
     for i, (tok, eng) in enumerate(steps):
-        ref = oracle.step(tok).double().numpy()
+        ref = feed(oracle, len(prefix) + i, tok).double().numpy()
         if eng is None:
             continue  # inside a prefill chunk: the engine reported no logits here
         diff = np.abs(eng.astype(np.float64) - ref)
@@ -172,11 +210,11 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
             ok = ok and not errs
     if shifted_min > 0:
         shifted = make_oracle(container, float64, vq4p_int8_lut, pos_step=2)
-        for t in prefix:
-            shifted.step(t)
+        for p, t in enumerate(prefix):
+            feed(shifted, p, t)
         moved = 0.0
-        for tok, eng in steps:
-            ref = shifted.step(tok).double().numpy()
+        for i, (tok, eng) in enumerate(steps):
+            ref = feed(shifted, len(prefix) + i, tok).double().numpy()
             if eng is None:
                 continue
             moved = max(moved, float(np.abs(eng.astype(np.float64) - ref).max()))
@@ -189,17 +227,29 @@ def compare(container_dir: str, dump_path: str, prompt=None, tol: float = 1e-3,
         if not hasattr(changed.cfg, key):
             raise ValueError(f"--ablate {key}: the oracle's config has no such setting")
         setattr(changed.cfg, key, type(getattr(changed.cfg, key))(value))
-        for t in prefix:
-            changed.step(t)
+        for p, t in enumerate(prefix):
+            feed(changed, p, t)
         moved = 0.0
-        for tok, eng in steps:
-            ref = changed.step(tok).double().numpy()
+        for i, (tok, eng) in enumerate(steps):
+            ref = feed(changed, len(prefix) + i, tok).double().numpy()
             if eng is None:
                 continue
             moved = max(moved, float(np.abs(eng.astype(np.float64) - ref).max()))
         ab_ok = moved > ablate_min
+        routed = ""
+        if engine_trace and hasattr(changed, "trace"):
+            # The tokens whose routed experts that oracle chose otherwise than the engine; with
+            # vl_bias=0 (image tokens routed as text) there must be some: bias_vl moves the selection.
+            import json
+            with open(engine_trace) as f:
+                eng_trace = json.load(f)
+            n_moved = sum(1 for a, b in zip(changed.trace, eng_trace)
+                          if {str(k): v for k, v in a["experts"].items()} != b.get("experts", {}))
+            routed = f"; experts differ on {n_moved} tokens"
+            if key == "vl_bias" and n_moved == 0:
+                ab_ok = False
         print(f"oracle with {key}={value}: max|engine - that oracle| {moved:.3e} "
-              f"(must exceed {ablate_min:g}): {'PASS' if ab_ok else 'FAIL'}", file=out)
+              f"(must exceed {ablate_min:g}){routed}: {'PASS' if ab_ok else 'FAIL'}", file=out)
         ok = ok and ab_ok
     return ok
 

@@ -404,6 +404,8 @@ def write_container(out: str, cfg: dict, quant: dict, seed: int = 0, q3g_names=(
                     w[cfg["linear_attn_config"]["num_heads"]:] = 0.0
             else:
                 w = rng.uniform(-0.5, 0.5, numel)
+                if name.endswith("gate.bias_vl"):
+                    w *= 4.0  # image-span tokens route far from text routing (v41_oracle's vl_bias=0)
             entries.append({"name": name, "fmt": FMT_F32, "off": len(trunk), "shape": shape})
             trunk += w.astype("<f4").tobytes()
         else:

@@ -9,6 +9,9 @@ Steps: `waste synth --preset NAME --out DIR/container ...` (or py_synth.py with
 `waste-dump-logits DIR/container DIR/logits.bin --prompt i,j,... --decode N`, then
 compare_logits. Prompt ids are taken modulo the container's vocab. Exit 0 pass, 1 fail,
 77 skip (see compare_logits.py).
+--image-span START:LEN (DeepSeek-V4.1): prompt positions START..START+LEN-1 are image-span tokens
+fed with random input vectors (seeded by --image-seed) instead of their embedding rows; the
+vectors go to DIR/embeddings.bin, which the dump tool (--embeddings) and the oracle both read.
 """
 from __future__ import annotations
 
@@ -70,6 +73,9 @@ def main() -> int:
     ap.add_argument("--trace", action="store_true",
                     help="DeepSeek-V4.1: have the dump tool write its per-token trace (--trace) and "
                          "compare it exactly with the oracle's (as --engine-trace)")
+    ap.add_argument("--image-span", action="append", default=[], metavar="START:LEN",
+                    help="DeepSeek-V4.1: these prompt positions take random input vectors (image spans)")
+    ap.add_argument("--image-seed", type=int, default=0)
     ap.add_argument("--shifted-min", type=float, default=0.0,
                     help="also require the engine to differ by more than this from the oracle "
                          "run with token t at position 2t (rotary containers)")
@@ -100,6 +106,21 @@ def main() -> int:
     if args.trace:
         args.engine_trace = os.path.join(args.workdir, "engine_trace.json")
         trace_args = ["--trace", args.engine_trace]
+    embeddings = {}
+    if args.image_span:
+        import numpy as np
+        rng = np.random.default_rng(args.image_seed)
+        hidden = int(cfg.get("text_config", cfg)["hidden_size"])
+        for span in args.image_span:
+            start, length = (int(x) for x in span.split(":"))
+            if start < 0 or length < 1 or start + length > len(prompt):
+                ap.error(f"--image-span {span}: outside the prompt of {len(prompt)} tokens")
+            for p in range(start, start + length):
+                embeddings[p] = rng.normal(0.0, 1.0, hidden).astype(np.float32).astype(np.float64)
+        path = os.path.join(args.workdir, "embeddings.bin")
+        compare_logits.write_embeddings(path, embeddings)
+        trace_args += ["--embeddings", path]
+        embeddings = compare_logits.read_embeddings(path, hidden)  # what the engine reads
     run([args.dump_tool, cdir, dump, "--prompt", ",".join(map(str, prompt)),
          "--decode", str(0 if args.chunk > 0 else args.decode), *chunk_args, *trace_args])
 
@@ -108,7 +129,8 @@ def main() -> int:
                                     shifted_min=args.shifted_min,
                                     ablate=[tuple(a.split("=", 1)) for a in args.ablate],
                                     ablate_min=args.ablate_min, chunk=args.chunk,
-                                    trace_out=args.trace_out, engine_trace=args.engine_trace)
+                                    trace_out=args.trace_out, engine_trace=args.engine_trace,
+                                    embeddings=embeddings)
     except Exception as e:  # bad dump / container: name it
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -119,6 +119,36 @@ class V41OracleTest(unittest.TestCase):
         self.assertGreater(float((with_img - self.logits[:24]).abs().max()), MATTERS)
         self.assertTrue(any(a.trace[p]["experts"] != self.decode.trace[p]["experts"] for p in range(10, 16)))
 
+    def test_image_span_inputs(self):
+        # Image-span tokens fed with input vectors (the engine's embeddings): chunked calls with
+        # the span inside a chunk equal decode steps; the span's token ids do not matter (DEAD in
+        # the n-gram history, their rows replaced); bias_vl moves the selection of the span's
+        # tokens at layer 0 (before any Engram layer, so the bias alone), and text tokens
+        # before the span route as without it.
+        toks = TOKENS[:24]
+        rng = np.random.default_rng(5)
+        embeds = [None] * 24
+        for p in range(10, 16):
+            embeds[p] = rng.normal(0.0, 1.0, self.cfg["hidden_size"]).astype(np.float32).astype(np.float64)
+        a = V41Oracle(self.container)
+        steps = torch.cat([a.forward([t], embeds=[e]) for t, e in zip(toks, embeds)])
+        b = V41Oracle(self.container)
+        chunked = torch.cat([b.forward(toks[i:i + 7], embeds=embeds[i:i + 7]) for i in range(0, 24, 7)])
+        self.assertLessEqual(float((steps - chunked).abs().max()), CHUNK_TOL)
+        self.assertEqual(a.trace, b.trace)
+        other = [(t + 101) % self.cfg["vocab_size"] if e is not None else t for t, e in zip(toks, embeds)]
+        one_call = V41Oracle(self.container).forward(toks, embeds=embeds)
+        self.assertEqual(float((V41Oracle(self.container).forward(other, embeds=embeds) - one_call).abs().max()), 0.0)
+        self.assertGreater(float((steps - self.logits[:24]).abs().max()), MATTERS)
+        text = V41Oracle(self.container)
+        text.cfg.vl_bias = 0
+        moved = float((text.forward(toks, embeds=embeds) - steps).abs().max())
+        differ = [p for p in range(10, 16) if text.trace[p]["experts"][0] != a.trace[p]["experts"][0]]
+        print(f"image span: bias_vl changes layer 0's experts of {len(differ)} of 6 tokens, the logits by {moved:.3e}")
+        self.assertGreaterEqual(len(differ), 3)
+        self.assertGreater(moved, MATTERS)
+        self.assertEqual([s["experts"] for s in text.trace[:10]], [s["experts"] for s in a.trace[:10]])
+
     def write_dump(self, path, steps):
         with open(path, "wb") as f:
             f.write(struct.pack("<ii", len(steps), self.cfg["vocab_size"]))

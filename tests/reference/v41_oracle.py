@@ -155,7 +155,7 @@ class V41Config(types.SimpleNamespace):
             n_experts=int(c["num_experts"]), top_k=int(c["num_experts_per_token"]),
             scoring=c.get("scoring_func") or "sqrtsoftplus", renorm=int(bool(c.get("moe_renormalize", True))),
             routed_scale=float(c.get("routed_scaling_factor", 1.0)), gate_temp=float(c.get("gate_temp", 1.0)),
-            swiglu_limit=float(c.get("swiglu_limit") or 0.0), shared_clamp=1, compressor_gate=1, engram=1,
+            swiglu_limit=float(c.get("swiglu_limit") or 0.0), shared_clamp=1, compressor_gate=1, engram=1, vl_bias=1,
             hc_mult=int(c["hc_mult"]),
             hc_iters=int(c.get("hc_sinkhorn_iters", 20)), hc_eps=float(c.get("hc_eps", 1e-6)),
             attn_sink=int(bool(c.get("attn_sink", True))), hc_single_pass=int(bool(c.get("hc_single_pass", True))),
@@ -399,7 +399,10 @@ class V41Oracle:
         logits = h @ self.w(m + "gate.weight").T
         bias = self.vec(m + "gate.e_score_correction_bias") if self.c.has(m + "gate.e_score_correction_bias") \
             else torch.zeros(cfg.n_experts, dtype=self.dtype)
-        bias_vl = self.vec(m + "gate.bias_vl") if self.c.has(m + "gate.bias_vl") else bias
+        # Image-span tokens select with bias_vl in place of the correction bias (transformers
+        # DeepseekV41TopKRouter); without the tensor, or with vl_bias=0 (the self-check that
+        # bias_vl moves the selection), they route as text.
+        bias_vl = self.vec(m + "gate.bias_vl") if self.c.has(m + "gate.bias_vl") and self.cfg.vl_bias else bias
         case = (0, cfg.n_experts, cfg.top_k, n, cfg.scoring, bool(cfg.renorm), cfg.gate_temp, cfg.routed_scale,
                 True, True)
         p, _, ids, ranked = blocks.route_oracle(torch, case, logits, bias, bias_vl, image)
@@ -459,8 +462,12 @@ class V41Oracle:
                for i in range(streams.shape[0])]
         return [torch.stack(z) for z in zip(*out)]
 
-    def forward(self, tokens, image=None) -> torch.Tensor:
-        """One call (a decode step or a prefill chunk): logits [n, vocab] of each token."""
+    def forward(self, tokens, image=None, embeds=None) -> torch.Tensor:
+        """One call (a decode step or a prefill chunk): logits [n, vocab] of each token.
+        embeds (None, or one entry per token: None or a [hidden] vector): a token given a vector
+        takes it as its input instead of its embedding row and is an image-span token (the
+        engine's Engine::eval embeddings); image (flags) without embeds marks image tokens that
+        keep their embedding rows."""
         cfg = self.cfg
         self._setup_blocks()
         tokens = [int(t) for t in tokens]
@@ -468,9 +475,14 @@ class V41Oracle:
         for t in tokens:
             if not 0 <= t < cfg.vocab:
                 raise ValueError(f"token {t} outside 0..{cfg.vocab - 1}")
-        image = torch.zeros(n, dtype=torch.bool) if image is None else torch.as_tensor(image, dtype=torch.bool)
-        emb = torch.tensor(np.stack([self.c.tensor_row("model.embed_tokens.weight", t) for t in tokens]),
-                           dtype=self.dtype)
+        if embeds is not None and len(embeds) != n:
+            raise ValueError(f"{len(embeds)} input vectors for {n} tokens")
+        if image is None:
+            image = [embeds is not None and embeds[i] is not None for i in range(n)]
+        image = torch.as_tensor(image, dtype=torch.bool)
+        rows = [np.asarray(embeds[i], np.float64) if embeds is not None and embeds[i] is not None
+                else self.c.tensor_row("model.embed_tokens.weight", t) for i, t in enumerate(tokens)]
+        emb = torch.tensor(np.stack(rows), dtype=self.dtype)
         hc = cfg.hc_mult
         streams = emb[:, None, :].repeat(1, hc, 1)  # [n, hc, hid]
         carried = torch.zeros(n, hc, dtype=self.dtype)
@@ -514,9 +526,10 @@ class V41Oracle:
         self.routes += routes
         return self.rms(head, self.vec("model.norm.weight")) @ self.w("lm_head.weight").T
 
-    def step(self, token: int) -> torch.Tensor:
-        """One decode step (compare_logits' interface): the token's logits [vocab]."""
-        return self.forward([token])[0]
+    def step(self, token: int, embed=None) -> torch.Tensor:
+        """One decode step (compare_logits' interface): the token's logits [vocab]; `embed`: the
+        input vector of an image-span token (forward's embeds)."""
+        return self.forward([token], embeds=None if embed is None else [embed])[0]
 
     # ---- cross-check against csa2_oracle's one-shot stack ----------------------------------------
     def check_against_csa2(self):

@@ -1,7 +1,7 @@
 // Single-thread kernel timings for every ISA this CPU supports (docs/design/dispatch.md).
 // Not a test: numbers depend on the machine. Shapes are Kimi-Linear's (hidden 2304, expert
 // inter 1024, vocab 163840). Usage: bench_kernels [seconds_per_case [rvq_reps]] |
-// bench_kernels rvq [reps] | bench_kernels trunk [reps]
+// bench_kernels rvq [reps] | bench_kernels trunk [reps] | bench_kernels lm_head [rounds [huge]]
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
@@ -14,6 +14,8 @@
 #include <cstring>
 #include <ctime>
 #include <random>
+
+#include <sys/mman.h>
 
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
@@ -233,6 +235,94 @@ void bench_trunk(int reps) {
     }
   }
 }
+// The lm_head matvec (Q8G 163,840 x 2,304, the engine's thread pool split as forward::matvec) and
+// a plain read of the same bytes, measured alternately in `rounds` rounds (best of 3 each) so that
+// both see the same load; per round the ratio kernel / read, then medians. Two threads: wall time;
+// one thread: CPU time. Every AVX-512 table and the active one. huge: the payload copied into
+// anonymous memory advised MADV_HUGEPAGE (2 MB pages where THP allows), else 4 KB pages like the
+// engine's mmapped trunk.
+void bench_lm_head(int rounds, bool huge) {
+  using namespace waste;
+  constexpr std::int64_t kRows = 163840, kCols = 2304;
+  BenchMatrix m = bench_matrix(2, kRows, kCols);
+  const std::size_t payload_bytes = m.payload.size();
+  const std::size_t mapped = (payload_bytes + (std::size_t{2} << 20) - 1) & ~((std::size_t{2} << 20) - 1);
+  void* region = nullptr;
+  if (huge) {
+    region = mmap(nullptr, mapped + (std::size_t{2} << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) {
+      std::perror("mmap");
+      return;
+    }
+    // 2 MB aligned inside the mapping, so that whole huge pages cover it.
+    auto* aligned = reinterpret_cast<std::uint8_t*>(
+        (reinterpret_cast<std::uintptr_t>(region) + (std::uintptr_t{2} << 20) - 1) & ~((std::uintptr_t{2} << 20) - 1));
+    const int advised = madvise(aligned, mapped, MADV_HUGEPAGE);
+    std::memcpy(aligned, m.payload.data(), payload_bytes);
+    m.view.payload = aligned;
+    std::printf("\npayload in anonymous memory, madvise(MADV_HUGEPAGE) %s\n", advised == 0 ? "accepted" : "refused");
+  }
+  const std::uint8_t* base = m.view.payload;
+  const std::vector<float> x = test::random_floats(static_cast<std::size_t>(kCols), 7);
+  std::vector<float> y(static_cast<std::size_t>(kRows));
+  ThreadPool pool2(2);
+  std::atomic<std::uint64_t> sink{0};
+  // Four independent sums so that the loop is bound by the loads, not by one add chain.
+  const auto read = [&](std::int64_t b, std::int64_t e) {
+    const std::size_t words = payload_bytes / 8;
+    std::uint64_t s[4] = {};
+    std::size_t i = words * b / kRows;
+    const std::size_t end = words * e / kRows;
+    for (; i + 4 <= end; i += 4) {
+      for (int j = 0; j < 4; ++j) {
+        std::uint64_t v;
+        std::memcpy(&v, base + 8 * (i + j), 8);
+        s[j] += v;
+      }
+    }
+    sink += s[0] + s[1] + s[2] + s[3];
+  };
+  std::vector<const kernels::KernelTable*> tables;
+  for (const kernels::KernelTable* k : kernels::supported()) {
+    if (std::string_view(k->isa).starts_with("avx512") || k == &kernels::active()) tables.push_back(k);
+  }
+  struct Series { std::vector<double> gbs2, gbs1, ratio2, ratio1; };
+  Series rd;
+  std::vector<Series> ks(tables.size());
+  const double bytes = m.bytes();
+  for (int round = 0; round < rounds; ++round) {
+    const double r2 = bytes / best_us(3, false, [&] { pool2.parallel_for(kRows, 64, read); }) / 1e3;
+    const double r1 = bytes / best_us(2, true, [&] { read(0, kRows); }) / 1e3;
+    rd.gbs2.push_back(r2);
+    rd.gbs1.push_back(r1);
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+      const kernels::KernelTable* k = tables[i];
+      const double k2 = bytes / best_us(3, false, [&] {
+        pool2.parallel_for(kRows, 64, [&](std::int64_t b, std::int64_t e) { k->matvec(m.view, x.data(), y.data(), b, e); });
+      }) / 1e3;
+      const double k1 = bytes / best_us(2, true, [&] { k->matvec(m.view, x.data(), y.data(), 0, kRows); }) / 1e3;
+      ks[i].gbs2.push_back(k2);
+      ks[i].gbs1.push_back(k1);
+      ks[i].ratio2.push_back(k2 / r2);
+      ks[i].ratio1.push_back(k1 / r1);
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  };
+  std::printf("\nlm_head Q8G %lldx%lld (%.0f MB), %d rounds, medians; 2t: wall, engine pool; 1t: CPU time\n",
+              static_cast<long long>(kRows), static_cast<long long>(kCols), bytes / 1e6, rounds);
+  std::printf("%-10s %9s %9s %9s %9s %9s\n", "isa", "2t_GB/s", "2t_ms", "2t_%read", "1t_GB/s", "1t_%read");
+  std::printf("%-10s %9.2f %9.2f %9s %9.2f %9s%s\n", "read", median(rd.gbs2), bytes / median(rd.gbs2) / 1e6, "100%",
+              median(rd.gbs1), "100%", sink == 42 ? " " : "");
+  for (std::size_t i = 0; i < tables.size(); ++i) {
+    std::printf("%-10s %9.2f %9.2f %8.0f%% %9.2f %8.0f%%\n", tables[i]->isa, median(ks[i].gbs2),
+                bytes / median(ks[i].gbs2) / 1e6, 100 * median(ks[i].ratio2), median(ks[i].gbs1),
+                100 * median(ks[i].ratio1));
+  }
+  if (region != nullptr) munmap(region, mapped + (std::size_t{2} << 20));
+}
 }  // namespace
 
 // Prefill's expert products: n tokens through one 1024 x 2304 VQ3R matrix, by n LUT applies
@@ -267,6 +357,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::string_view(argv[1]) == "trunk") {  // the trunk matvec / matmul section only
     bench_trunk(argc > 2 ? std::atoi(argv[2]) : 10);
+    return 0;
+  }
+  if (argc > 1 && std::string_view(argv[1]) == "lm_head") {  // lm_head against a read, alternately
+    bench_lm_head(argc > 2 ? std::atoi(argv[2]) : 7, argc > 3 && std::string_view(argv[3]) == "huge");
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "rvq") {  // the RVQ section only

@@ -8,10 +8,15 @@
 // --trace FILE: every fed token's decisions (compute/forward/trace.hpp) as JSON in
 // tests/reference/v41_oracle.py's trace format: [{"token", "experts": {"L": ids}, "attended":
 // {"L": groups}, "blocks": {"L": blocks}}], for run_diff.py --trace.
+// --embeddings FILE: prompt positions fed with an input vector instead of the embedding table's
+// row (an image span, as the vision path feeds them: Engine::eval's `embeddings`). File: int32
+// n_rows, int32 hidden, then per row {int32 prompt position; f32 vector[hidden]}
+// (tests/reference/compare_logits.py read_embeddings).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +41,38 @@ void put(std::ofstream& out, T value) {
   out.write(reinterpret_cast<const char*>(&value), sizeof value);
 }
 
+// --embeddings' rows by prompt position; an error names the file and what is wrong.
+bool read_embeddings(const std::string& path, int hidden, std::size_t prompt_len,
+                     std::map<std::size_t, std::vector<float>>& rows, std::string& error) {
+  std::ifstream in(path, std::ios::binary);
+  std::int32_t n = 0, width = 0;
+  if (!in.read(reinterpret_cast<char*>(&n), sizeof n) || !in.read(reinterpret_cast<char*>(&width), sizeof width)) {
+    error = path + ": cannot read the header";
+    return false;
+  }
+  if (width != hidden || n < 0) {
+    error = path + ": " + std::to_string(n) + " rows of width " + std::to_string(width) + ", the model's hidden is " +
+            std::to_string(hidden);
+    return false;
+  }
+  for (std::int32_t i = 0; i < n; ++i) {
+    std::int32_t pos = 0;
+    std::vector<float> row(static_cast<std::size_t>(hidden));
+    if (!in.read(reinterpret_cast<char*>(&pos), sizeof pos) ||
+        !in.read(reinterpret_cast<char*>(row.data()), std::streamsize(row.size() * sizeof(float)))) {
+      error = path + ": row " + std::to_string(i) + " is cut short";
+      return false;
+    }
+    if (pos < 0 || std::size_t(pos) >= prompt_len || rows.count(std::size_t(pos)) != 0) {
+      error = path + ": row " + std::to_string(i) + " at position " + std::to_string(pos) +
+              " (outside the prompt of " + std::to_string(prompt_len) + " tokens, or given twice)";
+      return false;
+    }
+    rows.emplace(std::size_t(pos), std::move(row));
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,8 +91,9 @@ int main(int argc, char** argv) {
   app.add_option("--cache-records", cache_records, "Expert cache capacity in records");
   app.add_option("--chunk", chunk, "Prompt tokens per eval call (prefill chunks)")->check(CLI::Range(1, 64));
   app.add_option("--first-chunk", first_chunk, "Tokens of the first call (0 = --chunk)")->check(CLI::Range(0, 64));
-  std::string trace_path;
+  std::string trace_path, embeddings_path;
   app.add_option("--trace", trace_path, "Write every fed token's experts, attended groups and blocks here (JSON)");
+  app.add_option("--embeddings", embeddings_path, "Input vectors for prompt positions (image spans)");
   CLI11_PARSE(app, argc, argv);
   if (chunk > 1 && decode != 0) {
     std::fprintf(stderr, "waste-dump-logits: --chunk %d needs --decode 0\n", chunk);
@@ -76,6 +114,27 @@ int main(int argc, char** argv) {
   waste::forward::ForwardTrace trace;
   if (!trace_path.empty()) (*engine)->set_trace(&trace);
   const int vocab = (*engine)->config().vocab;
+  std::map<std::size_t, std::vector<float>> rows;
+  if (!embeddings_path.empty()) {
+    std::string error;
+    if (!read_embeddings(embeddings_path, (*engine)->config().hidden, prompt.size(), rows, error)) {
+      std::fprintf(stderr, "waste-dump-logits: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  // The pointers of tokens [begin, end): empty when none of them has a row.
+  auto rows_of = [&](std::size_t begin, std::size_t end) {
+    std::vector<const float*> ptrs(end - begin, nullptr);
+    bool any = false;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (auto it = rows.find(i); it != rows.end()) {
+        ptrs[i - begin] = it->second.data();
+        any = true;
+      }
+    }
+    if (!any) ptrs.clear();
+    return ptrs;
+  };
   std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
   if (!out) {
     std::fprintf(stderr, "waste-dump-logits: cannot write %s\n", out_path.c_str());
@@ -92,7 +151,8 @@ int main(int argc, char** argv) {
     std::size_t begin = 0;
     for (const std::size_t end : ends) {
       // Prompt tokens, even a piece of one: the prefill path (the per-token rule, expert_batch.hpp).
-      auto logits = (*engine)->eval(std::span<const int>(prompt.data() + begin, end - begin), {},
+      const std::vector<const float*> media = rows_of(begin, end);
+      auto logits = (*engine)->eval(std::span<const int>(prompt.data() + begin, end - begin), media,
                                     waste::FeedKind::prompt);
       if (!logits) {
         std::fprintf(stderr, "waste-dump-logits: tokens %zu..%zu: %s\n", begin, end, logits.error().message.c_str());
@@ -109,7 +169,9 @@ int main(int argc, char** argv) {
     for (int step = 0; step < int(prompt.size()) + decode; ++step) {
       token = step < int(prompt.size()) ? prompt[std::size_t(step)] : argmax((*engine)->logits());
       const int one[1] = {token};
-      auto logits = (*engine)->eval(one);
+      const std::vector<const float*> media =
+          step < int(prompt.size()) ? rows_of(std::size_t(step), std::size_t(step) + 1) : std::vector<const float*>{};
+      auto logits = (*engine)->eval(one, media);
       if (!logits) {
         std::fprintf(stderr, "waste-dump-logits: step %d: %s\n", step, logits.error().message.c_str());
         return 1;
