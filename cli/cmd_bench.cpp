@@ -528,7 +528,8 @@ const CommandRegistration kRegistration{Command{
                      "DeepSeek-V4.1 Engram rows requested ahead of their layer (on) or read only when the layer "
                      "asks (off; same logits); when not given, $WASTE_ENGRAM_READAHEAD decides (0 = off), and on "
                      "when that is unset too. With Engram tables the report adds per phase: rows asked, cache hit %, "
-                     "pages and bytes read and the wait for rows, per token, and where the rows come from")
+                     "pages and bytes read, the wait for rows and the requests ahead, per token, and where the rows "
+                     "come from")
           ->type_name("on|off")
           ->default_str("on");
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");

@@ -28,10 +28,12 @@ engram::EngramRowStats engram_delta(const engram::EngramRowStats& after, const e
 std::string engram_phase_line(const char* phase, const EngramPhase& p) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "engram  %-7s  %.2f rows/token  hit %5.1f%%  %.2f pages/token  %.0f B/token  wait %.3f ms/token", phase,
+                "engram  %-7s  %.2f rows/token  hit %5.1f%%  %.2f pages/token  %.0f B/token  wait %.3f ms/token  ahead %.2f/token",
+                phase,
                 per_token(double(p.rows.rows_asked), p.tokens), hit_percent(p.rows),
                 per_token(double(p.rows.bytes_read) / double(kEngramPageBytes), p.tokens),
-                per_token(double(p.rows.bytes_read), p.tokens), per_token(p.rows.wait_seconds * 1e3, p.tokens));
+                per_token(double(p.rows.bytes_read), p.tokens), per_token(p.rows.wait_seconds * 1e3, p.tokens),
+                per_token(double(p.rows.prefetched), p.tokens));
   return buf;
 }
 
@@ -48,7 +50,9 @@ nlohmann::json engram_phase_json(const EngramPhase& p) {
           {"bytes_read", p.rows.bytes_read},
           {"bytes_per_token", per_token(double(p.rows.bytes_read), p.tokens)},
           {"wait_seconds", p.rows.wait_seconds},
-          {"wait_ms_per_token", per_token(p.rows.wait_seconds * 1e3, p.tokens)}};
+          {"wait_ms_per_token", per_token(p.rows.wait_seconds * 1e3, p.tokens)},
+          {"prefetched", p.rows.prefetched},
+          {"prefetched_per_token", per_token(double(p.rows.prefetched), p.tokens)}};
 }
 
 }  // namespace waste::cli::bench
