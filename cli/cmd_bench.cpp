@@ -19,6 +19,7 @@
 
 #include "cli/bench/bench_engine.hpp"
 #include "cli/bench/child_process.hpp"
+#include "cli/bench/engram_report.hpp"
 #include "cli/bench/bench_daemon.hpp"
 #include "cli/bench/floor.hpp"
 #include "cli/bench/io_replay.hpp"
@@ -34,6 +35,7 @@
 #include "cli/option_checks.hpp"
 #include "compute/forward/expert_batch.hpp"
 #include "compute/forward/lut_mode.hpp"
+#include "compute/engram/engram_read_meter.hpp"
 #include "compute/io/daemon_attach.hpp"
 #include "shared/container/container.hpp"
 #include "shared/memory/budget.hpp"
@@ -75,6 +77,8 @@ struct BenchArgs {
   std::string run_bytes = "1G";    // --reader-sweep: bytes per (reader, depth) run
   bool no_fio = false;
   int rounds = 0;                  // --positions (default 3) / --reader-sweep (default 1) rounds
+  std::string engram_readahead;    // --engram-readahead on|off (empty: the engine decides, on)
+  std::optional<bool> engram_readahead_on;  // run_bench's parse of it (nullopt: not given)
 };
 
 struct PhaseReport {
@@ -82,6 +86,7 @@ struct PhaseReport {
   double seconds = 0;
   ExpertSourceStats experts;  // this phase's counters only
   EngineProfile profile;      // this phase's stage timings (zero unless --profile)
+  engram::EngramRowStats engram;  // this phase's Engram row counters (models with Engram layers)
   [[nodiscard]] double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0.0; }
 };
 
@@ -89,6 +94,9 @@ struct BenchReport {
   PhaseReport prefill;
   PhaseReport decode;
   ModelInfo info;
+  bool engram = false;        // the model reads Engram rows (engram_* below apply)
+  std::string engram_origin;  // Engine::engram_origin()
+  bool engram_readahead = false;
 };
 
 ExpertSourceStats minus(const ExpertSourceStats& a, const ExpertSourceStats& b) {
@@ -108,7 +116,12 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   engine.reset();
 
   engine.reset_profile();
+  const auto engram_now = [&engine] { return engine.engram_stats().value_or(engram::EngramRowStats{}); };
+  report.engram = engine.engram_stats().has_value();
+  report.engram_origin = engine.engram_origin();
+  report.engram_readahead = engine.engram_readahead();
   ExpertSourceStats before = engine.stats();
+  engram::EngramRowStats engram_before = engram_now();
   auto start = std::chrono::steady_clock::now();
   auto fed = engine.eval(prompt);
   if (!fed) return std::unexpected(fed.error().with_context("prefill"));
@@ -116,18 +129,21 @@ Result<BenchReport> run_workload(Engine& engine, int prompt_tokens, int decode_t
   report.prefill.tokens = prompt_tokens;
   report.prefill.experts = minus(engine.stats(), before);
   report.prefill.profile = engine.profile();
+  report.prefill.engram = bench::engram_delta(engram_now(), engram_before);
   engine.reset_profile();
 
   GenerateParams params;
   params.max_tokens = decode_tokens;
   params.eos_token = -2;  // the workload is fixed: never cut short by eos
   before = engine.stats();
+  engram_before = engram_now();
   auto result = engine.generate({}, params);
   if (!result) return std::unexpected(result.error().with_context("decode"));
   report.decode.seconds = result->generate_seconds;
   report.decode.tokens = int(result->tokens.size());
   report.decode.experts = minus(engine.stats(), before);
   report.decode.profile = engine.profile();
+  report.decode.engram = bench::engram_delta(engram_now(), engram_before);
   return report;
 }
 
@@ -173,6 +189,12 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
                 {"shared_bytes", ctx.memory.shared_bytes}}},
               {"prefill", phase_json(r.prefill, ctx.profile)},
               {"decode", phase_json(r.decode, ctx.profile)}};
+  if (r.engram) {
+    j["engram_origin"] = r.engram_origin;
+    j["engram_readahead"] = r.engram_readahead;
+    j["prefill"]["engram"] = bench::engram_phase_json({r.prefill.tokens, r.prefill.engram});
+    j["decode"]["engram"] = bench::engram_phase_json({r.decode.tokens, r.decode.engram});
+  }
   if (!floor.is_null()) j["floor"] = std::move(floor);
   print_json(j);
 }
@@ -190,6 +212,11 @@ void print_table(const BenchReport& r) {
                 static_cast<unsigned long long>(p->experts.misses),
                 total ? 100.0 * double(p->experts.hits) / double(total) : 0.0, double(p->experts.bytes_read) / 1e9);
   }
+  if (!r.engram) return;  // containers without Engram tables: nothing more
+  for (const auto& [name, p] : {std::pair{"prefill", &r.prefill}, std::pair{"decode", &r.decode}}) {
+    std::printf("%s\n", bench::engram_phase_line(name, {p->tokens, p->engram}).c_str());
+  }
+  std::printf("engram  read-ahead %s  %s\n", r.engram_readahead ? "on" : "off", r.engram_origin.c_str());
 }
 
 void print_profiles(const BenchReport& r) {
@@ -215,6 +242,10 @@ std::vector<std::string> child_workload_args(const BenchArgs& a) {
     args.push_back(a.lut);
   }
   if (a.profile) args.push_back("--profile");
+  if (!a.engram_readahead.empty()) {
+    args.push_back("--engram-readahead");
+    args.push_back(a.engram_readahead);
+  }
   return args;
 }
 
@@ -349,7 +380,8 @@ int run_positions_mode(BenchArgs a) {
   bench::LongContextArgs l{*positions, a.prompt_tokens, a.decode_tokens, a.rounds > 0 ? a.rounds : 3,
                            a.context_fill == "prefill" ? bench::ContextFill::prefill : bench::ContextFill::replicate};
   if (l.decode_tokens < 1) return report_error("bench", "--positions needs decoded tokens (-n at least 1)");
-  bench::BenchEngineArgs e{a.engine, a.lookahead, /*profile=*/true, a.compute_only, false, a.prefill_chunk};
+  bench::BenchEngineArgs e{a.engine, a.lookahead, /*profile=*/true, a.compute_only, false, a.prefill_chunk, false,
+                           a.engram_readahead_on};
   auto engine = bench::open_bench_engine(e);
   if (!engine) return report_error("bench", engine.error().with_context("open"));
   auto report = bench::run_long_context(*engine->open, l, /*profiling=*/true);
@@ -394,6 +426,11 @@ int run_reader_sweep_mode(const BenchArgs& a) {
 }
 
 int run_bench(BenchArgs a) {
+  if (!a.engram_readahead.empty()) {  // not given: the engine decides ($WASTE_ENGRAM_READAHEAD, else on)
+    auto on = engram::parse_engram_readahead(a.engram_readahead, "--engram-readahead");
+    if (!on) return report_error("bench", on.error());
+    a.engram_readahead_on = *on;
+  }
   if (!a.prefill_matmul.empty()) {
     auto rule = forward::expert_batch::parse_min_tokens(a.prefill_matmul, "--prefill-matmul");
     if (!rule) return report_error("bench", rule.error());
@@ -423,7 +460,7 @@ int run_bench(BenchArgs a) {
   if (a.floor && a.decode_tokens < 1) return report_error("bench", "--floor needs decoded tokens (-n at least 1)");
   if (a.floor) a.profile = true;  // the per-stage comparison needs the decode profile
   bench::BenchEngineArgs e{a.engine, a.lookahead, a.profile, a.compute_only, !a.record_trace.empty(),
-                           a.prefill_chunk, a.embedding_on_disk};
+                           a.prefill_chunk, a.embedding_on_disk, a.engram_readahead_on};
   auto engine = bench::open_bench_engine(e);
   if (!engine) return report_error("bench", engine.error().with_context("open"));
   auto report = run_workload(*engine->open, a.prompt_tokens, a.decode_tokens);
@@ -487,6 +524,14 @@ const CommandRegistration kRegistration{Command{
                      "is unset too the CPU: q16 where the kernels have a vector q16 apply (AVX-512 VBMI), else f32")
           ->type_name("f32|q16")
           ->default_str("cpu");
+      sub.add_option("--engram-readahead", args->engram_readahead,
+                     "DeepSeek-V4.1 Engram rows requested ahead of their layer (on) or read only when the layer "
+                     "asks (off; same logits); when not given, $WASTE_ENGRAM_READAHEAD decides (0 = off), and on "
+                     "when that is unset too. With Engram tables the report adds per phase: rows asked, cache hit %, "
+                     "pages and bytes read, the wait for rows and the requests ahead, per token, and where the rows "
+                     "come from")
+          ->type_name("on|off")
+          ->default_str("on");
       sub.add_flag("--profile", args->profile, "Per-stage timings of prefill and decode");
       sub.add_flag("--compute-only", args->compute_only, "Read every expert at open: decode measures compute alone");
       sub.add_flag("--embedding-on-disk", args->embedding_on_disk,

@@ -212,6 +212,10 @@ int run(RunArgs a) {
   }
   auto engine = open_engine(a.engine);
   if (!engine) return report_error("run", engine.error());
+  if ((*engine)->engram_stats()) {  // DeepSeek-V4.1 with Engram tables: where the rows come from, once
+    std::fprintf(stderr, "waste run: %s; read-ahead %s\n", (*engine)->engram_origin().c_str(),
+                 (*engine)->engram_readahead() ? "on" : "off");
+  }
   GenerateParams params;
   params.max_tokens = a.n_tokens;
   params.sampling = a.sampling.params();

@@ -107,6 +107,10 @@ Result<std::unique_ptr<serve::LoadedModel>> load_model(const ServeArgs& a, const
   auto engine = open_engine(args);
   if (!engine) return std::unexpected(engine.error());
   model->engine = std::move(*engine);
+  if (model->engine->engram_stats()) {  // DeepSeek-V4.1 with Engram tables: where the rows come from, at load
+    std::fprintf(stderr, "waste serve: %s: %s; read-ahead %s\n", spec.path.filename().string().c_str(),
+                 model->engine->engram_origin().c_str(), model->engine->engram_readahead() ? "on" : "off");
+  }
   auto tokenizer = load_tokenizer(model->engine->container());
   if (!tokenizer) return std::unexpected(tokenizer.error());
   auto format = load_chat_format(spec.path, a.chat_format);

@@ -12,6 +12,7 @@ Result<BenchEngine> open_bench_engine(const BenchEngineArgs& args) {
   request.engine.resident_experts = args.resident;
   request.engine.prefill_chunk = args.prefill_chunk;
   request.embedding_on_disk = args.embedding_on_disk;
+  request.engine.engram_readahead = args.engram_readahead;
   BenchEngine out;
   if (args.record_trace) {
     out.trace = std::make_shared<std::vector<TraceEvent>>();

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compute/engram/engram_json.hpp"
+#include "compute/engram/engram_read_meter.hpp"
 #include "compute/forward/expert_batch.hpp"
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
@@ -54,6 +55,7 @@ struct Engine::Impl {
   std::optional<engram::EngramTables> engram_tables;
   std::unique_ptr<engram::EngramRowReader> engram_rows;   // the plane's (EngineParts) or its own source
   std::string engram_origin;
+  bool engram_readahead = false;
   std::unique_ptr<forward::Forward> forward;
 
   // One decode step or one prefill chunk, timed into the profile when it is on.
@@ -223,6 +225,11 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
       impl->engram_origin = "Engram rows: read by this process (" +
                             (parts.engram_note.empty() ? std::string("the caller's expert source") : parts.engram_note) + ")";
     }
+    // Read-ahead on or off, decided here once; every read counted and timed.
+    auto readahead = engram::engram_readahead_setting(options.engram_readahead);
+    if (!readahead) return std::unexpected(readahead.error().with_context(where));
+    impl->engram_readahead = *readahead;
+    impl->engram_rows = std::make_unique<engram::MeteredEngramRows>(std::move(impl->engram_rows), *readahead);
   }
   forward::Forward::Inputs in{c,
                               impl->weights,
@@ -464,6 +471,7 @@ std::optional<engram::EngramRowStats> Engine::engram_stats() const {
   return impl_->engram_rows->stats();
 }
 const std::string& Engine::engram_origin() const { return impl_->engram_origin; }
+bool Engine::engram_readahead() const { return impl_->engram_readahead; }
 const DaemonConnection* Engine::daemon() const { return impl_->daemon.get(); }
 std::span<const float> Engine::logits() const { return impl_->logits; }
 model::RunState& Engine::run_state() { return impl_->state; }

@@ -68,6 +68,11 @@ struct EngineOptions {
   bool resident_embedding = false; // load the on-disk embed_tokens into memory at open (no disk read per
                                    // token); front ends set it from the budget (InProcessCache)
   bool profile = false;            // per-stage timings, see Engine::profile()
+  // DeepSeek-V4.1's Engram rows requested ahead of the layer that reads them (a prompt's as soon
+  // as its tokens are known, decode's at the step's start); off: read only when an Engram layer
+  // asks (same logits, for A/B). nullopt: $WASTE_ENGRAM_READAHEAD (0/off, 1/on; anything else
+  // refuses the open), on when unset (compute/engram/engram_read_meter.hpp).
+  std::optional<bool> engram_readahead;
   DaemonOpenOptions daemon;        // enabled: read through waste-ioserver (ignored with a source)
 };
 
@@ -251,6 +256,9 @@ class Engine {
   // by this process (...)", the line a front end logs.
   [[nodiscard]] std::optional<engram::EngramRowStats> engram_stats() const;
   [[nodiscard]] const std::string& engram_origin() const;
+  // Whether Engram rows are requested ahead (EngineOptions::engram_readahead as decided at open);
+  // false for a model without Engram layers.
+  [[nodiscard]] bool engram_readahead() const;
   [[nodiscard]] std::span<const float> logits() const;  // of the last fed token
   // The daemon connection an EngineOptions::daemon open holds; nullptr otherwise.
   [[nodiscard]] const DaemonConnection* daemon() const;

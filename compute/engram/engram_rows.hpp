@@ -34,6 +34,9 @@ struct EngramRowStats {
   std::uint64_t misses = 0;       // rows read_rows did not (read by a reader thread or by the caller)
   std::uint64_t prefetched = 0;   // rows the reader threads read into the cache (prefetch, or a miss handed over)
   std::uint64_t bytes_read = 0;   // bytes read from the tables (whole pages, every reader)
+  // Filled by MeteredEngramRows (engram_read_meter.hpp, the engine's wrapper); 0 from a bare reader.
+  std::uint64_t rows_asked = 0;   // rows read_rows was asked for (the layer loop's demand)
+  double wait_seconds = 0;        // time spent inside read_rows (the layer loop waiting for rows)
 };
 
 // What the layer loop reads Engram rows through: the in-process EngramRowSource, or

@@ -19,13 +19,17 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "compute/api/engine.hpp"
 #include "compute/api/engine_open.hpp"
 #include "compute/io/daemon_connect.hpp"
+#include "compute/engram/engram_json.hpp"
+#include "compute/engram/engram_read_meter.hpp"
 #include "compute/engram/engram_synth.hpp"
+#include "compute/engram/primes.hpp"
 #include "compute/forward/families/family.hpp"
 #include "compute/forward/moe.hpp"
 #include "compute/model/weights.hpp"
@@ -261,17 +265,25 @@ TEST_CASE("V4.1 bind checks the one tensor list and names the tensor", "[compute
 }
 
 // tiny-v41 with Engram on layer 1 (2- and 3-grams, 2 heads each: 4 rows of 32 per token; the
-// primes drawn from 50 are 53, 59, 61, 67, so 240 rows), written once per test process.
-fs::path engram_container(bool with_tables) {
+// primes drawn from 50 are 53, 59, 61, 67, so 240 rows), written once per test process. Another
+// engram_vocab draws larger primes (the table's rows: their sum), spreading the rows over more pages.
+fs::path engram_container(bool with_tables, std::uint64_t engram_vocab = 50) {
+  const std::string suffix = engram_vocab == 50 ? "" : "-" + std::to_string(engram_vocab);
   const fs::path dir = test::synth_container("tiny-v41").parent_path() /
-                       (with_tables ? "tiny-v41-engram" : "tiny-v41-engram-no-tables");
+                       ((with_tables ? "tiny-v41-engram" : "tiny-v41-engram-no-tables") + suffix);
   if (fs::exists(dir / "manifest.json")) return dir;
   auto preset = synth::load_preset("tiny-v41");
   REQUIRE(preset);
   nlohmann::json j = *preset;
+  auto primes = engram::draw_bucket_primes(1, 3, 2, engram_vocab);
+  REQUIRE(primes);
+  std::uint64_t rows = 0;
+  for (const auto& n : (*primes)[0]) {
+    for (std::uint64_t p : n) rows += p;
+  }
   j["engram_layer_ids"] = {1};
-  j["engram_num_embeddings"] = {240};
-  j["engram_vocab_size"] = 50;
+  j["engram_num_embeddings"] = {rows};
+  j["engram_vocab_size"] = engram_vocab;
   j["engram_max_ngram_size"] = 3;
   j["engram_n_heads"] = 2;
   j["engram_head_dim"] = 32;
@@ -641,6 +653,200 @@ TEST_CASE("V4.1 route(): an image token selects with bias_vl, as text without on
   w.bias_vl.clear();
   forward::route(c, w, logits, s, true);
   CHECK(s.ids == std::vector<int>{2, 0});
+}
+
+}  // namespace waste
+
+namespace waste {
+namespace {
+
+// The reads a run implies, from the layout alone: each pass (the prompt, then one decode step
+// per token) asks every row of its tokens once (one read_rows call: one Engram layer, one run).
+struct ImpliedReads {
+  std::uint64_t asked = 0;
+  std::uint64_t distinct_rows = 0, distinct_pages = 0;
+  std::uint64_t row_misses = 0;   // rows not read by an earlier pass (a cold row cache)
+  std::uint64_t page_misses = 0;  // rows whose page no earlier pass read (a cold page pool)
+  std::uint64_t prefetch_pages = 0;  // distinct pages of each pass, summed
+};
+
+ImpliedReads implied_reads(const fs::path& dir, const std::vector<std::vector<int>>& passes) {
+  auto tables = engram::load_engram_tables(dir);
+  REQUIRE(tables);
+  REQUIRE(tables->layout.layers.size() == 1);
+  auto source = engram::EngramRowSource::open(dir, tables->layout);
+  REQUIRE(source);
+  const std::uint64_t per_page = source->header(0).rows_per_page();
+  engram::NgramHistory history(tables->layout.max_ngram_size);
+  std::set<std::uint64_t> rows_seen, pages_seen;
+  ImpliedReads r;
+  for (const auto& pass : passes) {
+    const std::vector<std::int32_t> ids(pass.begin(), pass.end());
+    auto rows = engram::sequence_row_ids(*tables, ids, {}, history);
+    REQUIRE(rows);
+    r.asked += rows->size();
+    std::set<std::uint64_t> pass_pages;
+    for (std::uint64_t row : *rows) {
+      if (rows_seen.count(row) == 0) ++r.row_misses;
+      if (pages_seen.count(row / per_page) == 0) ++r.page_misses;
+      pass_pages.insert(row / per_page);
+    }
+    for (std::uint64_t row : *rows) rows_seen.insert(row);
+    pages_seen.insert(pass_pages.begin(), pass_pages.end());
+    r.prefetch_pages += pass_pages.size();
+  }
+  r.distinct_rows = rows_seen.size();
+  r.distinct_pages = pages_seen.size();
+  return r;
+}
+
+// Restores (or clears) WASTE_ENGRAM_READAHEAD when the test ends.
+struct ReadaheadEnv {
+  explicit ReadaheadEnv(const char* value) { ::setenv("WASTE_ENGRAM_READAHEAD", value, 1); }
+  ~ReadaheadEnv() { ::unsetenv("WASTE_ENGRAM_READAHEAD"); }
+};
+
+}  // namespace
+
+// Issue 29: read-ahead off (no prefetch: rows read when the Engram layer asks) gives the logits
+// of read-ahead on bit for bit, through the data plane's page pool and through the engine's own
+// EngramRowSource; the counters are what the layout implies for the tokens fed.
+TEST_CASE("V4.1 Engram read-ahead off gives the same bits and the reads the layout implies", "[compute][v41][engram]") {
+  const fs::path dir = engram_container(true, 3000);  // 12,054 rows of 34 bytes: 101 pages of 120 rows
+  EngineOptions o;
+  o.model = dir;
+  o.threads = 2;
+  o.ctx_tokens = 64;
+  o.prefill_chunk = 64;
+  o.lookahead = 0;
+  auto container = read_container(o.model);
+  REQUIRE(container);
+  struct Opened {
+    const char* name;
+    bool pool;
+    bool readahead;
+    std::unique_ptr<Engine> engine;
+  };
+  std::vector<Opened> engines;
+  for (bool pool : {true, false}) {
+    for (bool readahead : {true, false}) {
+      EngineOptions x = o;
+      x.engram_readahead = readahead;
+      Result<std::unique_ptr<Engine>> e = std::unique_ptr<Engine>();
+      if (pool) {
+        e = Engine::open(x);
+      } else {
+        auto parts = open_expert_plane(x, **container);
+        REQUIRE(parts);
+        parts->engram_rows.reset();
+        parts->engram_tables.reset();
+        e = Engine::open(x, *container, std::move(*parts));
+      }
+      INFO((e ? std::string() : e.error().message));
+      REQUIRE(e);
+      CHECK((*e)->engram_readahead() == readahead);
+      engines.push_back({pool ? "pool" : "own", pool, readahead, std::move(*e)});
+    }
+  }
+  CHECK(engines[0].engine->engram_origin() == "Engram rows: the in-process data plane's shared page pool");
+
+  const std::vector<int> prompt = tokens(12, 5), steps = tokens(6, 2);
+  std::vector<std::vector<int>> passes{prompt};
+  for (int tok : steps) passes.push_back({tok});
+  for (std::size_t p = 0; p < passes.size(); ++p) {
+    INFO("pass " << p);
+    std::vector<float> first;
+    for (auto& e : engines) {
+      INFO(e.name << " read-ahead " << e.readahead);
+      auto l = e.engine->eval(passes[p], {}, p == 0 ? FeedKind::prompt : FeedKind::decode);
+      INFO((l ? std::string() : l.error().message));
+      REQUIRE(l);
+      if (first.empty()) {
+        first = copy(*l);
+      } else {
+        CHECK(same_bits(copy(*l), first));
+      }
+    }
+  }
+
+  const ImpliedReads want = implied_reads(dir, passes);
+  CHECK(want.asked == 18u * 4u);  // 18 tokens, one layer, 2 n-gram sizes x 2 heads
+  CHECK(want.distinct_pages > 10);
+  for (const auto& e : engines) {
+    INFO(e.name << " read-ahead " << e.readahead);
+    const auto s = e.engine->engram_stats();
+    REQUIRE(s);
+    CHECK(s->rows_asked == want.asked);
+    CHECK(s->hits + s->misses == want.asked);
+    CHECK(s->wait_seconds > 0.0);
+    CHECK(s->bytes_read % 4096 == 0);
+    if (e.pool) {
+      // The pool counts pages: with read-ahead off nothing is asked ahead, each page is read once
+      // on its first demand (a cold pool): pages x 4096 bytes, and a row misses when its page does.
+      if (!e.readahead) {
+        CHECK(s->prefetched == 0);
+        CHECK(s->bytes_read == want.distinct_pages * 4096);
+        CHECK(s->misses == want.page_misses);
+      } else {
+        CHECK(s->prefetched == want.prefetch_pages);  // each pass's pages asked ahead once
+        CHECK(s->bytes_read <= want.distinct_pages * 4096);
+      }
+    } else {
+      // The row cache: the reader threads read every distinct row once, either way; with
+      // read-ahead off a row misses unless an earlier pass read it. A read is a 4 KiB page that
+      // serves the rows of its page in one chunk: between one read per page and one per row.
+      CHECK(s->prefetched == want.distinct_rows);
+      if (!e.readahead) CHECK(s->misses == want.row_misses);
+      CHECK(s->bytes_read >= want.distinct_pages * 4096);
+      CHECK(s->bytes_read <= want.distinct_rows * 4096);
+    }
+  }
+}
+
+TEST_CASE("WASTE_ENGRAM_READAHEAD decides the engine's read-ahead unless the options do", "[compute][v41][engram]") {
+  CHECK(*engram::parse_engram_readahead("on", "x"));
+  CHECK(*engram::parse_engram_readahead("1", "x"));
+  CHECK_FALSE(*engram::parse_engram_readahead("off", "x"));
+  CHECK_FALSE(*engram::parse_engram_readahead("0", "x"));
+  auto bad = engram::parse_engram_readahead("yes", "--engram-readahead");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message == "--engram-readahead: 'yes' is not on or off (1 or 0)");
+
+  EngineOptions o;
+  o.model = engram_container(true);
+  o.threads = 1;
+  o.ctx_tokens = 32;
+  o.lookahead = 0;
+  {
+    auto e = Engine::open(o);
+    REQUIRE(e);
+    CHECK((*e)->engram_readahead());
+  }
+  {
+    ReadaheadEnv env("0");
+    auto e = Engine::open(o);
+    REQUIRE(e);
+    CHECK_FALSE((*e)->engram_readahead());
+    o.engram_readahead = true;  // the option wins over the environment
+    auto f = Engine::open(o);
+    REQUIRE(f);
+    CHECK((*f)->engram_readahead());
+    o.engram_readahead.reset();
+  }
+  {
+    ReadaheadEnv env("maybe");
+    auto e = Engine::open(o);
+    REQUIRE_FALSE(e);
+    CHECK(e.error().message == o.model.string() + ": WASTE_ENGRAM_READAHEAD: 'maybe' is not on or off (1 or 0)");
+    // A model without Engram layers does not read the variable.
+    EngineOptions plain = o;
+    plain.model = test::synth_container("tiny-v41");
+    auto g = Engine::open(plain);
+    INFO((g ? std::string() : g.error().message));
+    REQUIRE(g);
+    CHECK_FALSE((*g)->engram_readahead());
+    CHECK_FALSE((*g)->engram_stats());
+  }
 }
 
 }  // namespace waste
