@@ -8,11 +8,13 @@
 // table equals an uninterrupted one byte for byte.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <set>
 
+#include "compute/api/engine.hpp"
 #include "compute/convert/converter.hpp"
 #include "compute/convert/dtype_decode.hpp"
 #include "compute/convert/engram_table.hpp"
@@ -465,6 +467,51 @@ TEST_CASE("a DeepSeek-V4.1 checkpoint in the release's names converts, and the c
     CHECK(tables->token_map[3 + 'A'] == tables->token_map[3 + 'a']);  // case folded
     CHECK(tables->token_map[3 + 'A'] != tables->token_map[3 + 'b']);
   }
+}
+
+TEST_CASE("a converted DeepSeek-V4.1 checkpoint runs in the engine, its Engram rows read from the written tables",
+          "[convert][e2e][v41]") {
+  test::TempDir dir("conv-v41-run");
+  write_v41_checkpoint(dir.path() / "src");
+  std::vector<int> prompt;
+  for (int i = 0; i < 10; ++i) prompt.push_back((i * 41 + 7) % kVocab);
+  std::vector<std::vector<float>> logits_of;
+  for (int bits : {8, 4}) {
+    INFO("--engram-bits " << bits);
+    const fs::path out = dir.path() / ("out" + std::to_string(bits) + ".waste");
+    auto s = convert_checkpoint(options(dir.path() / "src", out, bits));
+    INFO((s ? std::string() : s.error().message));
+    REQUIRE(s);
+    EngineOptions o;
+    o.model = out;
+    o.threads = 1;
+    o.ctx_tokens = 32;
+    o.prefill_chunk = 4;
+    o.lookahead = 0;
+    auto engine = Engine::open(o);
+    INFO((engine ? std::string() : engine.error().message));
+    REQUIRE(engine);
+    auto fed = (*engine)->eval(prompt);
+    REQUIRE(fed);
+    for (int step = 0; step < 3; ++step) {
+      const int next[1] = {int(std::max_element(fed->begin(), fed->end()) - fed->begin())};
+      fed = (*engine)->eval(next);
+      REQUIRE(fed);
+    }
+    CHECK((*engine)->position() == 13);
+    REQUIRE(fed->size() == std::size_t(kVocab));
+    for (float v : *fed) REQUIRE(std::isfinite(v));
+    // Two Engram layers of 2- and 3-grams x 2 heads: 8 rows per token, every fed token's.
+    const auto rows = (*engine)->engram_stats();
+    REQUIRE(rows);
+    CHECK(rows->rows_asked == 13 * 8);
+    logits_of.emplace_back(fed->begin(), fed->end());
+  }
+  // Only the Engram tables' width differs between the two containers: the logits move, a little.
+  float diff = 0;
+  for (std::size_t i = 0; i < logits_of[0].size(); ++i) diff = std::max(diff, std::fabs(logits_of[0][i] - logits_of[1][i]));
+  INFO("8- vs 4-bit Engram tables: max logit difference " << diff);
+  CHECK(diff > 0.0f);
 }
 
 TEST_CASE("V4.1 conversion refuses a missing sink, an unknown name and a wrong Engram size by name",
