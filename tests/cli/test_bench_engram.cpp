@@ -120,7 +120,7 @@ TEST_CASE("waste bench --engram-readahead names a bad value", "[cli][bench][engr
   CHECK(bad.err == "waste bench: --engram-readahead: 'sometimes' is not on or off (1 or 0)\n");
 }
 
-TEST_CASE("waste run prints the Engram origin once; WASTE_ENGRAM_READAHEAD=0 turns read-ahead off", "[cli][engram]") {
+TEST_CASE("waste run prints the Engram origin once, and WASTE_ENGRAM_READAHEAD=0 turns read-ahead off", "[cli][engram]") {
   const std::vector<std::string> args{"run", engram_container().string(), "--in-process", "--threads", "1",
                                       "--ids", "5,6,7", "-n", "2"};
   auto on = test::run_waste(args);
