@@ -8,6 +8,7 @@
 #include <random>
 #include <string_view>
 
+#include "compute/forward/lut_mode.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/container/expert_record.hpp"
@@ -108,6 +109,7 @@ FakeExperts make_experts(const ExpertGeometry& g, std::uint64_t target_bytes) {
 }
 
 struct Luts {
+  bool q16 = false;          // f32 holds int16 slots (rvq_lut_to_q16): the q16 LUT mode's tables
   std::vector<float> f32;
   std::vector<std::int8_t> q;
   std::vector<float> q_scales;
@@ -123,6 +125,8 @@ Luts random_lut(const ExpertGeometry& g, int n_vectors, const kernels::KernelTab
     l.q_scales.resize(std::size_t(kernels::lut_quant_blocks(n_vectors)));
     kt.rvq_lut_quantize(l.f32.data(), n_vectors, g.stages, g.lut_entries, l.q.data(), l.q_scales.data());
   }
+  l.q16 = forward::lut_q16(g);
+  if (l.q16) kt.rvq_lut_to_q16(l.f32.data(), g.stages, g.lut_entries, 0, n_vectors);
   return l;
 }
 
@@ -131,12 +135,15 @@ void apply(const kernels::KernelTable& kt, const ExpertGeometry& g, const kernel
            float* y, int r0, int r1) {
   if (g.packed6) {
     kt.rvq_apply_vq4p(m, lut.q.data(), lut.q_scales.data(), y, r0, r1);
+  } else if (lut.q16) {
+    kt.rvq_apply_q16(m, lut.f32.data(), g.lut_entries, y, r0, r1);
   } else {
     kt.rvq_apply(m, lut.f32.data(), g.lut_entries, y, r0, r1);
   }
 }
 
-// Seconds for one LUT build of n_vectors positions on one thread (plus the int8 shadow for VQ4P).
+// Seconds for one LUT build of n_vectors positions on one thread (plus the int8 shadow for VQ4P,
+// or the int16 slots in the q16 LUT mode).
 double lut_build_seconds(const kernels::KernelTable& kt, const ExpertGeometry& g, int n_vectors, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(std::size_t(n_vectors) * std::size_t(g.vec_dim));
@@ -148,6 +155,7 @@ double lut_build_seconds(const kernels::KernelTable& kt, const ExpertGeometry& g
     for (auto& v : books[std::size_t(s)]) v = u(rng);
     book_ptrs[s] = books[std::size_t(s)].data();
   }
+  const bool q16 = forward::lut_q16(g);
   Luts out;
   out.f32.resize(std::size_t(n_vectors) * std::size_t(g.stages) * std::size_t(g.lut_entries));
   out.q.resize(out.f32.size());
@@ -159,6 +167,8 @@ double lut_build_seconds(const kernels::KernelTable& kt, const ExpertGeometry& g
              if (g.packed6) {
                kt.rvq_lut_quantize(out.f32.data(), n_vectors, g.stages, g.lut_entries, out.q.data(),
                                    out.q_scales.data());
+             } else if (q16) {
+               kt.rvq_lut_to_q16(out.f32.data(), g.stages, g.lut_entries, 0, n_vectors);
              }
            }
          }) /
@@ -228,6 +238,7 @@ Result<FloorRates> measure_floor_rates(const ContainerInfo& info, const ModelCon
 
   if (config.n_moe_layers() > 0 && config.top_k > 0) {
     const ExpertGeometry& g = info.geometry;
+    r.lut = g.packed6 ? "int8" : forward::lut_q16(g) ? "q16" : "f32";
     std::mt19937 rng(7);
     const FakeExperts f = make_experts(g, std::uint64_t(256) << 20);
     const int nv[3] = {g.cols[0] / g.vec_dim, g.cols[1] / g.vec_dim, g.cols[2] / g.vec_dim};
@@ -330,6 +341,7 @@ nlohmann::json floor_json(const FloorReport& r) {
   return {{"rates",
            {{"threads", r.rates.threads},
             {"kernel_isa", r.rates.isa},
+            {"lut", r.rates.lut},
             {"stream_gbs", r.rates.stream_gbs},
             {"lookups_per_ns", r.rates.lookups_per_ns},
             {"pair_apply_us", r.rates.pair_apply_us},
@@ -352,9 +364,10 @@ nlohmann::json floor_json(const FloorReport& r) {
 }
 
 void print_floor(const FloorReport& r) {
-  std::printf("\ncompute floor (%d threads, %s): stream %.1f GB/s, %.2f lookups/ns, expert %.0f us, "
+  std::printf("\ncompute floor (%d threads, %s, %s tables): stream %.1f GB/s, %.2f lookups/ns, expert %.0f us, "
               "LUT builds %.1f us (gate+up) %.1f us (down), KDA head step %.2f us\n",
-              r.rates.threads, r.rates.isa.c_str(), r.rates.stream_gbs, r.rates.lookups_per_ns, r.rates.pair_apply_us,
+              r.rates.threads, r.rates.isa.c_str(), r.rates.lut.empty() ? "no expert" : r.rates.lut.c_str(),
+              r.rates.stream_gbs, r.rates.lookups_per_ns, r.rates.pair_apply_us,
               r.rates.gateup_build_us, r.rates.down_build_us, r.rates.kda_head_step_us);
   std::printf("%-11s %10s %12s %7s  %s\n", "stage", "floor ms", "measured ms", "floor%", "floor from");
   for (const FloorStage& s : r.stages) {

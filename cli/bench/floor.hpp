@@ -43,6 +43,9 @@ TrunkTraffic trunk_traffic(const Manifest& manifest, const ModelConfig& config);
 struct FloorRates {
   int threads = 0;
   std::string isa;
+  // The expert tables the rates were measured with: "f32", "q16" (the LUT mode, as decode runs
+  // VQ3R experts: compute/forward/lut_mode.hpp) or "int8" (VQ4P's own tables).
+  std::string lut;
   double stream_gbs = 0;           // streaming read, all threads
   double lookups_per_ns = 0;       // RVQ table lookups, all threads (the faster spread, see above)
   double pair_apply_us = 0;        // one expert's gate+up+down applies (all threads' throughput)

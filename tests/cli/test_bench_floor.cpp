@@ -79,6 +79,24 @@ TEST_CASE("waste bench --floor: trunk bytes from the manifest, stage floors that
         Approx(double(lm_head) / (rates["stream_gbs"].get<double>() * 1e6)).epsilon(1e-12));
 }
 
+TEST_CASE("waste bench --floor measures the expert rates with the tables decode uses (--lut f32 or q16)", "[cli][bench]") {
+  const auto model = test::tokenizer_container();
+  auto manifest = Manifest::parse(test::slurp(model / "manifest.json"));
+  REQUIRE(manifest);
+  const bool vq4p = manifest->quant.packed6();
+  for (const char* mode : {"f32", "q16"}) {
+    INFO(mode);
+    auto ran = test::run_waste({"bench", model.string(), "--threads", "1", "--prompt-tokens", "2", "-n", "2",
+                                "--compute-only", "--in-process", "--floor", "--json", "--lut", mode});
+    INFO(ran.err);
+    REQUIRE(ran.rc == 0);
+    const json doc = json::parse(ran.out);
+    // VQ4P experts have int8 tables of their own whatever the mode; VQ3R's follow it.
+    CHECK(doc["floor"]["rates"]["lut"].get<std::string>() == (vq4p ? std::string("int8") : std::string(mode)));
+    CHECK(doc["floor"]["rates"]["lookups_per_ns"].get<double>() > 0);
+  }
+}
+
 TEST_CASE("waste bench --floor without --compute-only is refused with the flag to add", "[cli][bench]") {
   auto ran = test::run_waste({"bench", test::tokenizer_container().string(), "--in-process", "--floor", "-n", "2"});
   CHECK(ran.rc != 0);
