@@ -5,6 +5,10 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.hpp"
@@ -16,10 +20,30 @@ namespace fs = std::filesystem;
 
 // WASTE_IOSERVER pointing at a script that records that it was started (then fails), so a test
 // sees whether a command got as far as starting a daemon. The environment is this process's and
-// the commands it spawns; every test case of this file sets it itself.
+// the commands it spawns; every test case of this file sets it itself, and puts back what was
+// there when it ends (other files' test cases in the same process must not start the fake).
 struct FakeIoserver {
   test::ScratchDir dir;
   fs::path marker = dir.path() / "started";
+  std::optional<std::string> saved_ioserver = saved("WASTE_IOSERVER");
+  std::optional<std::string> saved_runtime = saved("WASTE_RUNTIME_DIR");
+  static std::optional<std::string> saved(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  }
+  static void restore(const char* name, const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name, value->c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~FakeIoserver() {
+    restore("WASTE_IOSERVER", saved_ioserver);
+    restore("WASTE_RUNTIME_DIR", saved_runtime);
+  }
+  FakeIoserver(const FakeIoserver&) = delete;
+  FakeIoserver& operator=(const FakeIoserver&) = delete;
   FakeIoserver() {
     const fs::path script = dir.path() / "fake-ioserver";
     test::write_text(script, "#!/bin/sh\necho \"$@\" >> '" + marker.string() + "'\nexit 3\n");
