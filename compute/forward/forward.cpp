@@ -48,6 +48,10 @@ Forward::Forward(const Inputs& in)
   f_.assign(z.hidden, 0.0f);
   ffn_a_.assign(z.ffn, 0.0f);
   ffn_b_.assign(z.ffn, 0.0f);
+  // The chunk working set now, not on the first prefill: its first touch (page faults and zero
+  // fill of ~150 MB at the Kimi-Linear shape, ~0.8 s on a 2-core VM) then lands in the open, not
+  // in the first request's time to first token (docs/LEARNED.md, session 16).
+  ensure_batch_scratch();
 }
 
 // One KpoolIndexer per indexed MLA layer, on weights copied from the model's (the small vectors)
@@ -337,7 +341,7 @@ Status Forward::step_pass(int token, model::RunState& state, std::span<float> lo
   return ok();
 }
 
-// The chunk working set (the LUTs dominate), allocated on the first prefill or batch and kept.
+// The chunk working set (the LUTs dominate), allocated at construction and kept (a no-op after).
 void Forward::ensure_batch_scratch() {
   const int T = prefill_capacity_;
   if (pre_moe_.tokens >= T) return;

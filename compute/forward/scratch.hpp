@@ -79,7 +79,7 @@ struct MoeScratch {
   [[nodiscard]] std::uint64_t bytes() const;
 };
 
-// Chunked-prefill working set for up to `tokens` tokens (allocated on the first prefill).
+// Chunked-prefill working set for up to `tokens` tokens (allocated when Forward is built).
 struct PrefillMoeScratch {
   int tokens = 0;
   std::vector<int> ids;                       // [T][top_k]

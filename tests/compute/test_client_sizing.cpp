@@ -53,6 +53,9 @@ Allocated run_and_measure(const std::filesystem::path& dir, int ctx, int chunk) 
   forward::Forward fwd(forward::Forward::Inputs{c, *weights, *trunk, *books, info->geometry, **source, pool,
                                                 kernels::active(), ctx, codebook_base, 0, chunk});
   REQUIRE(fwd.prefill_capacity() == std::max(chunk, 64));
+  // The chunk working set is there before the first prefill (allocated when Forward is built):
+  // the first prefill allocates nothing more.
+  const std::uint64_t built = fwd.scratch_bytes();
   std::vector<float> logits(std::size_t(c.vocab));
   std::vector<int> prompt = {1, 5, 7};
   if (chunk > 64) {
@@ -63,6 +66,7 @@ Allocated run_and_measure(const std::filesystem::path& dir, int ctx, int chunk) 
   auto pre = fwd.prefill(prompt, *state, logits);
   INFO((pre ? std::string() : pre.error().message));
   REQUIRE(pre);
+  CHECK(fwd.scratch_bytes() == built);
   auto step = fwd.step(3, *state, logits);
   REQUIRE(step);
   return {state->allocated_bytes(), fwd.scratch_bytes() + logits.capacity() * sizeof(float)};
