@@ -8,6 +8,8 @@
 #include "cli/command.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/convert/converter.hpp"
+#include "compute/convert/expert_format.hpp"
+#include "compute/kernels/kernels.hpp"
 #include "shared/container/file_io.hpp"
 
 namespace waste::cli {
@@ -15,8 +17,9 @@ namespace {
 
 struct ConvertArgs {
   convert::ConvertOptions options;
-  std::string src, out, layers, report;
+  std::string src, out, layers, report, experts;
   bool quiet = false;
+  bool format_flags = false;  // --stages, --entries or --index-bits given
 };
 
 // "1,3,5-7" -> {1,3,5,6,7}
@@ -52,6 +55,22 @@ int run_convert(ConvertArgs& args) {
   o.src = args.src;
   o.out = args.out;
   o.progress = convert::detect_progress_mode(args.quiet);
+  // The expert format: --experts (auto when neither it nor the fine-grained flags are given), or
+  // --stages/--entries/--index-bits on VQ3R's defaults. Not both.
+  std::string format_words;
+  if (!args.experts.empty() && args.format_flags) {
+    std::fprintf(stderr, "waste convert: --experts and --stages/--entries/--index-bits: give one or the other\n");
+    return 2;
+  }
+  if (!args.format_flags) {
+    auto format = convert::parse_expert_format(args.experts.empty() ? "auto" : args.experts, "--experts");
+    if (!format) {
+      std::fprintf(stderr, "waste convert: %s\n", format.error().message.c_str());
+      return 2;
+    }
+    convert::apply_expert_format(*format, kernels::active(), o);
+    format_words = ", " + convert::expert_format_report(*format, kernels::active());
+  }
   if (!args.layers.empty()) {
     auto list = parse_layer_list(args.layers);
     if (!list) {
@@ -87,8 +106,9 @@ int run_convert(ConvertArgs& args) {
     return 0;
   }
   if (!args.quiet) {
-    std::printf("wrote %s: %zu MoE layers, %.1f MB in, %.1f MB out, %.1f s (read %.1f, k-means %.1f, encode %.1f, write %.1f, trunk %.1f)\n",
-                args.out.c_str(), summary->layers.size(), summary->bytes_in / 1e6, summary->bytes_out / 1e6, secs,
+    std::printf("wrote %s: %zu MoE layers%s, %.1f MB in, %.1f MB out, %.1f s (read %.1f, k-means %.1f, encode %.1f, write %.1f, trunk %.1f)\n",
+                args.out.c_str(), summary->layers.size(), format_words.c_str(), summary->bytes_in / 1e6,
+                summary->bytes_out / 1e6, secs,
                 summary->seconds_read, summary->seconds_kmeans, summary->seconds_encode, summary->seconds_write,
                 summary->seconds_trunk);
   }
@@ -103,15 +123,25 @@ const CommandRegistration kRegistration{Command{
           ->type_name("DIR")
           ->required();
       sub.add_option("--out", args->out, "Output container directory (NAME.waste)")->type_name("DIR")->required();
-      sub.add_option("--stages", args->options.stages, "RVQ stages")
+      sub.add_option("--experts", args->experts,
+                     "Expert format: auto (VQ4P where this CPU looks VQ4P up from registers, AVX-512; VQ3R "
+                     "elsewhere), vq3r, vq4p or vq2r; every one runs on every CPU")
+          ->type_name("FORMAT")
+          ->default_str("auto");
+      const auto flag = [args](const std::string&) { args->format_flags = true; };
+      sub.add_option("--stages", args->options.stages, "RVQ stages (instead of --experts)")
           ->type_name("N")
-          ->check(one_of("--stages", std::vector<int>{2, 3, 4}));
-      sub.add_option("--entries", args->options.entries, "Codebook entries per stage")
+          ->check(one_of("--stages", std::vector<int>{2, 3, 4}))
+          ->each(flag);
+      sub.add_option("--entries", args->options.entries, "Codebook entries per stage (instead of --experts)")
           ->type_name("N")
-          ->check(int_range("--entries", 8, 256));
-      sub.add_option("--index-bits", args->options.index_bits, "Bits per codebook index: 8, or 6 with --stages 4 --entries 64 (VQ4P)")
+          ->check(int_range("--entries", 8, 256))
+          ->each(flag);
+      sub.add_option("--index-bits", args->options.index_bits,
+                     "Bits per codebook index: 8, or 6 with --stages 4 --entries 64 (VQ4P; instead of --experts)")
           ->type_name("BITS")
-          ->check(one_of("--index-bits", std::vector<int>{6, 8}));
+          ->check(one_of("--index-bits", std::vector<int>{6, 8}))
+          ->each(flag);
       sub.add_option("--trunk-bits", args->options.trunk_bits, "Trunk matrices: 4 (Q4G) or 8 (Q8G) bits per weight")
           ->type_name("BITS")
           ->check(one_of("--trunk-bits", std::vector<int>{4, 8}));

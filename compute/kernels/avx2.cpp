@@ -376,6 +376,7 @@ const KernelTable& avx2_table() {
       .rvq_apply_q16 = generic_impl::rvq_apply_q16,
       .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
+      .vq4p_from_registers = false,
   };
   return table;
 }

@@ -20,6 +20,7 @@ const KernelTable& avx512_table() {
       .rvq_apply_q16 = generic_impl::rvq_apply_q16,  // the VBMI table has the vector one
       .rvq_matmul = avx512_impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
+      .vq4p_from_registers = true,
   };
   return table;
 }

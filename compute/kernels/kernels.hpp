@@ -94,6 +94,11 @@ struct KernelTable {
   // (results agree with generic to ~1e-6 relative, not bit for bit).
   void (*kda_head_step)(float* S, const float* q, const float* k, const float* v, const float* g,
                         float beta, int D, float* o);
+
+  // rvq_apply_vq4p looks its 64-entry stage tables up from registers (avx512: vpermt2w, avx512vbmi:
+  // vpermb), several times the VQ3R apply's rate; elsewhere it gathers and VQ3R is the faster
+  // format (docs/PERFORMANCE.md). What the converter's default expert format follows.
+  bool vq4p_from_registers = false;
 };
 
 inline constexpr int kKdaMaxDim = 1024;        // kda_head_step keeps D floats on the stack

@@ -269,6 +269,7 @@ const KernelTable& neon_table() {
       .rvq_apply_q16 = generic_impl::rvq_apply_q16,
       .rvq_matmul = generic_impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
+      .vq4p_from_registers = false,
   };
   return table;
 }

@@ -40,10 +40,10 @@ import kjv_data as kd  # noqa: E402
 from model import CHUNK, KimiMini  # noqa: E402
 
 VARIANTS = {
-    "vq3r": [],                                                   # convert's default: 3 x 256, Q4G trunk
+    "vq3r": ["--experts", "vq3r"],                                # 3 x 256, Q4G trunk
     "vq2r": ["--stages", "2"],
     "vq4p": ["--stages", "4", "--entries", "64", "--index-bits", "6"],
-    "vq3r-q8g": ["--trunk-bits", "8"],
+    "vq3r-q8g": ["--experts", "vq3r", "--trunk-bits", "8"],
 }
 
 

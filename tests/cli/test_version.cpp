@@ -11,6 +11,7 @@
 #include "cli_test_support.hpp"
 #include "compute/forward/lut_mode.hpp"
 #include "compute/kernels/kernels.hpp"
+#include "tests/shared/env_var.hpp"
 
 namespace waste {
 namespace {
@@ -22,26 +23,7 @@ std::string default_lut_line(const kernels::KernelTable& kt = kernels::active())
          (vector ? "" : ": no vector q16 apply") + ")";
 }
 
-// Sets (or with nullopt unsets) an environment variable for the processes this test starts;
-// restores the parent's value after.
-class EnvVar {
- public:
-  EnvVar(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = std::getenv(name)) saved_ = old;
-    if (value) setenv(name, value->c_str(), 1);
-    else unsetenv(name);
-  }
-  ~EnvVar() {
-    if (saved_) setenv(name_, saved_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  EnvVar(const EnvVar&) = delete;
-  EnvVar& operator=(const EnvVar&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
+using test::EnvVar;
 
 }  // namespace
 

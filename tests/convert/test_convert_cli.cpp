@@ -13,8 +13,11 @@
 #include <functional>
 #include <string>
 
+#include "compute/convert/expert_format.hpp"
 #include "compute/convert/progress.hpp"
+#include "compute/kernels/kernels.hpp"
 #include "tests/convert/checkpoint_fixture.hpp"
+#include "tests/shared/env_var.hpp"
 #include "tests/shared/temp_dir.hpp"
 
 extern char** environ;
@@ -204,4 +207,55 @@ TEST_CASE("waste convert refuses a disk without room before writing, naming both
   REQUIRE(std::sscanf(rest.c_str(), "%lu bytes, %lu are available", &need, &avail) == 2);
   CHECK(avail < need);
   CHECK(avail <= 256u * 1024u);
+}
+
+namespace {
+
+std::string manifest_fmt(const fs::path& container) {
+  return nlohmann::json::parse(test::read_file(container / "manifest.json"))["expert_quant"]["fmt"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("waste convert's default expert format follows the CPU's kernels, --experts picks one, the summary names it",
+          "[convert][cli]") {
+  test::TempDir dir("conv-cli-format");
+  test::write_kimi_checkpoint(dir.path() / "src", "tiny");
+  const std::string src = (dir.path() / "src").string();
+  // auto: VQ4P where the table looks VQ4P up from registers (avx512, avx512vbmi), VQ3R elsewhere.
+  for (const kernels::KernelTable* kt : kernels::supported()) {
+    test::EnvVar isa("WASTE_FORCE_ISA", std::string{kt->isa});
+    const fs::path out = dir.path() / (std::string("auto-") + kt->isa + ".waste");
+    auto r = run_waste({"convert", src, "--out", out.string()}, dir.path());
+    INFO(kt->isa << ": " << r.err);
+    REQUIRE(r.rc == 0);
+    const std::string fmt = kt->vq4p_from_registers ? "VQ4P" : "VQ3R";
+    CHECK(r.out.starts_with("wrote " + out.string() + ": 3 MoE layers, " + fmt + " experts (default on " + kt->isa +
+                            "), "));
+    CHECK(manifest_fmt(out) == fmt);
+  }
+  // An explicit format whatever the CPU.
+  test::EnvVar generic("WASTE_FORCE_ISA", std::string{"generic"});
+  for (const auto& [name, fmt] : {std::pair{"vq4p", "VQ4P"}, std::pair{"vq3r", "VQ3R"}, std::pair{"vq2r", "VQ2R"}}) {
+    const fs::path out = dir.path() / (std::string(name) + ".waste");
+    auto r = run_waste({"convert", src, "--out", out.string(), "--experts", name}, dir.path());
+    INFO(name << ": " << r.err);
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.starts_with("wrote " + out.string() + ": 3 MoE layers, " + fmt + " experts, "));
+    CHECK(manifest_fmt(out) == fmt);
+  }
+  // The fine-grained flags still work alone (no format words), but not beside --experts.
+  auto flags = run_waste({"convert", src, "--out", (dir.path() / "flags.waste").string(), "--stages", "2"}, dir.path());
+  REQUIRE(flags.rc == 0);
+  CHECK(flags.out.starts_with("wrote " + (dir.path() / "flags.waste").string() + ": 3 MoE layers, "));
+  CHECK(flags.out.find("experts") == std::string::npos);
+  CHECK(manifest_fmt(dir.path() / "flags.waste") == "VQ2R");
+  const std::string out = (dir.path() / "bad.waste").string();
+  auto both = run_waste({"convert", src, "--out", out, "--experts", "vq4p", "--stages", "4"}, dir.path());
+  CHECK(both.rc == 2);
+  CHECK(both.err == "waste convert: --experts and --stages/--entries/--index-bits: give one or the other\n");
+  auto bad = run_waste({"convert", src, "--out", out, "--experts", "vq5"}, dir.path());
+  CHECK(bad.rc == 2);
+  CHECK(bad.err == "waste convert: --experts: 'vq5' is not an expert format (auto, vq3r, vq4p or vq2r)\n");
+  CHECK_FALSE(fs::exists(dir.path() / "bad.waste" / "manifest.json"));
 }

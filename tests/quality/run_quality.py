@@ -60,7 +60,7 @@ def main() -> int:
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     model = os.path.join(args.workdir, "kjv.waste")
-    run([args.waste, "convert", args.checkpoint, "--out", model, "--quiet"])
+    run([args.waste, "convert", args.checkpoint, "--out", model, "--quiet", "--experts", "vq3r"])
     common = ["--in-process", "--threads", "2"]
 
     got = json.loads(run([args.waste, "run", model, PROMPT, "-n", str(N_TOKENS), "--json", *common]))

@@ -91,7 +91,8 @@ def main() -> int:
     shutil.rmtree(args.workdir, ignore_errors=True)
     os.makedirs(args.workdir)
     container = os.path.join(args.workdir, "kjv.waste")
-    subprocess.run([args.waste, "convert", args.checkpoint, "--out", container, "--quiet"], check=True)
+    subprocess.run([args.waste, "convert", args.checkpoint, "--out", container, "--quiet", "--experts", "vq3r"],
+                   check=True)
     ok = check_against_oracle(container, args.checkpoint) and ok
     shutil.rmtree(args.workdir, ignore_errors=True)
     return 0 if ok else 1

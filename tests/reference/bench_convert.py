@@ -75,7 +75,7 @@ def main() -> int:
         out = os.path.join(args.workdir, f"ours-{size}.waste")
         report = os.path.join(args.workdir, f"ours-{size}.json")
         shutil.rmtree(out, ignore_errors=True)
-        wall, cpu = timed([args.waste, "convert", src, "--out", out, "--jobs", str(args.jobs), "--quiet",
+        wall, cpu = timed([args.waste, "convert", src, "--out", out, "--jobs", str(args.jobs), "--quiet", "--experts", "vq3r",
                            "--report", report])
         r = json.load(open(report))
         s = r["seconds"]

@@ -120,7 +120,7 @@ def main():
     src, out = os.path.join(a.workdir, "src"), os.path.join(a.workdir, "glm.waste")
     run([sys.executable, os.path.join(HERE, "make_checkpoint.py"), "--arch", "glm", "--out", src])
     ck = read_checkpoint(src)
-    conv = run([a.waste, "convert", src, "--out", out, "--jobs", "2"])
+    conv = run([a.waste, "convert", src, "--out", out, "--jobs", "2", "--experts", "vq3r"])
 
     # ---- Notes printed.
     cfg = json.load(open(os.path.join(src, "config.json")))

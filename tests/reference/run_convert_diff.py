@@ -130,7 +130,8 @@ def main() -> int:
     cdir = os.path.join(args.workdir, "model.waste")
     run([sys.executable, os.path.join(HERE, "make_checkpoint.py"), "--arch", args.arch, "--out", src])
     report = os.path.join(args.workdir, "report.json")
-    run([args.waste, "convert", src, "--out", cdir, "--report", report, "--jobs", "2", *args.convert_arg])
+    run([args.waste, "convert", src, "--out", cdir, "--report", report, "--jobs", "2",
+         *(args.convert_arg or ["--experts", "vq3r"])])
     run([args.waste, "verify", cdir])
     rel = json.load(open(report))["relative_error"]
     print(f"relative weight error (codebook vs float): gate {rel['gate']:.4f} up {rel['up']:.4f} "
