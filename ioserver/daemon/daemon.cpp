@@ -109,7 +109,11 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
   }
   d->log_->info("serving {} as {} on {}: budget {} ({}), floor {}, arena {} slots of {}", info.model, instance,
                 endpoint, format_bytes(info.budget_bytes),
-                d->setup_.budget.explicit_budget ? "given" : "floor + " + std::to_string(d->setup_.budget.working_sets) + " working sets",
+                d->setup_.budget.explicit_budget    ? std::string("given")
+                : d->setup_.budget.whole_expert_set ? "the whole expert set, " +
+                                                          std::to_string(d->setup_.plan.expert_records) + " records"
+                                                    : "floor + " + std::to_string(d->setup_.budget.working_sets) +
+                                                          " working sets",
                 format_bytes(d->setup_.plan.floor_bytes), info.arena_slots,
                 format_bytes(d->setup_.plan.max_record_bytes));
   d->log_->info("data plane: {} cache, {} reader threads, direct I/O {}, CRC verify {}, at most {} clients",
