@@ -116,9 +116,13 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
                                                           " working sets",
                 format_bytes(d->setup_.plan.floor_bytes), info.arena_slots,
                 format_bytes(d->setup_.plan.max_record_bytes));
-  d->log_->info("data plane: {} cache, {} reader threads, direct I/O {}, CRC verify {}, at most {} clients",
+  d->log_->info("data plane: {} cache, {} reader threads, direct I/O {}, CRC verify {}, at most {} clients, "
+                "background fill {}",
                 cache_policy_name(opt.io.policy), opt.io.reader_threads, opt.io.direct_io ? "asked" : "off",
-                opt.io.verify_crc ? "on" : "off", opt.io.max_clients);
+                opt.io.verify_crc ? "on" : "off", opt.io.max_clients,
+                !opt.io.fill                                                    ? "off"
+                : d->setup_.arena_slots >= d->setup_.plan.expert_records ? "on (the arena holds every record)"
+                                                                           : "on (idle: the arena holds fewer than every record)");
   if (opt.io.io_uring) {
     // The data plane falls back to pread where the kernel (or a seccomp filter) refuses io_uring.
     const auto totals = d->plane_->stats().value("totals", nlohmann::json::object());
