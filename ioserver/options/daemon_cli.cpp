@@ -22,7 +22,7 @@ void add_daemon_options(CLI::App& app, DaemonCli& c) {
   app.add_option("MODEL", c.model, "container directory (NAME.waste)")->required();
   app.add_option("--budget", c.budget,
                  "RAM budget for trunk + expert arena + client state, in bytes with K/M/G (e.g. 8G; "
-                 "default: automatic, the floor + 3 working sets within 3/4 of usable RAM)");
+                 "default: automatic, the whole expert set, else the floor + 3 working sets, within 3/4 of usable RAM)");
   app.add_option("--engram-pool", c.engram_pool,
                  "Engram page pool, in bytes with K/M/G, 4K..4G, whole 4 KiB pages (default: min(64M, 5% of the "
                  "expert arena); only with engram-L<n>.bin tables in the container)");
