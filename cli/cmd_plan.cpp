@@ -104,6 +104,8 @@ int run_plan(const PlanArgs& a) {
                 {"min_expert_cache_bytes", plan->min_expert_cache_bytes},
                 {"floor_bytes", plan->floor_bytes},
                 {"working_set_bytes", plan->working_set_bytes},
+                {"expert_records", plan->expert_records},
+                {"whole_expert_set_bytes", whole_expert_set_budget(*plan)},
                 {"recommended_bytes", plan->recommended_bytes},
                 {"physical_ram_bytes", ram.physical_bytes},
                 {"cgroup_limit_bytes", ram.cgroup_bytes ? nlohmann::json(*ram.cgroup_bytes) : nlohmann::json(nullptr)},
@@ -111,6 +113,7 @@ int run_plan(const PlanArgs& a) {
                 {"budget_bytes", choice->budget_bytes},
                 {"budget_explicit", choice->explicit_budget},
                 {"budget_working_sets", choice->working_sets},
+                {"budget_whole_expert_set", choice->whole_expert_set},
                 {"budget_above_cap", choice->above_cap},
                 {"expert_cache_bytes", cache},
                 {"cache_slots", slots}});
@@ -125,6 +128,7 @@ int run_plan(const PlanArgs& a) {
   line("floor", plan->floor_bytes);
   line("working_set", plan->working_set_bytes);
   line("recommended", plan->recommended_bytes);
+  line("whole_expert_set", whole_expert_set_budget(*plan));
   line("physical_ram", ram.physical_bytes);
   if (ram.cgroup_bytes) line("cgroup_limit", *ram.cgroup_bytes);
   line("cap", ram.cap_bytes);
@@ -133,6 +137,9 @@ int run_plan(const PlanArgs& a) {
   std::printf("%-20s %14llu\n", "cache_slots", static_cast<unsigned long long>(slots));
   if (choice->explicit_budget) {
     std::printf("budget given%s\n", choice->above_cap ? " (above the cap: the OS will page the cache out)" : "");
+  } else if (choice->whole_expert_set) {
+    std::printf("budget automatic: the whole expert set (%llu records)\n",
+                static_cast<unsigned long long>(plan->expert_records));
   } else if (choice->working_sets > 0) {
     std::printf("budget automatic: floor + %d working sets\n", choice->working_sets);
   } else {

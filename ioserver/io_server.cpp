@@ -128,6 +128,10 @@ Result<std::unique_ptr<IoServer>> IoServer::create(const IoServerConfig& config,
           raw->on_engram_read_done(job, status);
         });
   }
+  for (int l = 0; l < impl->n_layers; ++l) {
+    if (impl->reader->has_layer(l)) impl->fill_total += std::uint64_t(impl->n_experts);
+  }
+  impl->fill_pending.store(config.fill && impl->fill_total > 0);
   impl->service = std::thread([raw] { raw->service_loop(); });
   if (config.populate_arena) impl->populator = std::thread([raw] { raw->populate_arena(); });
   return std::unique_ptr<IoServer>(new IoServer(std::move(impl)));

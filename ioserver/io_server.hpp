@@ -80,6 +80,11 @@ struct IoStats {
   std::uint64_t arena_waits = 0;         // demands that had to wait for a free slot
   std::uint32_t demands_waiting = 0;     // demands waiting for a free slot now
   std::uint64_t arena_populated_bytes = 0;  // slot bytes pre-faulted so far
+  // Background fill (IoServerConfig::fill): records read with nobody asking, not in reads/bytes_read.
+  std::uint64_t fill_records = 0;
+  std::uint64_t fill_bytes = 0;
+  std::uint64_t fill_total = 0;          // records in the container
+  std::string fill_state = "off";        // off, waiting (the usable slots hold fewer), filling, done
   std::array<std::uint64_t, kLatencyBuckets> read_latency_us_log2{};
   std::uint32_t read_queue_depth = 0;    // reads queued or in progress
   bool direct_io = false;

@@ -34,6 +34,11 @@ struct IoServerConfig {
   std::chrono::milliseconds arena_wait{10000};
   // Pre-fault the arena's pages in an idle-priority thread, so reads land in mapped memory.
   bool populate_arena = true;
+  // Background fill (ioserver/data_plane/fill.cpp): while the usable slots can hold every record
+  // of the container, read the records nobody asked for into free slots, one read at a time and
+  // only while no other read is queued or in flight; never evicts. Off here (the library's tests
+  // and the in-process plane count their own reads); the daemon turns it on (DaemonOptions).
+  bool fill = false;
   // Directory of the segment files: a tmpfs or hugetlbfs mount; empty = /dev/shm. Its free space
   // is checked (statvfs) before any segment is created.
   std::filesystem::path shm_dir;

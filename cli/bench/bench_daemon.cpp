@@ -22,8 +22,9 @@ Result<BenchDaemon> BenchDaemon::start(const std::filesystem::path& model, const
     return d;
   }
   d.instance_ = "bench-" + std::to_string(::getpid());
+  // No background fill: a benchmark measures the reads its own trace or clients cause.
   std::vector<std::string> args{absolute.string(), "--name", d.instance_, "--reserve-clients", std::to_string(clients),
-                                "--remove-log-on-stop"};
+                                "--remove-log-on-stop", "--fill", "off"};
   if (!budget.empty()) {
     args.push_back("--budget");
     args.push_back(budget);

@@ -1,6 +1,6 @@
 // A waste-ioserver one benchmark starts for itself (`waste bench --io-only`, `--clients N`):
-// instance "bench-PID", the benchmark's budget and client reservation, stopped (drained) when
-// destroyed. When a daemon already serves the container, `start` returns one that is not owned
+// instance "bench-PID", the benchmark's budget and client reservation, no background fill
+// (--fill off: the benchmark counts only the reads it causes), stopped (drained) when destroyed. When a daemon already serves the container, `start` returns one that is not owned
 // (its budget wins) and never stops it.
 #pragma once
 

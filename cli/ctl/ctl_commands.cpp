@@ -97,6 +97,12 @@ void print_stats(const json& s) {
               pct(hits, hits + misses).c_str(), format_bytes(u64(t, "bytes_read")).c_str(),
               static_cast<unsigned long long>(u64(t, "queue_depth")), t.value("direct_io", false) ? "on" : "off",
               s.value("policy", std::string("?")).c_str());
+  // The background fill (--fill): records read with nobody asking, apart from the totals above.
+  if (const std::string fill = t.value("fill", std::string("off")); fill != "off") {
+    std::printf("  fill     %s: %llu of %llu records read (%s)\n", fill.c_str(),
+                static_cast<unsigned long long>(u64(t, "fill_records")),
+                static_cast<unsigned long long>(u64(t, "fill_total")), format_bytes(u64(t, "fill_bytes")).c_str());
+  }
   if (t.contains("read_latency_us_log2") && t["read_latency_us_log2"].is_array()) {
     std::string hist;
     const auto& h = t["read_latency_us_log2"];

@@ -17,6 +17,12 @@ ModelFootprint model_footprint(const MemoryPlan& plan, const MemoryPlan& daemon_
   f.working_set_bytes = plan.working_set_bytes;
   f.sequences = sequences;
   f.ctx_tokens = ctx_tokens;
+  // Every record in its own slot beside the trunk and the clients, never under what the daemon's
+  // own rule would take for the whole set.
+  if (plan.expert_records > 0 && record > 0) {
+    f.whole_set_bytes = std::max({plan.trunk_bytes + client + std::max(plan.expert_records * record, cache_floor),
+                                  whole_expert_set_budget(daemon_plan), f.floor_bytes});
+  }
   return f;
 }
 
@@ -66,10 +72,11 @@ std::expected<LoadDecision, ApiError> decide_load(const std::string& id, const M
     }
     left += freed;
   }
-  // Whole working sets within what is left and the model's equal share (never under its floor).
+  // The whole expert set or whole working sets within what is left and the model's equal share
+  // (never under its floor).
   const std::uint64_t share = minus(budget.bytes, others_bytes) / std::max<std::size_t>(1, models);
   const std::uint64_t room = std::min(left, std::max(share, need.floor_bytes));
-  decision.budget_bytes = floor_plus_working_sets(need.floor_bytes, need.working_set_bytes, room).bytes;
+  decision.budget_bytes = automatic_budget(need.floor_bytes, need.working_set_bytes, need.whole_set_bytes, room).bytes;
   return decision;
 }
 

@@ -29,6 +29,7 @@ struct ModelFootprint {
   std::uint64_t working_set_bytes = 0;  // one token's experts (what each step of the cache adds)
   int sequences = 1;                    // --parallel, for the refusal's words
   int ctx_tokens = 0;                   // --ctx
+  std::uint64_t whole_set_bytes = 0;    // a budget whose arena holds every expert record (0 = none)
 };
 
 // From the plan at the server's ctx (`plan`) and the plan a daemon checks an explicit budget
@@ -50,7 +51,8 @@ struct LoadDecision {
   std::vector<std::string> unload;  // idle models to unload first, least recently used first
 };
 
-// The decision for model `id`: its budget is its floor plus the most whole working sets (3, 2, 1
+// The decision for model `id`: its budget holds its whole expert set when that fits (the
+// automatic rule, shared/memory/budget.hpp), else its floor plus the most whole working sets (3, 2, 1
 // or none) that fit both what is left and an equal share of the budget (budget - others, over
 // `models` configured), so models that each fit their floor are loaded side by side rather than
 // the first one taking everything. Refusal: 507, type "server_error", code "insufficient_memory",

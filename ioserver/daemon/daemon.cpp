@@ -109,12 +109,20 @@ Result<std::unique_ptr<Daemon>> Daemon::init(DaemonSetup setup, const DataPlaneF
   }
   d->log_->info("serving {} as {} on {}: budget {} ({}), floor {}, arena {} slots of {}", info.model, instance,
                 endpoint, format_bytes(info.budget_bytes),
-                d->setup_.budget.explicit_budget ? "given" : "floor + " + std::to_string(d->setup_.budget.working_sets) + " working sets",
+                d->setup_.budget.explicit_budget    ? std::string("given")
+                : d->setup_.budget.whole_expert_set ? "the whole expert set, " +
+                                                          std::to_string(d->setup_.plan.expert_records) + " records"
+                                                    : "floor + " + std::to_string(d->setup_.budget.working_sets) +
+                                                          " working sets",
                 format_bytes(d->setup_.plan.floor_bytes), info.arena_slots,
                 format_bytes(d->setup_.plan.max_record_bytes));
-  d->log_->info("data plane: {} cache, {} reader threads, direct I/O {}, CRC verify {}, at most {} clients",
+  d->log_->info("data plane: {} cache, {} reader threads, direct I/O {}, CRC verify {}, at most {} clients, "
+                "background fill {}",
                 cache_policy_name(opt.io.policy), opt.io.reader_threads, opt.io.direct_io ? "asked" : "off",
-                opt.io.verify_crc ? "on" : "off", opt.io.max_clients);
+                opt.io.verify_crc ? "on" : "off", opt.io.max_clients,
+                !opt.io.fill                                                    ? "off"
+                : d->setup_.arena_slots >= d->setup_.plan.expert_records ? "on (the arena holds every record)"
+                                                                           : "on (idle: the arena holds fewer than every record)");
   if (opt.io.io_uring) {
     // The data plane falls back to pread where the kernel (or a seccomp filter) refuses io_uring.
     const auto totals = d->plane_->stats().value("totals", nlohmann::json::object());

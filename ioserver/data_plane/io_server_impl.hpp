@@ -154,6 +154,20 @@ struct IoServer::Impl {
   void settle_breaches();
   void reclaim_dead_locked();
 
+  // ---- fill.cpp (mutex held) ---------------------------------------------------------------------
+  // The background fill's cursor walks every (layer, expert) of the container once, as
+  // layer * n_experts + expert; a resident record is skipped, an absent one read into a free slot.
+  std::uint64_t fill_next = 0;
+  std::uint64_t fill_total = 0;        // records in the container (set at creation)
+  bool fill_inflight = false;          // at most one fill read at a time
+  std::atomic<bool> fill_pending{false};  // config.fill and the cursor not at the end (service loop, no lock)
+  std::uint64_t fill_records = 0, fill_bytes = 0;
+  // Issue the next fill read when the fill is on, the usable slots hold every record, no demand
+  // waits for a slot and the readers hold no more than `own_reads` jobs (1 from on_read_done: the
+  // read that just landed). Never evicts.
+  void maybe_fill(std::size_t own_reads);
+  [[nodiscard]] const char* fill_state() const;
+
   // ---- populator.cpp ---------------------------------------------------------------------------
   static constexpr std::uint64_t kPopulateAhead = std::uint64_t{256} << 20;
   void populate_arena();

@@ -243,7 +243,17 @@ void IoServer::Impl::on_read_done(const ReaderPool::Job& job, const Status& stat
   const std::uint64_t waiters = cache->take_waiters(job.slot);
   const bool requester_alive = job.client >= 0 && clients[std::size_t(job.client)].attached &&
                                clients[std::size_t(job.client)].generation == job.generation;
-  if (status) {
+  if (job.fill) fill_inflight = false;
+  if (status && job.fill) {
+    // Counted apart: reads, bytes_read and the latencies stay the clients' (demand and prefetch).
+    ++fill_records;
+    fill_bytes += layout.record_bytes;
+    cache->mark_ready(job.slot);
+    for (std::uint64_t w = waiters; w != 0; w &= w - 1) {  // demands that arrived while it was read
+      push_completion(std::countr_zero(w), ipc::Completion{job.layer, job.expert, false, true, job.slot});
+    }
+    if (cache->in_use() > cache->limit()) cache->trim();  // the limit was lowered while it was read
+  } else if (status) {
     ++reads;
     bytes_read += layout.record_bytes;
     if (job.prefetch) ++prefetch_reads;
@@ -274,6 +284,7 @@ void IoServer::Impl::on_read_done(const ReaderPool::Job& job, const Status& stat
   }
   if (!blocked.empty()) retry_blocked();  // the slot may now be evictable (or free, if it failed)
   settle_breaches();
+  maybe_fill(1);  // this read is still counted by the pool: the next fill read goes when it is the only one
 }
 
 void IoServer::Impl::service_loop() {
@@ -291,6 +302,7 @@ void IoServer::Impl::service_loop() {
       std::lock_guard lock(mutex);
       if (!blocked.empty()) expire_blocked(now);
       settle_breaches();
+      if (fill_pending.load(std::memory_order_relaxed)) maybe_fill(0);
     }
     if (!worked) {
       // The doorbell lives in client-writable memory: a scribbled word or sleeper count only

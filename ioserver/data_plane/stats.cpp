@@ -27,6 +27,10 @@ IoStats IoServer::stats() const {
   st.arena_waits = s.arena_waits;
   st.arena_populated_bytes = s.populated_bytes.load(std::memory_order_relaxed);
   st.demands_waiting = std::uint32_t(s.blocked.size());
+  st.fill_records = s.fill_records;
+  st.fill_bytes = s.fill_bytes;
+  st.fill_total = s.fill_total;
+  st.fill_state = s.fill_state();
   st.read_latency_us_log2 = s.latency;
   st.direct_io = s.reader->direct_io_engaged();
   st.io_uring = s.reader->io_uring_engaged();
@@ -95,6 +99,10 @@ nlohmann::json stats_json(const IoStats& s) {
                  {"arena_waits", s.arena_waits},
                  {"demands_waiting", s.demands_waiting},
                  {"arena_populated_bytes", s.arena_populated_bytes},
+                 {"fill", s.fill_state},
+                 {"fill_records", s.fill_records},
+                 {"fill_bytes", s.fill_bytes},
+                 {"fill_total", s.fill_total},
                  {"read_latency_us_log2", latency},
                  {"queue_depth", s.read_queue_depth},
                  {"direct_io", s.direct_io},

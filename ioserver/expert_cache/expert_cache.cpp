@@ -173,6 +173,21 @@ ExpertCache::Lookup ExpertCache::lookup(std::uint32_t key, bool demand, int clie
 ExpertCache::Lookup ExpertCache::demand(std::uint32_t key, int client) { return lookup(key, true, client); }
 ExpertCache::Lookup ExpertCache::prefetch(std::uint32_t key, int client) { return lookup(key, false, client); }
 
+std::optional<std::uint32_t> ExpertCache::claim_free(std::uint32_t key) {
+  if (index_.find(key) || free_.empty() || in_use() >= limit_) return std::nullopt;
+  const std::uint32_t slot = free_.back();
+  free_.pop_back();
+  slot_reuse_[slot] = SlotReuse{};
+  slot_reuse_[slot].state = reuse_.recall(key);
+  auto& s = slots_[slot];
+  s.key.store(key, std::memory_order_relaxed);
+  s.hits.store(0, std::memory_order_relaxed);
+  s.last_use.store(0, std::memory_order_relaxed);  // never looks more recent than a demanded record
+  s.state.store(std::uint32_t(SlotState::inflight), std::memory_order_relaxed);
+  index_.insert(key, slot);
+  return slot;
+}
+
 void ExpertCache::mark_ready(std::uint32_t slot) {
   slots_[slot].state.store(std::uint32_t(SlotState::ready), std::memory_order_relaxed);
 }

@@ -50,6 +50,10 @@ class ExpertCache {
   // the hinted record's (a speculative read never evicts what the policy values more).
   Lookup prefetch(std::uint32_t key, int client = 0);
 
+  // The background fill: `key` (absent) takes a free slot, inflight, only while in_use() < limit();
+  // never evicts and never touches the policy's clock. Nullopt when present or no slot is free.
+  std::optional<std::uint32_t> claim_free(std::uint32_t key);
+
   // Where `key` sits (ready or in flight), without touching any policy state.
   [[nodiscard]] std::optional<std::uint32_t> find(std::uint32_t key) const { return index_.find(key); }
 

@@ -26,6 +26,7 @@ class ReaderPool {
     int client = -1;               // who asked (bytes are accounted to it); -1 none
     std::uint64_t generation = 0;  // that client's lease generation
     bool prefetch = false;
+    bool fill = false;             // the background fill's read (nobody asked; client -1)
   };
   // Runs on a reader thread after each read; `elapsed` is the pread's wall time.
   using Done = std::function<void(const Job&, const Status&, std::chrono::nanoseconds elapsed)>;

@@ -22,7 +22,7 @@ void add_daemon_options(CLI::App& app, DaemonCli& c) {
   app.add_option("MODEL", c.model, "container directory (NAME.waste)")->required();
   app.add_option("--budget", c.budget,
                  "RAM budget for trunk + expert arena + client state, in bytes with K/M/G (e.g. 8G; "
-                 "default: automatic, the floor + 3 working sets within 3/4 of usable RAM)");
+                 "default: automatic, the whole expert set, else the floor + 3 working sets, within 3/4 of usable RAM)");
   app.add_option("--engram-pool", c.engram_pool,
                  "Engram page pool, in bytes with K/M/G, 4K..4G, whole 4 KiB pages (default: min(64M, 5% of the "
                  "expert arena); only with engram-L<n>.bin tables in the container)");
@@ -42,6 +42,10 @@ void add_daemon_options(CLI::App& app, DaemonCli& c) {
   app.add_option("--clients", c.old_clients, "")->group("");
   app.add_flag("--no-populate", c.no_populate,
                "leave arena pages to be faulted in by the reads (default: pre-fault them at idle priority)");
+  app.add_option("--fill", c.fill,
+                 "read every expert record into the arena in the background, at low priority, when the arena "
+                 "holds them all (on or off; default on)")
+      ->check(CLI::IsMember({"on", "off"}));
   app.add_flag("--remove-log-on-stop", c.remove_log_on_stop,
                "delete the log file when the daemon stops cleanly (default: keep it; always kept on failure)");
   app.add_option("--linger", c.linger_ms,
@@ -74,6 +78,8 @@ Result<DaemonOptions> daemon_options(const DaemonCli& c) {
   o.io.verify_crc = c.verify;
   o.io.max_clients = c.max_clients;
   o.io.populate_arena = !c.no_populate;
+  if (c.fill != "on" && c.fill != "off") return make_error(Errc::argument, "--fill must be on or off, not '" + c.fill + "'");
+  o.io.fill = c.fill == "on";
   o.reserved_clients = c.reserve_clients;
   o.remove_log_on_clean_stop = c.remove_log_on_stop;
   if (c.linger_ms >= 0) o.linger = std::chrono::milliseconds(c.linger_ms);
@@ -113,6 +119,7 @@ std::vector<std::string> daemon_argv(const DaemonOptions& o) {
   if (o.reserved_clients != d.reserved_clients) add("--reserve-clients", std::to_string(o.reserved_clients));
   if (o.io.max_clients != d.io.max_clients) add("--max-clients", std::to_string(o.io.max_clients));
   if (!o.io.populate_arena) argv.emplace_back("--no-populate");
+  if (o.io.fill != d.io.fill) add("--fill", o.io.fill ? "on" : "off");
   if (o.remove_log_on_clean_stop) argv.emplace_back("--remove-log-on-stop");
   if (o.linger) add("--linger", std::to_string(o.linger->count()));
   if (o.first_attach_grace != d.first_attach_grace) {

@@ -31,6 +31,7 @@ struct DaemonCli {
   bool io_uring = false;
   bool verify = false;
   bool no_populate = false;
+  std::string fill = "on";            // --fill on|off
   bool remove_log_on_stop = false;
   int linger_ms = -1;                 // -1: stay until stopped
   int first_attach_grace_ms = 10000;

@@ -18,7 +18,13 @@ namespace waste::ioserver {
 // command-line form of all of them is add_daemon_options (ioserver/options/daemon_cli.hpp),
 // shared by waste-ioserver and `waste-ctl start`.
 struct DaemonOptions {
-  IoServerConfig io;                           // io.container = MODEL, io.instance: empty = derived
+  // io.container = MODEL, io.instance: empty = derived; the daemon fills its arena in the
+  // background by default (--fill on).
+  IoServerConfig io = [] {
+    IoServerConfig c;
+    c.fill = true;
+    return c;
+  }();
   std::optional<std::uint64_t> budget_bytes;   // nullopt = automatic
   int reserved_clients = 1;                    // clients whose state the budget must hold
   bool remove_log_on_clean_stop = false;       // auto daemons: no log left behind unless they fail

@@ -1,5 +1,6 @@
 #include "shared/memory/budget.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cmath>
@@ -17,6 +18,20 @@ WorkingSets floor_plus_working_sets(std::uint64_t floor_bytes, std::uint64_t wor
   return {floor_bytes, 0};
 }
 
+std::uint64_t whole_expert_set_budget(const MemoryPlan& plan) noexcept {
+  if (plan.expert_records == 0 || plan.max_record_bytes == 0) return 0;
+  const std::uint64_t records = plan.expert_records * plan.max_record_bytes;
+  const std::uint64_t min_cache = std::min(plan.min_expert_cache_bytes, plan.floor_bytes);
+  return plan.floor_bytes - min_cache + std::max(records, min_cache);
+}
+
+AutomaticBudget automatic_budget(std::uint64_t floor_bytes, std::uint64_t working_set_bytes,
+                                 std::uint64_t whole_set_bytes, std::uint64_t room_bytes) noexcept {
+  if (whole_set_bytes != 0 && whole_set_bytes <= room_bytes) return {whole_set_bytes, 0, true};
+  const auto sets = floor_plus_working_sets(floor_bytes, working_set_bytes, room_bytes);
+  return {sets.bytes, sets.count, false};
+}
+
 Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::uint64_t> requested_bytes,
                                     std::uint64_t cap_bytes) {
   BudgetChoice choice;
@@ -28,11 +43,14 @@ Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::u
     choice.budget_bytes = *requested_bytes;
     choice.explicit_budget = true;
   } else {
-    // Filling the cap walks into the paging cliff (waste-lessons.md §1.4): whole working sets only.
-    const auto sets = floor_plus_working_sets(plan.floor_bytes, plan.working_set_bytes,
-                                              cap_bytes == 0 ? UINT64_MAX : cap_bytes);
-    choice.budget_bytes = sets.bytes;
-    choice.working_sets = sets.count;
+    // Filling the cap walks into the paging cliff (waste-lessons.md §1.4): the whole expert set
+    // (nothing is ever evicted) or whole working sets only. An unknown cap never takes the whole set.
+    const auto pick = automatic_budget(plan.floor_bytes, plan.working_set_bytes,
+                                       cap_bytes == 0 ? 0 : whole_expert_set_budget(plan),
+                                       cap_bytes == 0 ? UINT64_MAX : cap_bytes);
+    choice.budget_bytes = pick.bytes;
+    choice.working_sets = pick.working_sets;
+    choice.whole_expert_set = pick.whole_expert_set;
   }
   choice.above_cap = cap_bytes != 0 && choice.budget_bytes > cap_bytes;
   return choice;

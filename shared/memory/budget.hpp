@@ -1,6 +1,7 @@
 // RAM budget resolution (waste-v0-reference.md §4.2) and byte-size text: an explicit budget is a
-// contract (refused below the floor); an automatic one takes floor + k * working set for the
-// largest k in {3, 2, 1} that fits under the cap, else the floor.
+// contract (refused below the floor); an automatic one holds the whole expert set when that fits
+// under the cap (every record in its own arena slot), else takes floor + k * working set for the
+// largest k in {3, 2, 1} that fits, else the floor.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@ struct BudgetChoice {
   std::uint64_t budget_bytes = 0;
   bool explicit_budget = false;  // the caller gave it
   int working_sets = 0;          // automatic: how many working sets above the floor (0 = floor)
+  bool whole_expert_set = false; // automatic: the budget is whole_expert_set_budget (every record has a slot)
   bool above_cap = false;        // budget > cap: the OS will page the expert cache out (warn)
 };
 
@@ -30,7 +32,24 @@ struct WorkingSets {
 WorkingSets floor_plus_working_sets(std::uint64_t floor_bytes, std::uint64_t working_set_bytes,
                                     std::uint64_t room_bytes) noexcept;
 
-// cap_bytes 0 = unknown (automatic then takes floor + 3 * ws, as the reference does).
+// The budget whose arena holds every expert record of the container: the floor with its minimal
+// expert cache replaced by one max_record_bytes slot per record (arena_slots of it is
+// expert_records, or the minimal cache's slots when that is more). 0 when there are no records.
+std::uint64_t whole_expert_set_budget(const MemoryPlan& plan) noexcept;
+
+// The automatic rule for a known room: the whole expert set (whole_set_bytes, 0 = none) when it
+// fits, else floor_plus_working_sets. The one place both the daemon's budget (resolve_budget) and
+// a server's per-model budget (cli/serve/model_budget.cpp) are decided.
+struct AutomaticBudget {
+  std::uint64_t bytes = 0;
+  int working_sets = 0;
+  bool whole_expert_set = false;
+};
+AutomaticBudget automatic_budget(std::uint64_t floor_bytes, std::uint64_t working_set_bytes,
+                                 std::uint64_t whole_set_bytes, std::uint64_t room_bytes) noexcept;
+
+// cap_bytes 0 = unknown: automatic then takes floor + 3 * ws, as the reference does, and never
+// the whole expert set (nothing says it fits).
 // Error (Errc::ram_budget): "budget 100.0 MB is below the floor 1.28 GB for this model".
 Result<BudgetChoice> resolve_budget(const MemoryPlan& plan, std::optional<std::uint64_t> requested_bytes,
                                     std::uint64_t cap_bytes);

@@ -55,6 +55,7 @@ Result<MemoryPlan> plan_memory(const Manifest& m, std::uint32_t ctx_tokens, int 
 
   if (!m.banks.empty()) plan.record_bytes = m.banks.begin()->second.record_bytes();
   plan.max_record_bytes = m.max_record_bytes();
+  for (const auto& [layer, bank] : m.banks) plan.expert_records += std::uint64_t(bank.experts);
   plan.top_k = c.top_k;
   plan.n_layers = c.n_layers;
   const std::uint64_t top_k = std::uint64_t(c.top_k), layers = std::uint64_t(c.n_layers);

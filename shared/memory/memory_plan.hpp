@@ -29,6 +29,7 @@ struct MemoryPlan {
   std::uint64_t scratch_bytes = 0;    // Forward's decode, LUT and chunked-prefill buffers + the logits
   std::uint64_t record_bytes = 0;     // bytes/experts of the lowest-layer bank (every bank has one geometry)
   std::uint64_t max_record_bytes = 0; // largest record over all banks (sizes arena slots)
+  std::uint64_t expert_records = 0;   // records over all banks: the whole expert set
   int top_k = 0;                      // config num_experts_per_token
   int n_layers = 0;
   std::uint64_t min_expert_cache_bytes = 0;  // 2 * top_k * record: one layer's experts, double-buffered

@@ -68,11 +68,18 @@ TEST_CASE("waste plan reports the reference memory plan", "[cli][plan]") {
     const std::uint64_t floor = trunk + state + scratch + min_cache;
     CHECK(doc["floor_bytes"].get<std::uint64_t>() == floor);
     CHECK(doc["recommended_bytes"].get<std::uint64_t>() == floor + 3 * ws);
-    // This machine has far more than the tiny model needs: automatic = floor + 3 working sets.
-    CHECK(doc["budget_bytes"].get<std::uint64_t>() == floor + 3 * ws);
-    CHECK(doc["budget_working_sets"].get<int>() == 3);
-    CHECK(doc["expert_cache_bytes"].get<std::uint64_t>() == 3 * ws + min_cache);
-    CHECK(doc["cache_slots"].get<std::uint64_t>() == (3 * ws + min_cache) / m.max_record_bytes());
+    // This machine has far more than the tiny model needs: automatic = the whole expert set, the
+    // floor with one slot per record in place of its minimal cache.
+    std::uint64_t records = 0;
+    for (const auto& [layer, bank] : m.banks) records += std::uint64_t(bank.experts);
+    const std::uint64_t whole = floor - min_cache + records * m.max_record_bytes();
+    CHECK(doc["expert_records"].get<std::uint64_t>() == records);
+    CHECK(doc["whole_expert_set_bytes"].get<std::uint64_t>() == whole);
+    CHECK(doc["budget_bytes"].get<std::uint64_t>() == whole);
+    CHECK(doc["budget_whole_expert_set"].get<bool>());
+    CHECK(doc["budget_working_sets"].get<int>() == 0);
+    CHECK(doc["expert_cache_bytes"].get<std::uint64_t>() == records * m.max_record_bytes());
+    CHECK(doc["cache_slots"].get<std::uint64_t>() == records);
 
     // The text form carries the same numbers.
     ran = test::run_waste({"plan", test::tokenizer_container().string(), "--ctx", std::to_string(ctx)});
@@ -86,7 +93,10 @@ TEST_CASE("waste plan reports the reference memory plan", "[cli][plan]") {
     CHECK(line_bytes(ran.out, "floor") == floor);
     CHECK(line_bytes(ran.out, "working_set") == ws);
     CHECK(line_bytes(ran.out, "recommended") == floor + 3 * ws);
-    CHECK(line_bytes(ran.out, "budget") == floor + 3 * ws);
+    CHECK(line_bytes(ran.out, "whole_expert_set") == whole);
+    CHECK(line_bytes(ran.out, "budget") == whole);
+    CHECK(test::split_lines(ran.out).back() ==
+          "budget automatic: the whole expert set (" + std::to_string(records) + " records)");
   }
 }
 

@@ -37,6 +37,54 @@ TEST_CASE("automatic budget takes floor + k working sets for the largest k in 3,
   CHECK(expert_cache_bytes(plan, 1000) == 20);
 }
 
+TEST_CASE("automatic budget holds the whole expert set when it fits under the cap, exactly that",
+          "[ioserver][memory]") {
+  MemoryPlan plan;
+  plan.floor_bytes = 1000;
+  plan.working_set_bytes = 100;
+  plan.min_expert_cache_bytes = 20;
+  plan.max_record_bytes = 10;
+  plan.expert_records = 30;   // the whole set, 300 bytes of slots, replaces the floor's 20-byte cache
+  CHECK(whole_expert_set_budget(plan) == 1000 - 20 + 300);
+  auto pick = [&](std::uint64_t cap) { return resolve_budget(plan, std::nullopt, cap).value(); };
+  // Fits exactly: the budget is the whole set, not floor + 3 working sets (1300), and its arena
+  // holds every record, no more.
+  CHECK(pick(1280).budget_bytes == 1280);
+  CHECK(pick(1280).whole_expert_set);
+  CHECK(pick(1280).working_sets == 0);
+  CHECK_FALSE(pick(1280).above_cap);
+  CHECK(arena_slots(plan, 1280) == 30);
+  CHECK(pick(64ULL << 30).budget_bytes == 1280);   // a large machine takes no more
+  // One byte short: floor + k working sets as before.
+  CHECK(pick(1279).budget_bytes == 1200);
+  CHECK(pick(1279).working_sets == 2);
+  CHECK_FALSE(pick(1279).whole_expert_set);
+  // Cap unknown (0): floor + 3 working sets, never the whole set (nothing says it fits).
+  CHECK(pick(0).budget_bytes == 1300);
+  CHECK_FALSE(pick(0).whole_expert_set);
+  // A whole set larger than floor + 3 working sets: taken when it fits, else 3 working sets.
+  plan.expert_records = 50;
+  CHECK(pick(1480).budget_bytes == 1480);
+  CHECK(pick(1480).whole_expert_set);
+  CHECK(pick(1479).budget_bytes == 1300);
+  CHECK(pick(1479).working_sets == 3);
+  // An explicit budget is unchanged, even one that would hold the whole set.
+  auto given = resolve_budget(plan, 5000, 64ULL << 30).value();
+  CHECK(given.budget_bytes == 5000);
+  CHECK(given.explicit_budget);
+  CHECK_FALSE(given.whole_expert_set);
+  // No records (a dense container): no whole set, the working-set rule.
+  plan.expert_records = 0;
+  CHECK(whole_expert_set_budget(plan) == 0);
+  CHECK(pick(64ULL << 30).budget_bytes == 1300);
+  // Fewer records than the floor's minimal cache: the floor itself holds them all.
+  plan.expert_records = 1;
+  CHECK(whole_expert_set_budget(plan) == 1000);
+  CHECK(pick(1000).whole_expert_set);
+  CHECK(automatic_budget(1000, 100, 1280, 1280).whole_expert_set);
+  CHECK(automatic_budget(1000, 100, 1280, 1279).bytes == 1200);
+}
+
 TEST_CASE("explicit budget below the floor is refused with both sizes in the message", "[ioserver][memory]") {
   MemoryPlan plan;
   plan.floor_bytes = 1374389535;   // 1.28 GiB, the Kimi-Linear floor

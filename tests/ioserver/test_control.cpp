@@ -19,6 +19,7 @@
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/peer_credentials.hpp"
 #include "shared/ipc/process_liveness.hpp"
+#include "shared/memory/budget.hpp"
 #include "shared/memory/machine_ledger.hpp"
 #include "test_control_support.hpp"
 #include "test_support.hpp"
@@ -554,32 +555,33 @@ TEST_CASE("an auto-exit daemon lingers after its last client, an attach cancels 
 
 TEST_CASE("two containers' daemons stay under one machine cap through the ledger", "[ioserver][control]") {
   test::ScopedRuntimeDir runtime;
-  // Size the machine from the plan: the first automatic daemon takes floor + 3 working sets,
-  // which leaves less than a floor for the second.
-  std::uint64_t floor = 0, ws = 0;
+  // Size the machine from the plan: the first automatic daemon takes the whole expert set (4
+  // records: less than floor + 3 working sets here), which leaves less than a floor for the second.
+  std::uint64_t floor = 0, whole = 0;
   {
     test::TempDir probe("probe");
     std::ofstream(probe.path / "manifest.json") << kManifest;
     auto plan = plan_memory(probe.path);
     REQUIRE(plan);
     floor = plan->floor_bytes;
-    ws = plan->working_set_bytes;
+    whole = whole_expert_set_budget(*plan);
+    REQUIRE(whole == floor - plan->min_expert_cache_bytes + 4 * plan->max_record_bytes);
   }
-  const std::uint64_t m = (floor + 3 * ws + 2) / 3;
+  const std::uint64_t m = (whole + 2) / 3;
   const std::uint64_t usable = 4 * m, cap = 3 * m;   // cap = usable - usable/4
   InProcessOptions first_o;
   first_o.instance = "first";
   first_o.usable_ram = usable;
   auto first = std::make_unique<InProcessDaemonIn>(first_o);
-  CHECK(first->daemon->info().budget_bytes == floor + 3 * ws);
+  CHECK(first->daemon->info().budget_bytes == whole);
   auto ledger = MachineLedger(ipc::machine_ledger_path()).entries();
   REQUIRE(ledger);
   REQUIRE(ledger->size() == 1);
   CHECK(ledger->front().instance == "first");
-  CHECK(ledger->front().budget_bytes == floor + 3 * ws);
+  CHECK(ledger->front().budget_bytes == whole);
 
   const std::string holders = "waste-ioserver first (pid " + std::to_string(::getpid()) + ") for " +
-                              first->setup.model.string() + ": " + format_bytes(floor + 3 * ws);
+                              first->setup.model.string() + ": " + format_bytes(whole);
   InProcessOptions second_o;
   second_o.instance = "second";
   second_o.usable_ram = usable;
@@ -590,9 +592,9 @@ TEST_CASE("two containers' daemons stay under one machine cap through the ledger
     CHECK(second.init_error.code == Errc::ram_budget);
     CHECK(second.init_error.message == "no room for " + second.setup.model.string() + " under the machine cap " +
                                            format_bytes(cap) + " (3/4 of usable RAM " + format_bytes(usable) +
-                                           "): other daemons hold " + format_bytes(floor + 3 * ws) + " (" + holders +
+                                           "): other daemons hold " + format_bytes(whole) + " (" + holders +
                                            "); its floor is " + format_bytes(floor) + ", at most " +
-                                           format_bytes(cap - floor - 3 * ws) + " is free");
+                                           format_bytes(cap - whole) + " is free");
     CHECK_FALSE(fs::exists(ipc::lock_path("second")));
   }
   {
@@ -601,14 +603,14 @@ TEST_CASE("two containers' daemons stay under one machine cap through the ledger
     REQUIRE_FALSE(second.daemon);
     CHECK(second.init_error.message == "budget " + format_bytes(floor) + " for " + second.setup.model.string() +
                                            " does not fit under the machine cap " + format_bytes(cap) +
-                                           ": other daemons hold " + format_bytes(floor + 3 * ws) + " (" + holders +
-                                           "); at most " + format_bytes(cap - floor - 3 * ws) + " is free");
+                                           ": other daemons hold " + format_bytes(whole) + " (" + holders +
+                                           "); at most " + format_bytes(cap - whole) + " is free");
   }
   // The first one gives its budget back: the second fits, sized against what is free.
   first.reset();
   second_o.budget.reset();
   InProcessDaemonIn second(second_o);
-  CHECK(second.daemon->info().budget_bytes == floor + 3 * ws);
+  CHECK(second.daemon->info().budget_bytes == whole);
 }
 
 TEST_CASE("requests of another protocol version and unknown ops are refused", "[ioserver][control]") {

@@ -163,7 +163,7 @@ TEST_CASE("waste-ctl start and waste-ioserver take one daemon option set: same h
     CHECK(ctl_help.find(line) != std::string::npos);
     ++options;
   }
-  CHECK(options == 15);  // --budget .. --first-attach-grace, --engram-pool
+  CHECK(options == 16);  // --budget .. --first-attach-grace, --engram-pool, --fill
   for (const char* name : {"--verify", "--io-uring", "--max-clients", "--reader-threads", "--reserve-clients"}) {
     INFO(name);
     CHECK(ctl_help.find(std::string("  ") + name) != std::string::npos);

@@ -63,8 +63,8 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
           "[ioserver][control][cli]") {
   auto parsed = parse({"/some/model.waste", "--budget", "8M", "--name", "inst", "--policy", "lru", "--log",
                        "/tmp/d.log", "--reader-threads", "3", "--no-direct-io", "--io-uring", "--verify",
-                       "--reserve-clients", "2", "--max-clients", "5", "--no-populate", "--remove-log-on-stop",
-                       "--linger", "250", "--first-attach-grace", "40"});
+                       "--reserve-clients", "2", "--max-clients", "5", "--no-populate", "--fill", "off",
+                       "--remove-log-on-stop", "--linger", "250", "--first-attach-grace", "40"});
   REQUIRE(parsed);
   const DaemonOptions& o = *parsed;
   CHECK(o.io.container == "/some/model.waste");
@@ -79,6 +79,7 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
   CHECK(o.reserved_clients == 2);
   CHECK(o.io.max_clients == 5);
   CHECK_FALSE(o.io.populate_arena);
+  CHECK_FALSE(o.io.fill);
   CHECK(o.remove_log_on_clean_stop);
   CHECK(o.linger == std::chrono::milliseconds(250));
   CHECK(o.first_attach_grace == std::chrono::milliseconds(40));
@@ -87,7 +88,7 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
   CHECK(argv == std::vector<std::string>{"/some/model.waste", "--budget", "8388608", "--name", "inst", "--policy",
                                          "lru", "--log", "/tmp/d.log", "--reader-threads", "3", "--no-direct-io",
                                          "--io-uring", "--verify", "--reserve-clients", "2", "--max-clients", "5",
-                                         "--no-populate", "--remove-log-on-stop", "--linger", "250",
+                                         "--no-populate", "--fill", "off", "--remove-log-on-stop", "--linger", "250",
                                          "--first-attach-grace", "40"});
   auto again = parse(argv);
   REQUIRE(again);
@@ -101,6 +102,10 @@ TEST_CASE("Every daemon option lands in DaemonOptions, and daemon_argv gives the
   CHECK(plain->io.max_clients == 16);
   CHECK(plain->io.reader_threads == 4);  // kDefaultReaderThreads (measured, issue 15)
   CHECK(plain->reserved_clients == 1);
+  CHECK(plain->io.fill);                 // the background fill is the daemon's default
+  CHECK(DaemonOptions{}.io.fill);
+  CHECK_FALSE(IoServerConfig{}.fill);    // the data plane alone (tests, in-process) reads only what is asked
+  CHECK(parse({"/some/model.waste", "--fill", "on"})->io.fill);
 }
 
 TEST_CASE("The daemon option --engram-pool sets the Engram pool in whole pages and daemon_argv gives it back", "[ioserver][control][cli]") {

@@ -248,8 +248,12 @@ TEST_CASE("serve budget: a model's footprint is its daemon's floor for every seq
   const ModelFootprint f = model_footprint(plan, daemon_plan, 4, 512);
   CHECK(f.floor_bytes == 1000 + 90 + 4 * 100 + 50);
   CHECK(f.working_set_bytes == 200);
+  CHECK(f.whole_set_bytes == 0);   // no records in the plan: no whole set
+  plan.expert_records = 10;        // every record in its own 30-byte slot beside trunk and clients
+  CHECK(model_footprint(plan, daemon_plan, 4, 512).whole_set_bytes == 1000 + 10 * 30 + 4 * 100 + 50);
   daemon_plan.floor_bytes = 5000;  // a daemon refuses an explicit budget under its own floor
   CHECK(model_footprint(plan, daemon_plan, 4, 512).floor_bytes == 5000);
+  CHECK(model_footprint(plan, daemon_plan, 4, 512).whole_set_bytes == 5000);
 }
 
 TEST_CASE("serve budget: equal shares, idle models unloaded least recently used first, else 507", "[serve][models][budget]") {
@@ -264,6 +268,15 @@ TEST_CASE("serve budget: equal shares, idle models unloaded least recently used 
     REQUIRE(d);
     CHECK(d->budget_bytes == 1000);
     d = decide_load("a", need, budget, 0, {{"b", 2850, false, 1}}, 2);  // 1150 left: floor + 1 ws
+    REQUIRE(d);
+    CHECK(d->budget_bytes == 1100);
+  }
+  SECTION("the whole expert set when it fits what is left and the share, else working sets") {
+    const ModelFootprint whole{1000, 100, 2, 512, 1150};
+    auto d = decide_load("a", whole, budget, 0, {}, 2);  // share 2000: the whole set, not floor + 3 ws
+    REQUIRE(d);
+    CHECK(d->budget_bytes == 1150);
+    d = decide_load("a", whole, budget, 0, {{"b", 2851, false, 1}}, 2);  // 1149 left: floor + 1 ws
     REQUIRE(d);
     CHECK(d->budget_bytes == 1100);
   }

@@ -95,6 +95,11 @@ TEST_CASE("memory plan of the tiny model matches the hand-computed numbers", "[s
     CHECK(plan->floor_bytes == plan->trunk_bytes + tiny_state(ctx) + tiny_scratch(ctx) + 12288 * 2 * 2);
     CHECK(plan->recommended_bytes == plan->floor_bytes + 3 * 12288 * 2 * 4);
     CHECK(plan->client_bytes() == tiny_state(ctx) + tiny_scratch(ctx));
+    // The whole expert set: every bank's records, counted from the manifest's "layers".
+    std::uint64_t records = 0;
+    for (const auto& bank : manifest["layers"]) records += bank["experts"].get<std::uint64_t>();
+    CHECK(records > 0);
+    CHECK(plan->expert_records == records);
     // The text overload gives the same plan.
     auto from_text = plan_memory(std::string_view(slurp(path / "manifest.json")), ctx);
     REQUIRE(from_text);
