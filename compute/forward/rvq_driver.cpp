@@ -12,7 +12,7 @@ namespace {
 
 constexpr int kLutMinVectors = 16;   // LUT build chunk (vector positions)
 constexpr int kVq3MinBlocks = 2;     // 128 rows per chunk
-constexpr int kVq4pMinBlocks = 16;   // 1024 rows per chunk
+constexpr int kVq4pMinBlocks = 8;    // 512 rows per chunk
 
 // Rows [r0, r1) of y = W x (r0 a multiple of 64).
 void apply_rows(const kernels::KernelTable& kt, const kernels::RvqMatrix& m, int entries, bool q16, const Lut& lut,

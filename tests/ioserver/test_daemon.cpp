@@ -99,7 +99,9 @@ TEST_CASE("a daemon stopped (SIGSTOP 3 s) mid-demand is waited for and the bytes
   test::TempDir t("sigstop");
   const auto model = test::make_tiny_container(t.path);
   REQUIRE_FALSE(model.empty());
-  auto conn = connect_or_spawn(model, true);
+  // No background fill: the demand below must find its record not resident (a resident one is
+  // served from the arena without the daemon, so the stop would not be waited for).
+  auto conn = connect_or_spawn(model, true, 0, {"--fill", "off"});
   REQUIRE(conn);
   const int daemon_pid = conn->daemon().pid;
   auto info = ContainerInfo::open(model);
