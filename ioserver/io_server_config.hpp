@@ -39,6 +39,12 @@ struct IoServerConfig {
   // only while no other read is queued or in flight; never evicts. Off here (the library's tests
   // and the in-process plane count their own reads); the daemon turns it on (DaemonOptions).
   bool fill = false;
+  // The fill reads only once the clients have sent nothing (demand, prefetch, release, Engram)
+  // for this long, counted from the server's start too: a sequence that is decoding sends
+  // requests every layer, so its reads never queue behind a fill read (on a slow disk one record
+  // read is tens of ms); the fill runs in the gaps between requests (a chat user reading, an idle
+  // server). 0: no wait (tests of the fill's mechanics).
+  std::chrono::milliseconds fill_idle{500};
   // Directory of the segment files: a tmpfs or hugetlbfs mount; empty = /dev/shm. Its free space
   // is checked (statvfs) before any segment is created.
   std::filesystem::path shm_dir;

@@ -160,6 +160,9 @@ struct IoServer::Impl {
   std::uint64_t fill_next = 0;
   std::uint64_t fill_total = 0;        // records in the container (set at creation)
   bool fill_inflight = false;          // at most one fill read at a time
+  // The last client request drained (or the server's creation): the fill waits config.fill_idle
+  // after it.
+  std::chrono::steady_clock::time_point last_request = std::chrono::steady_clock::now();
   std::atomic<bool> fill_pending{false};  // config.fill and the cursor not at the end (service loop, no lock)
   std::uint64_t fill_records = 0, fill_bytes = 0;
   // Issue the next fill read when the fill is on, the usable slots hold every record, no demand
