@@ -8,10 +8,9 @@
 // at most one is in flight, so a demand arriving after a quiet spell waits behind that one read
 // at most. (Measured before the idle rule, session 16: issued between the layers of a cold
 // decode, fill reads of ~26 ms each on this VM's disk slowed it from 5.7-6.7 to 2.8-3.6 tok/s.)
-// A fill never
-// evicts (ExpertCache::claim_free takes free slots only) and stops when the cursor has passed
-// every record, when the slots no longer hold them all (a lowered limit: it resumes if they do
-// again), or at stop. Filled records are ordinary unpinned entries: a later demand is a hit.
+// A fill never evicts (ExpertCache::claim_free takes free slots only) and stops when the cursor
+// has passed every record, when the slots no longer hold them all (a lowered limit: it resumes if
+// they do again), or at stop. Filled records are ordinary unpinned entries: a later demand is a hit.
 // The next fill read is issued from the landing of the previous one (on_read_done), or from the
 // service loop when the readers go idle.
 #include "ioserver/data_plane/io_server_impl.hpp"

@@ -185,7 +185,6 @@ bool IoServer::Impl::drain() {
       const auto popped = clients[c].requests->try_pop_checked();
       if (popped.status == ipc::RingConsumer::Pop::empty) break;
       worked = true;
-      last_request = std::chrono::steady_clock::now();  // the fill waits for the clients to go quiet
       if (popped.status == ipc::RingConsumer::Pop::breach) {
         breach(int(c), "request ring tail " + std::to_string(popped.tail) + " against head " +
                            std::to_string(clients[c].requests->head()) + " (capacity " +
@@ -222,6 +221,7 @@ bool IoServer::Impl::drain() {
       }
     }
   }
+  if (worked) last_request = std::chrono::steady_clock::now();  // the fill waits for the clients to go quiet
   if (worked && !blocked.empty()) retry_blocked();
   settle_breaches();
   return worked;
