@@ -8,6 +8,7 @@
 
 #include "shared/container/file_io.hpp"
 #include "shared/fp16.hpp"
+#include "shared/memory/anon_memory.hpp"
 
 namespace waste {
 
@@ -178,9 +179,12 @@ Result<Trunk> Trunk::open(const std::filesystem::path& container_dir, const Mani
 
 Result<Trunk> Trunk::load(const std::filesystem::path& container_dir, const Manifest& manifest) {
   const TrunkLayout layout = TrunkLayout::plan(manifest);
-  auto storage = std::make_shared<std::vector<std::byte>>(layout.image_bytes);
-  WASTE_TRY(load_trunk_image(container_dir / "trunk.bin", manifest, layout, *storage));
-  std::span<const std::byte> image(*storage);
+  // Huge-page-advised: the kernels stream every matrix of the image once per token.
+  auto memory = AnonMemory::allocate(layout.image_bytes, "trunk image");
+  if (!memory) return std::unexpected(memory.error());
+  auto storage = std::make_shared<AnonMemory>(std::move(*memory));
+  const std::span<const std::byte> image = storage->bytes().first(std::size_t(layout.image_bytes));
+  WASTE_TRY(load_trunk_image(container_dir / "trunk.bin", manifest, layout, storage->bytes()));
   return open(container_dir, manifest, image, std::move(storage));
 }
 

@@ -1,5 +1,7 @@
 #include "shared/ipc/shm_segment.hpp"
 
+#include "shared/memory/anon_memory.hpp"
+
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/mman.h>
@@ -101,14 +103,11 @@ Result<ShmSegment> ShmSegment::create(const std::filesystem::path& dir, const st
 }
 
 Result<ShmSegment> ShmSegment::create_private(std::uint64_t bytes) {
-  const std::uint64_t size = (bytes + 4095) / 4096 * 4096;
-  void* addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (addr == MAP_FAILED) {
-    return make_error(Errc::io, "private shared memory (" + std::to_string(size) + " bytes): " + errno_text(errno));
-  }
+  auto memory = AnonMemory::allocate(bytes, "private memory");
+  if (!memory) return std::unexpected(memory.error());
   ShmSegment seg;
-  seg.addr_ = addr;
-  seg.size_ = size;
+  seg.size_ = memory->size();
+  seg.addr_ = memory->release();
   return seg;
 }
 

@@ -31,7 +31,8 @@ class ShmSegment {
   // dir/name, O_CREAT|O_EXCL, mode 0600, `bytes` rounded up to the file system's block size
   // (the huge page size on hugetlbfs), mapped read-write. Zero-filled.
   static Result<ShmSegment> create(const std::filesystem::path& dir, const std::string& name, std::uint64_t bytes);
-  // Anonymous MAP_SHARED memory of `bytes` (zero-filled), no name.
+  // Private anonymous memory of `bytes` (zero-filled), no name, for a process that is its own
+  // daemon: 2 MB-aligned and advised for huge pages from 2 MB up (shared/memory/anon_memory.hpp).
   static Result<ShmSegment> create_private(std::uint64_t bytes);
   // An existing segment, whole file, read-only or read-write.
   static Result<ShmSegment> open(const std::filesystem::path& dir, const std::string& name, bool writable);
