@@ -1,6 +1,6 @@
 // The trunk: every non-expert tensor, kept quantised (F32/Q8G/Q4G/Q3G, fp16 scale per group of
 // 128) and dequantised inline by the kernels. The resident tensors are packed into one
-// read-only "trunk image" (a private buffer, or a shared-memory segment the ioserver fills
+// read-only "trunk image" (private memory in huge pages where THP allows, or a shared-memory segment the ioserver fills
 // once for all its clients); quantised embed_tokens stays on disk and one row is pread per token,
 // unless a client loads it into its own memory (compute/model/resident_tensor.hpp) when its
 // budget allows (MemoryPlan::embed_bytes).
