@@ -5,7 +5,8 @@ Revelation's chapters are fed through chunked prefill (waste-dump-logits --chunk
 of 8, 16, ..., 64 tokens, so chunk ends fall on every 8th position); the logits after each chunk
 score the next token. Run once with the LUT path (off) and once with the matrix products (on):
 perplexity over the scored positions, top-1 agreement between the two, max |logit difference|.
-Usage: measure_prefill.py CONTAINER DUMP_TOOL [--work DIR] [--threads N]
+Usage: measure_prefill.py CONTAINER DUMP_TOOL [--work DIR] [--threads N] [--switch VAR]
+(--switch WASTE_PREFILL_INT8: the int8 trunk products off and on instead, compute/forward/int8_mode.hpp.)
 """
 import argparse
 import math
@@ -29,8 +30,8 @@ def chapters(book):
     return ["\n".join(vs) + "\n" for _, vs in sorted(by.items())]
 
 
-def dump(tool, cdir, ids, first, path, threads, mode):
-    env = dict(os.environ, WASTE_PREFILL_MATMUL=mode)
+def dump(tool, cdir, ids, first, path, threads, mode, switch="WASTE_PREFILL_MATMUL"):
+    env = dict(os.environ, **{switch: mode})
     subprocess.run([tool, cdir, path, "--prompt", ",".join(map(str, ids)), "--decode", "0", "--chunk", "64",
                     "--first-chunk", str(first), "--threads", str(threads)], env=env, check=True,
                    capture_output=True)
@@ -57,6 +58,7 @@ def main():
     ap.add_argument("dump_tool")
     ap.add_argument("--work", default="/tmp/kjv-prefill")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--switch", default="WASTE_PREFILL_MATMUL")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     enc = kd.Encoder(kd.read_tiktoken(os.path.join(HERE, "tiktoken.model")))
@@ -71,7 +73,7 @@ def main():
                 continue
             logits = {}
             for mode in ("off", "on"):
-                lg = dump(a.dump_tool, a.container, ids, first, os.path.join(a.work, "d.bin"), a.threads, mode)
+                lg = dump(a.dump_tool, a.container, ids, first, os.path.join(a.work, "d.bin"), a.threads, mode, a.switch)
                 lg = lg[:len(ends)]
                 logits[mode] = lg
                 for row, e in zip(lg, ends):
