@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "compute/forward/int8_mode.hpp"
-#include "compute/kernels/int8_matmul.hpp"
 
 namespace waste::forward {
 
@@ -16,30 +15,21 @@ void matvec_tokens_fused(const Exec& exec, std::span<const Projection> projectio
     total += p.w->rows;
     int8 = int8 && kernels::int8_matmul_supports(*p.w) && p.w->cols == projections[0].w->cols;
   }
-  if (int8) {  // one quantised input for every projection
-    // The caller's buffer, named by reference: a thread_local used inside the lambda would be each
-    // worker's own (empty) one.
-    thread_local kernels::Int8Acts buffer;
-    kernels::Int8Acts& acts = buffer;
-    kernels::quantize_acts(x, x_stride, n, projections[0].w->cols, acts);
-    const kernels::MatmulI8Fn fn = kernels::matmul_i8();
-    exec.pool.parallel_for(total, kMatvecMinRows, [&](std::int64_t begin, std::int64_t end) {
-      std::int64_t base = 0;
-      for (const Projection& p : projections) {
-        const std::int64_t b = std::max(begin, base) - base;
-        const std::int64_t e = std::min(end, base + p.w->rows) - base;
-        if (b < e) fn(*p.w, acts, p.y, p.y_stride, b, e);
-        base += p.w->rows;
-      }
-    });
-    return;
-  }
+  // One quantised input for every projection when they all take the int8 product.
+  const kernels::Int8Acts* acts = int8 ? &quantized_input(x, x_stride, n, projections[0].w->cols) : nullptr;
+  const kernels::MatmulI8Fn i8 = kernels::matmul_i8();
   exec.pool.parallel_for(total, kMatvecMinRows, [&](std::int64_t begin, std::int64_t end) {
     std::int64_t base = 0;
     for (const Projection& p : projections) {
       const std::int64_t b = std::max(begin, base) - base;
       const std::int64_t e = std::min(end, base + p.w->rows) - base;
-      if (b < e) k->matmul(*p.w, x, x_stride, n, p.y, p.y_stride, b, e);
+      if (b < e) {
+        if (acts != nullptr) {
+          i8(*p.w, *acts, p.y, p.y_stride, b, e);
+        } else {
+          k->matmul(*p.w, x, x_stride, n, p.y, p.y_stride, b, e);
+        }
+      }
       base += p.w->rows;
     }
   });

@@ -23,4 +23,10 @@ bool int8_prefill_enabled() {
 
 void set_int8_prefill(bool on) { g_mode.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+const kernels::Int8Acts& quantized_input(const float* x, std::int64_t x_stride, int n, std::int64_t cols) {
+  thread_local kernels::Int8Acts buffer;
+  kernels::quantize_acts(x, x_stride, n, cols, buffer);
+  return buffer;
+}
+
 }  // namespace waste::forward

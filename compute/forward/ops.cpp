@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "compute/forward/int8_mode.hpp"
-#include "compute/kernels/int8_matmul.hpp"
 #include "shared/fp16.hpp"
 
 namespace waste::forward {
@@ -18,11 +17,7 @@ void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, flo
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride) {
   if (n >= kInt8MinTokens && int8_prefill_enabled() && kernels::int8_matmul_supports(w)) {
-    // The caller's buffer, named by reference: a thread_local used inside the lambda would be each
-    // worker's own (empty) one.
-    thread_local kernels::Int8Acts buffer;
-    kernels::Int8Acts& acts = buffer;
-    kernels::quantize_acts(x, x_stride, n, w.cols, acts);
+    const kernels::Int8Acts& acts = quantized_input(x, x_stride, n, w.cols);
     const kernels::MatmulI8Fn fn = kernels::matmul_i8();
     exec.pool.parallel_for(w.rows, kMatvecMinRows,
                            [&](std::int64_t begin, std::int64_t end) { fn(w, acts, y, y_stride, begin, end); });

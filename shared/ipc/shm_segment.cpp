@@ -1,7 +1,5 @@
 #include "shared/ipc/shm_segment.hpp"
 
-#include "shared/memory/anon_memory.hpp"
-
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/mman.h>
@@ -13,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <utility>
+
+#include "shared/memory/anon_memory.hpp"
 
 namespace waste::ipc {
 
