@@ -34,6 +34,7 @@
 #include "shared/memory/client_sizing.hpp"
 #include "cli/option_checks.hpp"
 #include "compute/forward/expert_batch.hpp"
+#include "compute/forward/int8_mode.hpp"
 #include "compute/forward/lut_mode.hpp"
 #include "compute/engram/engram_read_meter.hpp"
 #include "compute/io/daemon_attach.hpp"
@@ -63,6 +64,7 @@ struct BenchArgs {
   bool drop_caches = false;
   int prefill_chunk = 64;
   std::string prefill_matmul;      // --prefill-matmul: WASTE_PREFILL_MATMUL's values, for A/B (empty: as set)
+  std::string prefill_int8;        // --prefill-int8: WASTE_PREFILL_INT8's values, for A/B (empty: as set)
   std::string lut;                 // --lut: WASTE_LUT's values, for A/B (empty: as set)
   std::string policy_sim;          // routing trace (JSON lines)
   std::string capacity;            // --policy-sim capacities
@@ -174,6 +176,7 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
               {"threads", r.info.threads},
               {"kernel_isa", r.info.kernel_isa},
               {"lut", forward::lut_mode_report()},
+              {"prefill_int8", forward::int8_prefill_enabled()},
               {"expert_format", r.info.expert_format},
               {"direct_io", r.info.direct_io},
               {"budget_bytes", ctx.budget_bytes},
@@ -200,9 +203,11 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
 }
 
 void print_table(const BenchReport& r) {
-  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s\n", r.info.threads,
-              r.info.kernel_isa.c_str(), forward::lut_mode_report().c_str(), r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
-              r.info.embedding_resident_bytes > 0 ? "resident" : "on disk");
+  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s  prompt int8 %s\n",
+              r.info.threads, r.info.kernel_isa.c_str(), forward::lut_mode_report().c_str(),
+              r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
+              r.info.embedding_resident_bytes > 0 ? "resident" : "on disk",
+              forward::int8_prefill_enabled() ? "on" : "off");
   std::printf("%-8s %7s %10s %10s %10s %10s %6s %10s\n", "phase", "tokens", "seconds", "tok/s", "hits", "misses",
               "hit%", "GB read");
   for (const auto& [name, p] : {std::pair{"prefill", &r.prefill}, std::pair{"decode", &r.decode}}) {
@@ -236,6 +241,10 @@ std::vector<std::string> child_workload_args(const BenchArgs& a) {
   if (!a.prefill_matmul.empty()) {
     args.push_back("--prefill-matmul");
     args.push_back(a.prefill_matmul);
+  }
+  if (!a.prefill_int8.empty()) {
+    args.push_back("--prefill-int8");
+    args.push_back(a.prefill_int8);
   }
   if (!a.lut.empty()) {
     args.push_back("--lut");
@@ -436,6 +445,11 @@ int run_bench(BenchArgs a) {
     if (!rule) return report_error("bench", rule.error());
     forward::expert_batch::set_min_tokens(*rule);
   }
+  if (!a.prefill_int8.empty()) {
+    auto on = forward::parse_int8_prefill(a.prefill_int8, "--prefill-int8");
+    if (!on) return report_error("bench", on.error());
+    forward::set_int8_prefill(*on);
+  }
   if (!a.lut.empty()) {
     auto mode = forward::parse_lut_mode(a.lut, "--lut");
     if (!mode) return report_error("bench", mode.error());
@@ -517,6 +531,11 @@ const CommandRegistration kRegistration{Command{
                      "or a token count (experts routed to >= N tokens of a pass); when not given, $WASTE_PREFILL_MATMUL "
                      "decides, and on when that is unset too")
           ->type_name("on|off|N")
+          ->default_str("on");
+      sub.add_option("--prefill-int8", args->prefill_int8,
+                     "Prompt tokens' trunk projections (Q4G matrices) by int8 products: on (the default) or off "
+                     "(f32, as decode); when not given, $WASTE_PREFILL_INT8 decides, and on when that is unset too")
+          ->type_name("on|off")
           ->default_str("on");
       sub.add_option("--lut", args->lut,
                      "How decode looks up 8-bit-index experts (VQ3R): f32 tables or q16 (int16 tables from "

@@ -122,7 +122,9 @@ Result<LongContextReport> run_long_context(Engine& engine, const LongContextArgs
       const int p = args.positions[i];
       engine.run_state() = snapshots[i];
       const int last = ids[std::size_t(p - 1)];  // the token at position p - 1
-      auto step = engine.eval(std::span<const int>(&last, 1));  // untimed: logits at position p - 1
+      // Untimed: logits at position p - 1, the prompt's last token (a prompt token, as in a fresh
+      // run of these ids: prompt and decode bits differ under the per-token rules).
+      auto step = engine.eval(std::span<const int>(&last, 1), {}, FeedKind::prompt);
       if (!step) return std::unexpected(step.error().with_context("position " + std::to_string(p)));
       engine.reset_profile();
       auto result = engine.generate({}, params);

@@ -8,6 +8,7 @@
 #include "compute/engram/engram_json.hpp"
 #include "compute/engram/engram_read_meter.hpp"
 #include "compute/forward/expert_batch.hpp"
+#include "compute/forward/int8_mode.hpp"
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
 #include "compute/api/engine_open.hpp"
@@ -463,7 +464,9 @@ void Engine::reset_profile() { impl_->profile = EngineProfile{}; }
 const ModelConfig& Engine::config() const { return impl_->container->manifest.config; }
 const ContainerInfo& Engine::container() const { return *impl_->container; }
 bool Engine::decode_matches_prompt() const {
-  return config().n_experts == 0 || !forward::expert_batch::usable(impl_->container->geometry);
+  const bool experts_alike = config().n_experts == 0 || !forward::expert_batch::usable(impl_->container->geometry);
+  const bool trunk_alike = !forward::int8_prefill_enabled() || !forward::has_int8_matrices(impl_->container->manifest);
+  return experts_alike && trunk_alike;
 }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
 std::optional<engram::EngramRowStats> Engine::engram_stats() const {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "compute/forward/expert_batch.hpp"
+#include "compute/forward/int8_mode.hpp"
 #include "compute/forward/ffn.hpp"
 #include "compute/forward/kda.hpp"
 #include "compute/forward/mla.hpp"
@@ -439,6 +440,12 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
 
   n_blocks = 0;
   csa_sel_.reset();
+  // The layers' projections see which rows are prompt tokens (the int8 rule, int8_mode.hpp).
+  struct PromptRows {
+    Exec& exec;
+    ~PromptRows() { exec.prompt_rows = {}; }
+  } scope{exec_};
+  exec_.prompt_rows = prompt;
   for (int L = 0; L < c_.n_layers; ++L) {
     const model::LayerWeights& lw = w_.layers[std::size_t(L)];
     if (plan_.layers[std::size_t(L)].engram) WASTE_TRY(engram(L, pre_x_.data(), T));
@@ -494,8 +501,9 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
     return make_error(Errc::argument, "prefill: " + std::to_string(embeddings.size()) + " embedding rows for " +
                                           std::to_string(T) + " tokens");
   }
-  // One decode token (or one prompt token whose experts take the LUT path anyway): step()'s bits.
-  if (T == 1 && !(prompt && expert_batch::per_token(experts_.geometry))) {
+  // One decode token (or one prompt token that takes neither the experts' matrix products nor the
+  // int8 trunk products): step()'s bits.
+  if (T == 1 && !(prompt && (expert_batch::per_token(experts_.geometry) || int8_prefill_enabled()))) {
     return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
   }
   WASTE_TRY(state.check_usable());

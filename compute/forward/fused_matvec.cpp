@@ -8,16 +8,27 @@ namespace waste::forward {
 
 void matvec_tokens_fused(const Exec& exec, std::span<const Projection> projections, const float* x,
                          std::int64_t x_stride, int n) {
-  const auto* k = &exec.kernels;
-  std::int64_t total = 0;
-  bool int8 = n >= kInt8MinTokens && int8_prefill_enabled();
+  // Under the int8 rule each projection decides as matvec_tokens would alone; the fused dispatch
+  // below takes them together when they decide alike (all f32, or all int8 on prompt rows only).
+  const bool rule = int8_rows(exec, n);
+  std::size_t takers = 0;
+  bool same_cols = true;
   for (const Projection& p : projections) {
-    total += p.w->rows;
-    int8 = int8 && kernels::int8_matmul_supports(*p.w) && p.w->cols == projections[0].w->cols;
+    takers += kernels::int8_matmul_supports(*p.w) ? 1 : 0;
+    same_cols = same_cols && p.w->cols == projections[0].w->cols;
+  }
+  const bool int8 = rule && takers == projections.size() && same_cols &&
+                    std::ranges::none_of(exec.prompt_rows, [](unsigned char k) { return k == 0; });
+  if (rule && takers > 0 && !int8) {
+    for (const Projection& p : projections) matvec_tokens(exec, *p.w, x, x_stride, n, p.y, p.y_stride);
+    return;
   }
   // One quantised input for every projection when they all take the int8 product.
   const kernels::Int8Acts* acts = int8 ? &quantized_input(x, x_stride, n, projections[0].w->cols) : nullptr;
   const kernels::MatmulI8Fn i8 = kernels::matmul_i8();
+  const auto* k = &exec.kernels;
+  std::int64_t total = 0;
+  for (const Projection& p : projections) total += p.w->rows;
   exec.pool.parallel_for(total, kMatvecMinRows, [&](std::int64_t begin, std::int64_t end) {
     std::int64_t base = 0;
     for (const Projection& p : projections) {

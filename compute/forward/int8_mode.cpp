@@ -2,26 +2,54 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <string_view>
+#include <string>
+
+#include <spdlog/spdlog.h>
 
 namespace waste::forward {
 
 namespace {
 // -1: not decided yet (the environment decides on first use), 0 off, 1 on. Relaxed: a plain flag.
 std::atomic<int> g_mode{-1};
+
+int from_env() {
+  const char* v = std::getenv("WASTE_PREFILL_INT8");
+  if (v == nullptr || *v == '\0') return 1;
+  auto parsed = parse_int8_prefill(v, "WASTE_PREFILL_INT8");
+  if (!parsed) {
+    spdlog::warn("{}; int8 prompt products keep the default (on)", parsed.error().message);
+    return 1;
+  }
+  return *parsed ? 1 : 0;
+}
 }  // namespace
 
 bool int8_prefill_enabled() {
   int mode = g_mode.load(std::memory_order_relaxed);
   if (mode < 0) {
-    const char* v = std::getenv("WASTE_PREFILL_INT8");
-    mode = v != nullptr && (std::string_view(v) == "on" || std::string_view(v) == "1") ? 1 : 0;
+    mode = from_env();
     g_mode.store(mode, std::memory_order_relaxed);
   }
   return mode == 1;
 }
 
 void set_int8_prefill(bool on) { g_mode.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+Result<bool> parse_int8_prefill(std::string_view text, std::string_view what) {
+  if (text == "on" || text == "1") return true;
+  if (text == "off" || text == "0") return false;
+  return make_error(Errc::argument, std::string(what) + ": '" + std::string(text) + "' is not on or off");
+}
+
+bool has_int8_matrices(const Manifest& manifest) {
+  for (const TrunkTensorInfo& t : manifest.trunk) {
+    if (t.fmt == TensorFormat::q4g && t.group == kernels::kInt8Group && t.shape.size() == 2 &&
+        t.cols() % kernels::kInt8Group == 0 && t.name.find(".layers.") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
 
 const kernels::Int8Acts& quantized_input(const float* x, std::int64_t x_stride, int n, std::int64_t cols) {
   thread_local kernels::Int8Acts buffer;

@@ -1,20 +1,31 @@
-// Whether prompt chunks take the int8 trunk product (compute/kernels/int8_matmul.hpp): opt-in with
-// WASTE_PREFILL_INT8=on (read on first use). Only calls of at least kInt8MinTokens tokens on Q4G matrices
-// take it, so decode steps and small serve batches keep the f32 bits; a prompt's bits then depend on
-// how it was chunked (a bounded path: docs/QUALITY.md).
+// Whether prompt tokens take the int8 trunk product (compute/kernels/int8_matmul.hpp): on by
+// default, WASTE_PREFILL_INT8=off (read on first use) or set_int8_prefill() for the f32 path.
+//
+// The per-token rule, as for the experts (expert_batch.hpp): during a forward pass every trunk
+// projection on Q4G matrices multiplies the rows of prompt tokens (Exec::prompt_rows) by int8
+// products and the rows of decode steps by the f32 kernels. The int8 kernels give a token the same
+// bits whatever other tokens share the call, so a prompt token's bits depend on its kind alone:
+// not on how the prompt is chunked, nor on the other sequences of a batch, nor on the thread
+// count. Decode steps keep the f32 bits. The bound to the f32 path: docs/QUALITY.md.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "compute/kernels/int8_matmul.hpp"
+#include "shared/container/manifest.hpp"
+#include "shared/result.hpp"
 
 namespace waste::forward {
-
-inline constexpr int kInt8MinTokens = 16;
 
 bool int8_prefill_enabled();
 // Overrides the environment for this process (tests, A/B runs).
 void set_int8_prefill(bool on);
+// "on"/"1" -> true, "off"/"0" -> false; anything else an error naming `what` and the text.
+Result<bool> parse_int8_prefill(std::string_view text, std::string_view what);
+// Whether a model with this manifest has layer matrices the int8 product takes (Q4G, groups of
+// 128): with the rule on, its prompt tokens then get other bits than its decode steps.
+bool has_int8_matrices(const Manifest& manifest);
 // x (n tokens, x_stride apart, cols columns) quantised into the calling thread's buffer, returned by
 // reference: capture the reference in a parallel_for lambda, never the buffer's name (a worker
 // would see its own, empty one).

@@ -51,7 +51,11 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   if (n_lut > p.lut_rows) {
     for (int t0 = 0; t0 < n_tokens; t0 += p.lut_rows) {
       const int n = std::min(p.lut_rows, n_tokens - t0);
-      WASTE_TRY(moe_prefill(exec, c, w, layer, x + std::int64_t(t0) * hid, n, ex, s, p, out + std::int64_t(t0) * hid,
+      // The group's rows, as the projections under the int8 rule must see them (ops.hpp).
+      const Exec group{exec.pool, exec.kernels,
+                       exec.prompt_rows.empty() ? exec.prompt_rows
+                                                : exec.prompt_rows.subspan(std::size_t(t0), std::size_t(n))};
+      WASTE_TRY(moe_prefill(group, c, w, layer, x + std::int64_t(t0) * hid, n, ex, s, p, out + std::int64_t(t0) * hid,
                             window, prompt.empty() ? prompt : prompt.subspan(std::size_t(t0), std::size_t(n)),
                             watch_in,
                             embeddings.empty() ? embeddings : embeddings.subspan(std::size_t(t0), std::size_t(n))));

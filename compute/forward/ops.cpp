@@ -14,19 +14,49 @@ void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, flo
                          [&](std::int64_t begin, std::int64_t end) { k->matvec(w, x, y, begin, end); });
 }
 
-void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
-                   float* y, std::int64_t y_stride) {
-  if (n >= kInt8MinTokens && int8_prefill_enabled() && kernels::int8_matmul_supports(w)) {
-    const kernels::Int8Acts& acts = quantized_input(x, x_stride, n, w.cols);
-    const kernels::MatmulI8Fn fn = kernels::matmul_i8();
-    exec.pool.parallel_for(w.rows, kMatvecMinRows,
-                           [&](std::int64_t begin, std::int64_t end) { fn(w, acts, y, y_stride, begin, end); });
-    return;
-  }
+namespace {
+void matmul_f32(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
+                float* y, std::int64_t y_stride) {
   const auto* k = &exec.kernels;
   exec.pool.parallel_for(w.rows, kMatvecMinRows, [&](std::int64_t begin, std::int64_t end) {
     k->matmul(w, x, x_stride, n, y, y_stride, begin, end);
   });
+}
+
+void matmul_int8(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
+                 float* y, std::int64_t y_stride) {
+  const kernels::Int8Acts& acts = quantized_input(x, x_stride, n, w.cols);
+  const kernels::MatmulI8Fn fn = kernels::matmul_i8();
+  exec.pool.parallel_for(w.rows, kMatvecMinRows,
+                         [&](std::int64_t begin, std::int64_t end) { fn(w, acts, y, y_stride, begin, end); });
+}
+}  // namespace
+
+bool int8_rows(const Exec& exec, int n) {
+  return n > 0 && std::size_t(n) == exec.prompt_rows.size() && int8_prefill_enabled() &&
+         std::ranges::any_of(exec.prompt_rows, [](unsigned char k) { return k != 0; });
+}
+
+void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
+                   float* y, std::int64_t y_stride) {
+  if (!int8_rows(exec, n) || !kernels::int8_matmul_supports(w)) {
+    matmul_f32(exec, w, x, x_stride, n, y, y_stride);
+    return;
+  }
+  // Each run of rows of one kind in one call: prompt rows by the int8 product, decode rows by f32.
+  for (int r0 = 0; r0 < n;) {
+    const unsigned char kind = exec.prompt_rows[std::size_t(r0)];
+    int r1 = r0 + 1;
+    while (r1 < n && exec.prompt_rows[std::size_t(r1)] == kind) ++r1;
+    const float* xr = x + std::int64_t(r0) * x_stride;
+    float* yr = y + std::int64_t(r0) * y_stride;
+    if (kind != 0) {
+      matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    } else {
+      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    }
+    r0 = r1;
+  }
 }
 
 float rms_inverse(const float* x, int n, float eps) {

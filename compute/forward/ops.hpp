@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
@@ -16,6 +17,10 @@ namespace waste::forward {
 struct Exec {
   ThreadPool& pool;
   const kernels::KernelTable& kernels;
+  // During a forward pass's layer loop, one flag per token row of the pass: a prompt token (1) or
+  // a decode step (0); empty elsewhere. matvec_tokens over the pass's rows gives prompt rows the
+  // int8 product (int8_mode.hpp, the per-token rule).
+  std::span<const unsigned char> prompt_rows = {};
 };
 
 inline constexpr std::int64_t kMatvecMinRows = 64;
@@ -25,9 +30,14 @@ void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, flo
 
 // y_t = W x_t for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride): one kernel matmul per
 // row chunk, which decodes each weight once per tile of tokens. The table's matmul gives token t
-// the bits its matvec gives x_t, so this equals n matvec calls bit for bit.
+// the bits its matvec gives x_t, so this equals n matvec calls bit for bit. Except: with the int8
+// rule on (int8_mode.hpp), a call over the pass's rows (n == exec.prompt_rows.size()) on a Q4G
+// matrix gives the prompt rows the int8 product, each row the bits it gets alone.
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride);
+// Whether a call of n rows falls under the int8 rule: the pass's rows, some of them prompt rows,
+// the rule on (the matrix must still be one int8_matmul_supports takes).
+bool int8_rows(const Exec& exec, int n);
 
 // out = x * (mean(x^2) + eps)^-1/2 * w; out may alias x.
 void rms_norm(const float* x, const float* w, int n, float eps, float* out);

@@ -18,6 +18,7 @@
 #include "compute/api/engine.hpp"
 #include "compute/forward/expert_batch.hpp"
 #include "compute/session/session_file.hpp"
+#include "int8_prefill_guard.hpp"
 #include "lut_mode_guard.hpp"
 #include "shared/synth/synth.hpp"
 #include "test_forward_fixtures.hpp"
@@ -58,6 +59,8 @@ int argmax(std::span<const float> v) { return int(std::max_element(v.begin(), v.
 TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits, for VQ3R, VQ2R and VQ4P",
           "[compute][prefill]") {
   MinTokensGuard guard;
+  // f32 trunk products: the experts' paths are compared at 1e-4 (int8_prefill_guard.hpp).
+  test::Int8PrefillGuard int8(false);
   // Pinned to f32 tables: this holds the matrix products to the LUT path's exact f32 sums at 1e-4;
   // q16 tables (the default on AVX-512 VBMI) sit up to 2e-3 from them (test_lut_q16.cpp).
   test::LutModeGuard lut_mode(forward::LutMode::f32);
@@ -118,6 +121,8 @@ TEST_CASE("prefill by matrix products stays within 1e-4 of token-by-token logits
 TEST_CASE("Under the per-token rule a prompt gets the same bits at every prefill chunk and split point",
           "[compute][prefill]") {
   MinTokensGuard guard;
+  // f32 trunk products: the experts' paths are compared at 1e-4 (int8_prefill_guard.hpp).
+  test::Int8PrefillGuard int8(false);
   // Pinned to f32 tables: the end compares the LUT path with the matrix products at 1e-4 (see
   // the test above); the bits under the per-token rule do not depend on the mode.
   test::LutModeGuard lut_mode(forward::LutMode::f32);

@@ -14,6 +14,7 @@
 
 #include "compute/api/engine.hpp"
 #include "compute/forward/expert_batch.hpp"
+#include "int8_prefill_guard.hpp"
 #include "local_expert_source.hpp"
 #include "shared/container/container.hpp"
 #include "shared/synth/synth.hpp"
@@ -86,6 +87,8 @@ std::unique_ptr<RecordingSource> recording(const std::filesystem::path& dir, int
 }  // namespace
 
 TEST_CASE("Chunked prefill matches token-by-token feeding, then decodes the same", "[compute][prefill]") {
+  // f32 trunk products too: prompt tokens take int8 ones by default (int8_prefill_guard.hpp).
+  test::Int8PrefillGuard int8(false);
   // The LUT path only: prefill by matrix products keeps the bound, not the bits (test_expert_batch.cpp).
   const int saved = forward::expert_batch::min_tokens();
   forward::expert_batch::set_min_tokens(0);

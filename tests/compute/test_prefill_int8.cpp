@@ -1,6 +1,7 @@
-// The int8 trunk products in a real forward pass (WASTE_PREFILL_INT8, compute/forward/int8_mode.hpp):
-// a prompt chunk's logits stay within a bound of the f32 path's (and do differ, so the path ran, on
-// both threads), and decode steps keep the f32 path's bits.
+// The int8 trunk products in a real forward pass (compute/forward/int8_mode.hpp, on by default):
+// under the per-token rule a prompt token's logits stay within a bound of the f32 path's (and do
+// differ, so the path ran, on both threads), they are the same bits at every chunk size, decode
+// steps keep the f32 bits, and the switch names what it refuses.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,19 +11,15 @@
 #include <vector>
 
 #include "compute/api/engine.hpp"
+#include "shared/container/container.hpp"
 #include "compute/forward/int8_mode.hpp"
+#include "int8_prefill_guard.hpp"
 #include "test_forward_fixtures.hpp"
 
 namespace waste {
 namespace {
 
-struct Int8Mode {
-  explicit Int8Mode(bool on) { forward::set_int8_prefill(on); }
-  ~Int8Mode() { forward::set_int8_prefill(false); }
-};
-
-std::vector<float> logits_after(const std::filesystem::path& dir, bool int8, int chunk, int tokens) {
-  Int8Mode mode(int8);
+std::unique_ptr<Engine> open_engine(const std::filesystem::path& dir, int chunk) {
   EngineOptions o;
   o.model = dir;
   o.threads = 2;
@@ -32,11 +29,27 @@ std::vector<float> logits_after(const std::filesystem::path& dir, bool int8, int
   auto engine = Engine::open(o);
   INFO((engine ? std::string() : engine.error().message));
   REQUIRE(engine);
+  return std::move(*engine);
+}
+
+std::vector<int> prompt_of(int tokens, int vocab) {
   std::vector<int> prompt;
-  for (int i = 0; i < tokens; ++i) prompt.push_back((i * 53 + 11) % (*engine)->config().vocab);
-  auto out = (*engine)->eval(prompt);
+  for (int i = 0; i < tokens; ++i) prompt.push_back((i * 53 + 11) % vocab);
+  return prompt;
+}
+
+// The logits after `tokens` prompt tokens fed in chunks of `chunk`.
+std::vector<float> logits_after(const std::filesystem::path& dir, bool int8, int chunk, int tokens) {
+  test::Int8PrefillGuard mode(int8);
+  auto engine = open_engine(dir, chunk);
+  const auto prompt = prompt_of(tokens, engine->config().vocab);
+  auto out = engine->eval(prompt, {}, FeedKind::prompt);
   REQUIRE(out);
   return std::vector<float>(out->begin(), out->end());
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace
@@ -68,12 +81,70 @@ TEST_CASE("int8 prefill: a prompt's logits stay near the f32 path's, both thread
   }
 }
 
-TEST_CASE("int8 prefill: token-at-a-time feeding keeps the f32 bits", "[compute][prefill]") {
+TEST_CASE("int8 prefill: a prompt gets the same bits at every chunk size, a chunk of one too", "[compute][prefill]") {
+  for (const char* preset : {"tiny", "kl-shaped"}) {
+    INFO(preset);
+    const auto dir = test::container_for(preset);
+    const auto whole = logits_after(dir, true, 64, 41);
+    CHECK_FALSE(same_bits(whole, logits_after(dir, false, 64, 41)));  // the int8 path ran
+    for (const int chunk : {1, 5, 16, 40}) {
+      INFO("chunk " << chunk);
+      CHECK(same_bits(whole, logits_after(dir, true, chunk, 41)));
+    }
+    // Split in two feeds (a prefix cache's snapshot point), a one-token piece included.
+    for (const int split : {1, 17, 40}) {
+      INFO("split at " << split);
+      test::Int8PrefillGuard mode(true);
+      auto engine = open_engine(dir, 16);
+      const auto prompt = prompt_of(41, engine->config().vocab);
+      const std::span<const int> all(prompt);
+      REQUIRE(engine->eval(all.first(std::size_t(split)), {}, FeedKind::prompt));
+      auto out = engine->eval(all.subspan(std::size_t(split)), {}, FeedKind::prompt);
+      REQUIRE(out);
+      CHECK(same_bits(whole, std::vector<float>(out->begin(), out->end())));
+    }
+  }
+}
+
+TEST_CASE("int8 prefill: decode steps keep the f32 bits", "[compute][prefill]") {
   const auto dir = test::container_for("tiny");
-  const auto f32 = logits_after(dir, false, 1, 20);
-  const auto i8 = logits_after(dir, true, 1, 20);
-  REQUIRE(f32.size() == i8.size());
-  CHECK(std::memcmp(f32.data(), i8.data(), f32.size() * sizeof(float)) == 0);
+  std::vector<std::vector<float>> runs;
+  for (const bool int8 : {false, true}) {
+    test::Int8PrefillGuard mode(int8);
+    auto engine = open_engine(dir, 64);
+    std::vector<float> last;
+    for (const int token : prompt_of(20, engine->config().vocab)) {
+      auto out = engine->eval(std::span<const int>(&token, 1), {}, FeedKind::decode);
+      REQUIRE(out);
+      last.assign(out->begin(), out->end());
+    }
+    runs.push_back(std::move(last));
+  }
+  CHECK(same_bits(runs[0], runs[1]));
+}
+
+TEST_CASE("int8 prefill: decode steps match a prompt's bits only with the rule off", "[compute][prefill]") {
+  // VQ4P experts stay on the LUT path for prompts, so the trunk alone decides.
+  const auto dir = test::kl_shaped("vq4p");
+  for (const bool int8 : {false, true}) {
+    INFO("int8 " << int8);
+    test::Int8PrefillGuard mode(int8);
+    auto engine = open_engine(dir, 64);
+    CHECK(forward::has_int8_matrices(engine->container().manifest));
+    CHECK(engine->decode_matches_prompt() == !int8);
+  }
+}
+
+TEST_CASE("WASTE_PREFILL_INT8 takes on or off and names what it refuses", "[compute][prefill]") {
+  CHECK(*forward::parse_int8_prefill("on", "WASTE_PREFILL_INT8"));
+  CHECK(*forward::parse_int8_prefill("1", "WASTE_PREFILL_INT8"));
+  CHECK_FALSE(*forward::parse_int8_prefill("off", "WASTE_PREFILL_INT8"));
+  CHECK_FALSE(*forward::parse_int8_prefill("0", "WASTE_PREFILL_INT8"));
+  for (const char* bad : {"", "yes", "ON", "2"}) {
+    const auto parsed = forward::parse_int8_prefill(bad, "--prefill-int8");
+    REQUIRE_FALSE(parsed);
+    CHECK(parsed.error().message == std::string("--prefill-int8: '") + bad + "' is not on or off");
+  }
 }
 
 }  // namespace waste
