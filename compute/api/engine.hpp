@@ -155,7 +155,9 @@ class EngineSequence {
 // (WASTE_PREFILL_MATMUL unset or on: the per-token rule, compute/forward/expert_batch.hpp) a
 // prompt token's routed experts are multiplied by matrix products and a decode step's by lookup
 // tables, so a token's bits depend on its kind and never on how the prompt is chunked or what
-// else shares its pass; the two kinds differ within the 1e-4 oracle bound (docs/QUALITY.md).
+// else shares its pass; the two kinds differ within the 1e-4 oracle bound (docs/QUALITY.md). The
+// trunk's projections follow the same rule (WASTE_PREFILL_INT8, on by default: prompt tokens by
+// int8 products, decode steps by f32 ones; compute/forward/int8_mode.hpp), within its own bound.
 // automatic: more than one token is a prompt, a single token a decode step.
 enum class FeedKind { automatic, prompt, decode };
 

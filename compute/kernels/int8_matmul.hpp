@@ -1,4 +1,4 @@
-// Trunk products with int8 activations: the opt-in prefill path (WASTE_PREFILL_INT8=on,
+// Trunk products with int8 activations: prompt tokens' path, on by default (WASTE_PREFILL_INT8,
 // compute/forward/int8_mode.hpp). Not bit-identical to `matmul`: each token's input is quantised
 // per group of 128 columns to int8 (scale = max |x| / 127, round to nearest), which bounds the error
 // of output r by sum_c |W[r][c]| * scale_{t,g(c)} / 2 (plus f32 rounding); docs/QUALITY.md has its

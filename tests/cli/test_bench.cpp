@@ -89,6 +89,20 @@ TEST_CASE("waste bench --prefill-matmul takes on, off or a token count and names
   CHECK(bad.err == "waste bench: --prefill-matmul: 'sometimes' is not off, on or a token count in 1..64\n");
 }
 
+TEST_CASE("waste bench --prefill-int8 reports the mode it ran with and names a bad value", "[cli][bench]") {
+  for (const char* mode : {"off", "on"}) {
+    INFO(mode);
+    const auto doc = test::run_waste_json({"bench", test::tokenizer_container().string(), "--threads", "1",
+                                           "--in-process", "--prompt-tokens", "4", "-n", "2", "--prefill-int8", mode,
+                                           "--json"});
+    CHECK(doc["prefill_int8"].get<bool>() == (std::string(mode) == "on"));
+  }
+  auto bad = test::run_waste({"bench", test::tokenizer_container().string(), "--prompt-tokens", "4", "-n", "2",
+                              "--prefill-int8", "maybe"});
+  CHECK(bad.rc == 1);
+  CHECK(bad.err == "waste bench: --prefill-int8: 'maybe' is not on or off\n");
+}
+
 TEST_CASE("A cache size without --in-process is refused, saying what to use, and --daemon is gone", "[cli][bench]") {
   const auto model = test::tokenizer_container().string();
   for (const std::vector<std::string>& args : {std::vector<std::string>{"bench", model, "-n", "1"},
