@@ -473,7 +473,7 @@ Status Forward::run_tokens(std::span<const int> tokens, std::span<const TokenSeq
       case MixerKind::moe: {
         if (trace_) trace_moe_begin();
         const Status routed = moe_prefill(exec_, c_, lw.moe_w, L, pre_h_.data(), T, experts_, moe_, pre_moe_,
-                                          pre_f_.data(), prefill_window_, prompt, &watch, embeddings);
+                                          pre_f_.data(), prefill_window_, &watch, embeddings);
         if (trace_) trace_moe_end(L, T);
         WASTE_TRY(routed);
         break;

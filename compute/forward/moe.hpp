@@ -43,8 +43,8 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 
 // MoE of a chunk (§3.10): route every token, read each distinct expert once (windows of
 // `window` ids, landing order; each request prefetches the next window), apply it to every
-// token that chose it, then per token sum in selection order. `prompt` (empty, or one flag per
-// token): prompt tokens (non-zero) take prefill's matrix products under the per-token rule
+// token that chose it, then per token sum in selection order. exec.prompt_rows (empty, or one flag
+// per token): prompt tokens (non-zero) take prefill's matrix products under the per-token rule
 // (expert_batch.hpp), the others that token's LUTs: moe_forward's bits per decode token, and per
 // prompt token bits that do not depend on the other tokens of the pass.
 // `embeddings` (empty, or one pointer per token, as Forward::prefill's): a token fed with an
@@ -52,7 +52,7 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
 // x and out are [n_tokens][hid]. Reads: exactly the chunk's distinct experts.
 Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
                    int n_tokens, const ExpertContext& experts, MoeScratch& s, PrefillMoeScratch& p, float* out,
-                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch = nullptr,
+                   int window, profile::Stopwatch* watch = nullptr,
                    std::span<const float* const> embeddings = {});
 
 }  // namespace waste::forward

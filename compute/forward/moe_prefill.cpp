@@ -16,7 +16,7 @@ namespace waste::forward {
 
 Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeights& w, int layer, const float* x,
                    int n_tokens, const ExpertContext& ex, MoeScratch& s, PrefillMoeScratch& p, float* out,
-                   int window, std::span<const unsigned char> prompt, profile::Stopwatch* watch_in,
+                   int window, profile::Stopwatch* watch_in,
                    std::span<const float* const> embeddings) {
   profile::Stopwatch off;
   profile::Stopwatch& watch = watch_in ? *watch_in : off;
@@ -28,6 +28,7 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
     return make_error(Errc::argument, "prefill chunk of " + std::to_string(n_tokens) + " tokens exceeds " +
                                           std::to_string(p.tokens));
   }
+  const std::span<const unsigned char> prompt = exec.prompt_rows;  // the pass's flags (ops.hpp)
   if (!prompt.empty() && prompt.size() != std::size_t(n_tokens)) {
     return make_error(Errc::argument, "prefill MoE: " + std::to_string(prompt.size()) + " prompt flags for " +
                                           std::to_string(n_tokens) + " tokens");
@@ -51,13 +52,11 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   if (n_lut > p.lut_rows) {
     for (int t0 = 0; t0 < n_tokens; t0 += p.lut_rows) {
       const int n = std::min(p.lut_rows, n_tokens - t0);
-      // The group's rows, as the projections under the int8 rule must see them (ops.hpp).
+      // The group's prompt flags: the experts' rule and the projections' int8 rule (ops.hpp) read them.
       const Exec group{exec.pool, exec.kernels,
-                       exec.prompt_rows.empty() ? exec.prompt_rows
-                                                : exec.prompt_rows.subspan(std::size_t(t0), std::size_t(n))};
+                       prompt.empty() ? prompt : prompt.subspan(std::size_t(t0), std::size_t(n))};
       WASTE_TRY(moe_prefill(group, c, w, layer, x + std::int64_t(t0) * hid, n, ex, s, p, out + std::int64_t(t0) * hid,
-                            window, prompt.empty() ? prompt : prompt.subspan(std::size_t(t0), std::size_t(n)),
-                            watch_in,
+                            window, watch_in,
                             embeddings.empty() ? embeddings : embeddings.subspan(std::size_t(t0), std::size_t(n))));
     }
     return ok();
