@@ -1,6 +1,8 @@
 // AVX-512 with VBMI (Ice Lake and later, Zen 4): the AVX-512 table with a VQ4P apply whose stage
-// lookups are byte permutes from registers, 64 rows per lookup, bit-identical to generic (integer
-// sums are exact in any order; acc += block_scale * sum per row, mul then add, as generic).
+// lookups are byte permutes from registers, bit-identical to generic (integer sums are exact in
+// any order; acc += block_scale * sum per row, mul then add, as generic). Two such applies: the
+// byte planes below (64 rows per lookup), and the stage pairs of avx512vbmi_pairs.cpp, which the
+// table takes on AMD CPUs with VNNI (`vq4p_by_pairs`).
 //
 // rvq_apply_vq4p, per 64-row block and vector position: the block's 64 runs of 3 bytes (192
 //   contiguous bytes, three loads) become three byte planes B_j[k] = run byte j of row k, each by
@@ -275,11 +277,25 @@ void rvq_apply_q16(const RvqMatrix& m, const float* lut, int entries, float* y, 
 
 }  // namespace avx512vbmi_impl
 
+namespace avx512vbmi_impl {
+
+// On AMD (Zen 4) the stage-pair apply is ~1.9x the planes' rate (gate and down shapes in L2, one
+// thread); on the Intel VBMI Xeon where the planes were chosen, a pair apply measured no faster
+// than vpermt2w and the planes 1.22x it (docs/LEARNED.md, session 8 and session 19). Both give
+// generic's bits, so the choice changes speed only.
+bool vq4p_by_pairs() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_is("amd");
+}
+
+}  // namespace avx512vbmi_impl
+
 const KernelTable& avx512vbmi_table() {
   static const KernelTable table = [] {
     KernelTable t = avx512_table();
     t.isa = "avx512vbmi";
-    t.rvq_apply_vq4p = avx512vbmi_impl::rvq_apply_vq4p;
+    t.rvq_apply_vq4p = avx512vbmi_impl::vq4p_by_pairs() ? avx512vbmi_impl::rvq_apply_vq4p_pairs
+                                                        : avx512vbmi_impl::rvq_apply_vq4p;
     t.rvq_apply_q16 = avx512vbmi_impl::rvq_apply_q16;
     return t;
   }();

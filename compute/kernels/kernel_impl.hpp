@@ -125,6 +125,17 @@ void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, cons
                 std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
                 int row_end);
 }  // namespace avx512_impl
+// The avx512vbmi table's two VQ4P applies (bit-identical; which one the table takes is
+// avx512vbmi.cpp's `vq4p_by_pairs`): byte planes, 64 rows per vpermb (avx512vbmi.cpp), and stage
+// pairs by vpermi2b summed by vpdpbusd (avx512vbmi_pairs.cpp, needs avx512vnni).
+namespace avx512vbmi_impl {
+void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                    float* y, int row_begin, int row_end);
+void rvq_apply_vq4p_pairs(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                          float* y, int row_begin, int row_end);
+// Whether this CPU's avx512vbmi table takes the pairs apply.
+bool vq4p_by_pairs();
+}  // namespace avx512vbmi_impl
 #endif
 
 }  // namespace waste::kernels::detail

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #if defined(__x86_64__)
 #include "compute/kernels/avx2.hpp"
+#include "compute/kernels/kernel_impl.hpp"
 #endif
 #include "compute/kernels/kernels.hpp"
 #include "test_kernels_fixtures.hpp"
@@ -46,6 +48,28 @@ std::vector<std::pair<int, int>> row_ranges(int rows) {
     ranges.emplace_back(begin, rows);
   }
   return ranges;
+}
+
+using Vq4pApply = void (*)(const waste::kernels::RvqMatrix&, const std::int8_t*, const float*, float*, int, int);
+struct NamedApply {
+  std::string name;
+  Vq4pApply apply;
+};
+
+// Every supported table's VQ4P apply, and both of the avx512vbmi table's (it takes one by CPU
+// vendor: the other must give generic's bits too) where this CPU runs them.
+std::vector<NamedApply> vq4p_applies() {
+  std::vector<NamedApply> applies;
+  for (const KernelTable* k : waste::kernels::supported()) applies.push_back({k->isa, k->rvq_apply_vq4p});
+#if defined(__x86_64__)
+  if (waste::kernels::find("avx512vbmi") != nullptr) {
+    applies.push_back({"avx512vbmi planes", waste::kernels::detail::avx512vbmi_impl::rvq_apply_vq4p});
+    if (__builtin_cpu_supports("avx512vnni")) {
+      applies.push_back({"avx512vbmi pairs", waste::kernels::detail::avx512vbmi_impl::rvq_apply_vq4p_pairs});
+    }
+  }
+#endif
+  return applies;
 }
 
 }  // namespace
@@ -122,7 +146,7 @@ TEST_CASE("every ISA's VQ4P apply is bit-identical to generic on odd shapes and 
   struct Shape { int rows, cols; };
   // 37 and 70 vector positions leave a short last LUT block (5 and 6 positions).
   for (const Shape shape : {Shape{5, 8 * 37}, Shape{33, 8 * 3}, Shape{100, 8 * 70},
-                            Shape{600, 8 * 33}}) {
+                            Shape{600, 8 * 33}, Shape{1000, 8 * 65}}) {
     ExpertMatrix m = make_expert_matrix(shape.rows, shape.cols, 4, true, 800 + shape.rows);
     plant_special_scales(m);
     const int n_vectors = m.view.n_vectors;
@@ -135,11 +159,11 @@ TEST_CASE("every ISA's VQ4P apply is bit-identical to generic on odd shapes and 
     generic().rvq_lut_quantize(lut.data(), n_vectors, 4, 64, lut_q.data(), scales.data());
     std::vector<float> expected(shape.rows);
     generic().rvq_apply_vq4p(m.view, lut_q.data(), scales.data(), expected.data(), 0, shape.rows);
-    for (const KernelTable* k : waste::kernels::supported()) {
+    for (const NamedApply& k : vq4p_applies()) {
       for (const auto& [begin, end] : row_ranges(shape.rows)) {
-        INFO("isa " << k->isa << " rows " << shape.rows << " range [" << begin << ", " << end << ")");
+        INFO("apply " << k.name << " rows " << shape.rows << " range [" << begin << ", " << end << ")");
         std::vector<float> actual(shape.rows, kUntouched);
-        k->rvq_apply_vq4p(m.view, lut_q.data(), scales.data(), actual.data(), begin, end);
+        k.apply(m.view, lut_q.data(), scales.data(), actual.data(), begin, end);
         REQUIRE(same_bits(actual.data() + begin, expected.data() + begin, end - begin));
         for (int r = 0; r < shape.rows; ++r) {
           if (r < begin || r >= end) REQUIRE(actual[r] == kUntouched);
@@ -172,10 +196,10 @@ TEST_CASE("every ISA's VQ4P apply gives generic's bits at the int8 LUT's extreme
     std::vector<float> expected(std::size_t(m.rows));
     generic().rvq_apply_vq4p(m.view, lut_q.data(), scales.data(), expected.data(), 0, m.rows);
     if (pattern == 0) REQUIRE(expected[0] != 0.0f);
-    for (const KernelTable* k : waste::kernels::supported()) {
-      INFO("isa " << k->isa << " pattern " << pattern);
+    for (const NamedApply& k : vq4p_applies()) {
+      INFO("apply " << k.name << " pattern " << pattern);
       std::vector<float> actual(std::size_t(m.rows), kUntouched);
-      k->rvq_apply_vq4p(m.view, lut_q.data(), scales.data(), actual.data(), 0, m.rows);
+      k.apply(m.view, lut_q.data(), scales.data(), actual.data(), 0, m.rows);
       REQUIRE(same_bits(actual.data(), expected.data(), std::size_t(m.rows)));
     }
   }
