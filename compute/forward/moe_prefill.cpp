@@ -1,10 +1,13 @@
 // MoE of a prefill chunk or a batch (waste-v0-reference.md §3.10): every token routed, each
 // distinct expert read once in windows and applied to every token that chose it, sums in
 // selection order per token: moe_forward's bits per decode token, and per prompt token under the
-// per-token rule rvq_matmul's bits whatever else is in the pass (moe.hpp, expert_batch.hpp).
+// per-token rule rvq_matmul's bits whatever else is in the pass (moe.hpp, expert_batch.hpp). A VQ4P
+// expert's LUT-path tokens go through it in groups (run_expert_tokens): each token keeps its bits.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "compute/forward/expert_batch.hpp"
@@ -149,10 +152,29 @@ Status moe_prefill(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
         expert_batch::run(exec, c, ex, ready->view, c.latent_dim > 0 ? p.xin.data() : x, c.latent_dim > 0 ? lat : hid,
                           std::span<const int>(p.users.data() + u0, std::size_t(m - u0)), K, p.ys.data(), p, watch);
       }
-      for (int k = m; k < u1; ++k) {
-        const int u = p.users[std::size_t(k)];
-        const auto [gate_lut, up_lut] = token_luts(u / K);
-        run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, p.ys.data() + std::int64_t(u) * lat, watch);
+      if (groups_tokens(g) && u1 - m >= 2) {
+        // VQ4P: the LUT users in groups, each matrix's index read once per group.
+        const ExpertGroupScratch group{p.group_rows, p.group_a.data(), p.group_b.data(), p.group_lut_down.data(),
+                                       p.group_lutq_down.data(), p.group_lutq_scale_down.data()};
+        for (int k0 = m; k0 < u1; k0 += p.group_rows) {
+          const int n_group = std::min(p.group_rows, u1 - k0);
+          std::array<Lut, sizing::kVq4pGroupTokens> gate_luts{}, up_luts{};
+          std::array<float*, sizing::kVq4pGroupTokens> outs{};
+          for (int i = 0; i < n_group; ++i) {
+            const int u = p.users[std::size_t(k0 + i)];
+            std::tie(gate_luts[std::size_t(i)], up_luts[std::size_t(i)]) = token_luts(u / K);
+            outs[std::size_t(i)] = p.ys.data() + std::int64_t(u) * lat;
+          }
+          run_expert_tokens(exec, c, ex, ready->view, std::span<const Lut>(gate_luts.data(), std::size_t(n_group)),
+                            std::span<const Lut>(up_luts.data(), std::size_t(n_group)), group,
+                            std::span<float* const>(outs.data(), std::size_t(n_group)), watch);
+        }
+      } else {
+        for (int k = m; k < u1; ++k) {
+          const int u = p.users[std::size_t(k)];
+          const auto [gate_lut, up_lut] = token_luts(u / K);
+          run_expert(exec, c, ex, ready->view, gate_lut, up_lut, s, p.ys.data() + std::int64_t(u) * lat, watch);
+        }
       }
     }
     ex.source.release_layer(layer);

@@ -3,9 +3,12 @@
 #include "compute/forward/rvq_driver.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cassert>
 #include <string>
 
 #include "compute/forward/lut_mode.hpp"
+#include "shared/memory/client_sizing.hpp"
 
 namespace waste::forward {
 namespace {
@@ -136,6 +139,63 @@ void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex,
   if (g.packed6) kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.lut_entries, down_lut.q, down_lut.q_scales);
   watch.add(profile::Stage::expert_matmul);
   apply_lut(exec, g, view, MatrixKind::down, down_lut, y);
+  watch.lap(profile::Stage::expert_matmul);
+}
+
+bool groups_tokens(const ExpertGeometry& g) { return g.packed6 && kIndexBlockRows % g.vec_dim == 0; }
+
+void run_expert_tokens(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view,
+                       std::span<const Lut> gate_luts, std::span<const Lut> up_luts, const ExpertGroupScratch& gs,
+                       std::span<float* const> ys, profile::Stopwatch& watch) {
+  const ExpertGeometry& g = ex.geometry;
+  const int n = int(ys.size());
+  assert(groups_tokens(g) && n <= gs.rows && n <= sizing::kVq4pGroupTokens);
+  assert(gate_luts.size() == ys.size() && up_luts.size() == ys.size());
+  const int nv_inter = g.cols[2] / g.vec_dim, inter = g.rows[0];
+  const std::int64_t lut = std::int64_t(sizing::lut_floats(g, 2));
+  const std::int64_t q_blocks = kernels::lut_quant_blocks(nv_inter);
+  const int down_book = Codebooks::book_id(view.codebook_id, 2, 0, g.stages);
+  const float* down_books[8];
+  for (int st = 0; st < g.stages; ++st) down_books[st] = ex.codebooks.book(down_book + st).data();
+  std::array<const std::int8_t*, sizing::kVq4pGroupTokens> gate_q{}, up_q{}, down_q{};
+  std::array<const float*, sizing::kVq4pGroupTokens> gate_s{}, up_s{}, down_s{};
+  std::array<float*, sizing::kVq4pGroupTokens> a{}, b{};
+  for (int t = 0; t < n; ++t) {
+    gate_q[t] = gate_luts[t].q, gate_s[t] = gate_luts[t].q_scales;
+    up_q[t] = up_luts[t].q, up_s[t] = up_luts[t].q_scales;
+    down_q[t] = gs.lutq_down + t * lut, down_s[t] = gs.lutq_scale_down + t * q_blocks;
+    a[t] = gs.a + std::int64_t(t) * inter, b[t] = gs.b + std::int64_t(t) * inter;
+  }
+  const kernels::RvqMatrix gate = rvq_matrix(g, view, MatrixKind::gate);
+  const kernels::RvqMatrix up = rvq_matrix(g, view, MatrixKind::up);
+  const kernels::RvqMatrix down = rvq_matrix(g, view, MatrixKind::down);
+  const auto* kt = &exec.kernels;
+  // As run_expert: each row range of gate and up also gets its activation and the down LUT
+  // positions built from exactly those rows.
+  exec.pool.parallel_for((inter + kIndexBlockRows - 1) / kIndexBlockRows, kVq4pMinBlocks,
+                         [&](std::int64_t b_begin, std::int64_t b_end) {
+                           const int r0 = int(b_begin * kIndexBlockRows);
+                           const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, inter));
+                           kernels::rvq_apply_vq4p_each(*kt, gate, n, gate_q.data(), gate_s.data(), a.data(), r0, r1);
+                           kernels::rvq_apply_vq4p_each(*kt, up, n, up_q.data(), up_s.data(), b.data(), r0, r1);
+                           const int v0 = r0 / g.vec_dim, v1 = std::min(nv_inter, r1 / g.vec_dim);
+                           for (int t = 0; t < n; ++t) {
+                             ffn_activation(c, a[t] + r0, b[t] + r0, r1 - r0, a[t] + r0);
+                             kt->rvq_lut_build(a[t], down_books, g.stages, g.lut_entries, g.vec_dim, v0, v1,
+                                               gs.lut_down + t * lut);
+                           }
+                         });
+  for (int t = 0; t < n; ++t) {
+    kt->rvq_lut_quantize(gs.lut_down + t * lut, nv_inter, g.stages, g.lut_entries, gs.lutq_down + t * lut,
+                         gs.lutq_scale_down + t * q_blocks);
+  }
+  watch.add(profile::Stage::expert_matmul);
+  exec.pool.parallel_for((down.rows + kIndexBlockRows - 1) / kIndexBlockRows, kVq4pMinBlocks,
+                         [&](std::int64_t b_begin, std::int64_t b_end) {
+                           const int r0 = int(b_begin * kIndexBlockRows);
+                           const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, down.rows));
+                           kernels::rvq_apply_vq4p_each(*kt, down, n, down_q.data(), down_s.data(), ys.data(), r0, r1);
+                         });
   watch.lap(profile::Stage::expert_matmul);
 }
 

@@ -61,4 +61,27 @@ Result<ReadyExpert> acquire_checked(const ExpertContext& ex, int layer, int base
 void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view,
                 const Lut& gate_lut, const Lut& up_lut, MoeScratch& s, float* y, profile::Stopwatch& watch);
 
+// One VQ4P expert's group of tokens on the LUT path (PrefillMoeScratch's group vectors): token t's
+// gate/up rows at a + t * inter, b + t * inter; its down LUT at lut_down + t * lut, its int8 shadow
+// and block scales likewise.
+struct ExpertGroupScratch {
+  int rows;  // tokens at most
+  float* a;
+  float* b;
+  float* lut_down;
+  std::int8_t* lutq_down;
+  float* lutq_scale_down;
+};
+
+// Whether run_expert_tokens takes this geometry (VQ4P, a down position within one 64-row block).
+bool groups_tokens(const ExpertGeometry& g);
+
+// run_expert for up to gs.rows tokens of one VQ4P expert: token t's gate and up LUTs gate_luts[t],
+// up_luts[t], its output ys[t]. Each matrix's index is read once for the group where the kernel
+// table can (rvq_apply_vq4p_tokens); every token's output has run_expert's bits (the same kernels
+// on the same row and position ranges).
+void run_expert_tokens(const Exec& exec, const ModelConfig& c, const ExpertContext& ex, const ExpertView& view,
+                       std::span<const Lut> gate_luts, std::span<const Lut> up_luts, const ExpertGroupScratch& gs,
+                       std::span<float* const> ys, profile::Stopwatch& watch);
+
 }  // namespace waste::forward

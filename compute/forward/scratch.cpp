@@ -92,6 +92,12 @@ void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, in
   mm_y.assign(z.matmul_lat, 0.0f);
   mm_a.assign(z.matmul_inter, 0.0f);
   mm_b.assign(z.matmul_inter, 0.0f);
+  group_rows = int(z.group_rows);
+  group_a.assign(z.group_inter, 0.0f);
+  group_b.assign(z.group_inter, 0.0f);
+  group_lut_down.assign(z.group_lut, 0.0f);
+  group_lutq_down.assign(z.group_lutq, 0);
+  group_lutq_scale_down.assign(z.group_lut_scales, 0.0f);
 }
 
 std::uint64_t MlaScratch::bytes() const {
@@ -109,6 +115,7 @@ std::uint64_t MoeScratch::bytes() const {
 std::uint64_t PrefillMoeScratch::bytes() const {
   return capacity_bytes(ids, weights, xin, lut_slot, lut_gate, lut_up, lutq_gate, lutq_up, lutq_scale_gate, lutq_scale_up, ys,
                         distinct, user_begin, users, fill, router, ysum, routed, fa, fb) +
-         capacity_bytes(mm_x, mm_y, mm_a, mm_b);
+         capacity_bytes(mm_x, mm_y, mm_a, mm_b) +
+         capacity_bytes(group_a, group_b, group_lut_down, group_lutq_down, group_lutq_scale_down);
 }
 }  // namespace waste::forward

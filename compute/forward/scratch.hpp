@@ -102,6 +102,11 @@ struct PrefillMoeScratch {
   // Prefill by matrix products (expert_batch.cpp), one expert at a time: its tokens' inputs and
   // outputs [T][lat], gate and up rows [T][inter].
   std::vector<float> mm_x, mm_y, mm_a, mm_b;
+  // VQ4P: one expert's group of tokens on the LUT path (run_expert_tokens): gate/up rows
+  // [group_rows][inter], down LUTs [group_rows][down LUT] and their int8 shadows.
+  int group_rows = 0;
+  std::vector<float> group_a, group_b, group_lut_down, group_lutq_scale_down;
+  std::vector<std::int8_t> group_lutq_down;
   void resize(const ModelConfig& c, const ExpertGeometry& g, int tokens);
   [[nodiscard]] std::uint64_t bytes() const;
 };

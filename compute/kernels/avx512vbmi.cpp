@@ -294,8 +294,12 @@ const KernelTable& avx512vbmi_table() {
   static const KernelTable table = [] {
     KernelTable t = avx512_table();
     t.isa = "avx512vbmi";
-    t.rvq_apply_vq4p = avx512vbmi_impl::vq4p_by_pairs() ? avx512vbmi_impl::rvq_apply_vq4p_pairs
-                                                        : avx512vbmi_impl::rvq_apply_vq4p;
+    if (avx512vbmi_impl::vq4p_by_pairs()) {
+      t.rvq_apply_vq4p = avx512vbmi_impl::rvq_apply_vq4p_pairs;
+      t.rvq_apply_vq4p_tokens = avx512vbmi_impl::rvq_apply_vq4p_pairs_tokens;
+    } else {
+      t.rvq_apply_vq4p = avx512vbmi_impl::rvq_apply_vq4p;
+    }
     t.rvq_apply_q16 = avx512vbmi_impl::rvq_apply_q16;
     return t;
   }();

@@ -68,17 +68,36 @@ struct PairLookup {
     low6 = _mm512_set1_epi8(0x3F);
     ones = _mm512_set1_epi8(1);
   }
-  // sum += the four looked-up stage values of each of the 16 rows whose runs start at `runs`
-  // (a masked load: never past the group's 48 bytes).
-  __m512i add_group(__m512i sum, const std::uint8_t* runs, __m512i t0, __m512i t1, __m512i t2, __m512i t3) const {
+  // The 16 rows whose runs start at `runs` (a masked load: never past the group's 48 bytes) as
+  // lookup bytes: byte 4k+s = row k's stage-s index, +64 on stages 1 and 3.
+  __m512i expand(const std::uint8_t* runs) const {
     const __m512i raw = _mm512_maskz_loadu_epi8(kGroupBytes, runs);
     const __m512i fields = _mm512_multishift_epi64_epi8(shift, _mm512_permutexvar_epi8(spread, raw));
-    const __m512i idx = _mm512_ternarylogic_epi32(fields, low6, high, 0xEA);  // (a & b) | c
+    return _mm512_ternarylogic_epi32(fields, low6, high, 0xEA);  // (a & b) | c
+  }
+  // sum += each row's four looked-up stage values.
+  __m512i add_lookup(__m512i sum, __m512i idx, __m512i t0, __m512i t1, __m512i t2, __m512i t3) const {
     const __m512i first = _mm512_mask2_permutex2var_epi8(t0, idx, kStages01, t1);
     const __m512i looked = _mm512_mask2_permutex2var_epi8(t2, first, kStages23, t3);
     return _mm512_dpbusd_epi32(sum, ones, looked);
   }
+  __m512i add_group(__m512i sum, const std::uint8_t* runs, __m512i t0, __m512i t1, __m512i t2, __m512i t3) const {
+    return add_lookup(sum, expand(runs), t0, t1, t2, t3);
+  }
 };
+
+// y[r] = acc * fp16(scale_r) for the `groups` x 16 rows from r0 (rows past row_end not stored).
+void store_rows(const RvqMatrix& m, const __m512* acc, int groups, float* y, int r0, int row_end) {
+  for (int i = 0; i < groups; ++i) {
+    const int r = r0 + 16 * i;
+    const int valid = std::clamp(row_end - r, 0, 16);
+    if (valid == 0) break;
+    const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+    const __m512 scales =
+        avx512_common::fp16x16_to_f32(reinterpret_cast<const unsigned char*>(m.scales) + 2 * std::int64_t(r), valid);
+    _mm512_mask_storeu_ps(y + r, mask, _mm512_mul_ps(acc[i], scales));
+  }
+}
 
 // NB consecutive blocks starting at row r0 (rows past row_end are padding and are not stored).
 template <int NB>
@@ -113,18 +132,66 @@ void apply_blocks(const PairLookup& k, const RvqMatrix& m, const std::int8_t* lu
     const __m512 scale = _mm512_set1_ps(block_scales[b]);
     for (int i = 0; i < 4 * NB; ++i) acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[i])));
   }
-  for (int i = 0; i < 4 * NB; ++i) {
-    const int r = r0 + 16 * i;
-    const int valid = std::clamp(row_end - r, 0, 16);
-    if (valid == 0) break;
-    const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
-    const __m512 scales =
-        avx512_common::fp16x16_to_f32(reinterpret_cast<const unsigned char*>(m.scales) + 2 * std::int64_t(r), valid);
-    _mm512_mask_storeu_ps(y + r, mask, _mm512_mul_ps(acc[i], scales));
+  store_rows(m, acc, 4 * NB, y, r0, row_end);
+}
+
+// Up to 4 tokens against one 64-row block: the block's indices are read and expanded once per
+// position and looked up in each token's tables (4 tokens x 4 groups of int32 sums in registers);
+// each token's sums and accumulation are those of apply_blocks, so its bits are too.
+template <int T>
+void apply_block_tokens(const PairLookup& k, const RvqMatrix& m, const std::int8_t* const* lut_q,
+                        const float* const* block_scales, float* const* y, int r0, int row_end) {
+  const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kPositionBytes;
+  const std::uint8_t* runs = m.index + static_cast<std::int64_t>(r0 / kRowBlock) * block_bytes;
+  __m512 acc[T][4];
+  for (auto& row : acc) {
+    for (auto& a : row) a = _mm512_setzero_ps();
   }
+  for (int b = 0, v = 0; v < m.n_vectors; ++b) {
+    const int v_end = std::min(m.n_vectors, v + kLutQuantBlock);
+    __m512i sum[T][4];
+    for (auto& row : sum) {
+      for (auto& s : row) s = _mm512_setzero_si512();
+    }
+    for (; v < v_end; ++v, runs += kPositionBytes) {
+      for (int off = 0; off < kPositionBytes; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(runs + kPrefetchL1Positions * kPositionBytes + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(runs + kPrefetchL2Positions * kPositionBytes + off), _MM_HINT_T1);
+      }
+      __m512i idx[4];
+      for (int g = 0; g < 4; ++g) idx[g] = k.expand(runs + 48 * g);
+      for (int t = 0; t < T; ++t) {
+        const std::int8_t* tab = lut_q[t] + static_cast<std::int64_t>(v) * kPerVector;
+        const __m512i t0 = _mm512_loadu_si512(tab), t1 = _mm512_loadu_si512(tab + 64);
+        const __m512i t2 = _mm512_loadu_si512(tab + 128), t3 = _mm512_loadu_si512(tab + 192);
+        for (int g = 0; g < 4; ++g) sum[t][g] = k.add_lookup(sum[t][g], idx[g], t0, t1, t2, t3);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512 scale = _mm512_set1_ps(block_scales[t][b]);
+      for (int g = 0; g < 4; ++g) acc[t][g] = _mm512_add_ps(acc[t][g], _mm512_mul_ps(scale, _mm512_cvtepi32_ps(sum[t][g])));
+    }
+  }
+  for (int t = 0; t < T; ++t) store_rows(m, acc[t], 4, y[t], r0, row_end);
 }
 
 }  // namespace
+
+void rvq_apply_vq4p_pairs_tokens(const RvqMatrix& m, int n, const std::int8_t* const* lut_q,
+                                 const float* const* block_scales, float* const* y, int row_begin, int row_end) {
+  assert(row_begin % kRowBlock == 0);
+  const PairLookup k;
+  for (int r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
+    int t = 0;
+    for (; t + 4 <= n; t += 4) apply_block_tokens<4>(k, m, lut_q + t, block_scales + t, y + t, r0, row_end);
+    switch (n - t) {
+      case 3: apply_block_tokens<3>(k, m, lut_q + t, block_scales + t, y + t, r0, row_end); break;
+      case 2: apply_block_tokens<2>(k, m, lut_q + t, block_scales + t, y + t, r0, row_end); break;
+      case 1: apply_block_tokens<1>(k, m, lut_q + t, block_scales + t, y + t, r0, row_end); break;
+      default: break;
+    }
+  }
+}
 
 void rvq_apply_vq4p_pairs(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales, float* y,
                           int row_begin, int row_end) {

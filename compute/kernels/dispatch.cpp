@@ -84,4 +84,13 @@ bool has_vector_q16_apply(const KernelTable& table) {
   return table.rvq_apply_q16 != generic().rvq_apply_q16;
 }
 
+void rvq_apply_vq4p_each(const KernelTable& table, const RvqMatrix& m, int n, const std::int8_t* const* lut_q,
+                         const float* const* block_scales, float* const* y, int row_begin, int row_end) {
+  if (table.rvq_apply_vq4p_tokens != nullptr) {
+    table.rvq_apply_vq4p_tokens(m, n, lut_q, block_scales, y, row_begin, row_end);
+    return;
+  }
+  for (int t = 0; t < n; ++t) table.rvq_apply_vq4p(m, lut_q[t], block_scales[t], y[t], row_begin, row_end);
+}
+
 }  // namespace waste::kernels

@@ -133,6 +133,9 @@ void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* b
                     float* y, int row_begin, int row_end);
 void rvq_apply_vq4p_pairs(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                           float* y, int row_begin, int row_end);
+void rvq_apply_vq4p_pairs_tokens(const RvqMatrix& m, int n, const std::int8_t* const* lut_q,
+                                 const float* const* block_scales, float* const* y, int row_begin,
+                                 int row_end);
 // Whether this CPU's avx512vbmi table takes the pairs apply.
 bool vq4p_by_pairs();
 }  // namespace avx512vbmi_impl

@@ -63,6 +63,13 @@ struct KernelTable {
   // VQ4P with the int8 LUT: int16 sums per 32-vector block, acc += block_scale * sum.
   void (*rvq_apply_vq4p)(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
                          float* y, int row_begin, int row_end);
+  // rvq_apply_vq4p for n tokens against one matrix: token t's LUT (lut_q[t], block_scales[t])
+  // into y[t], rows [row_begin, row_end). Contract: token t's results bit-identical to
+  // rvq_apply_vq4p's. nullptr where a table has no kernel that reads the index once for several
+  // tokens (callers then loop over rvq_apply_vq4p: rvq_apply_vq4p_each).
+  void (*rvq_apply_vq4p_tokens)(const RvqMatrix& m, int n, const std::int8_t* const* lut_q,
+                                const float* const* block_scales, float* const* y, int row_begin,
+                                int row_end) = nullptr;
   // The 8-bit-index LUT as int16 tables, in place, vector positions [v_begin, v_end) (the `q16`
   // LUT mode, compute/forward/lut_mode.hpp): slot v of the f32 LUT (stages x entries floats)
   // becomes its stages x entries int16 entries q = nearbyint(lut * (kLutQ16Range / total)) at the
@@ -107,6 +114,10 @@ inline constexpr int kLutQuantBlock = 32;      // VQ4P: vector positions per int
 // below int16's limit.
 inline constexpr float kLutQ16Range = 32000.0f;
 inline constexpr int kLutQ16MaxSlot = 4 * 256;  // stages x entries of a q16 slot at most
+
+// table.rvq_apply_vq4p_tokens where the table has one, else rvq_apply_vq4p token by token.
+void rvq_apply_vq4p_each(const KernelTable& table, const RvqMatrix& m, int n, const std::int8_t* const* lut_q,
+                         const float* const* block_scales, float* const* y, int row_begin, int row_end);
 
 // Number of VQ4P LUT blocks (size of block_scales) for n_vectors positions.
 constexpr int lut_quant_blocks(int n_vectors) {

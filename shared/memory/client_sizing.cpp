@@ -34,7 +34,7 @@ std::uint64_t MoeSizes::bytes() const {
 std::uint64_t PrefillMoeSizes::bytes() const {
   return routes * (2 * kI + kF) + lut_slots * kI + xin * kF + 2 * lut * kF + 2 * lutq + 2 * lut_scales * kF + ys * kF +
          experts * 2 * kI + user_begin * kI + router * kF + ysum * kF + routed * kF + 2 * ffn * kF +
-         2 * (matmul_lat + matmul_inter) * kF;
+         2 * (matmul_lat + matmul_inter) * kF + (2 * group_inter + group_lut + group_lut_scales) * kF + group_lutq;
 }
 
 std::uint64_t ForwardSizes::bytes() const {
@@ -158,6 +158,13 @@ PrefillMoeSizes prefill_moe_sizes(const ModelConfig& c, const ExpertGeometry& g,
   if (E > 0 && !g.packed6) {  // VQ4P never takes prefill's matrix products (expert_batch.hpp)
     s.matmul_lat = T * lat;
     s.matmul_inter = T * u(c.moe_inter);
+  }
+  if (E > 0 && g.packed6) {
+    s.group_rows = std::min<U>(T, U(kVq4pGroupTokens));
+    s.group_inter = s.group_rows * u(c.moe_inter);
+    s.group_lut = s.group_rows * lut_floats(g, 2);
+    s.group_lutq = s.group_lut;
+    s.group_lut_scales = s.group_rows * lut_quant_blocks(u(g.cols[2] / g.vec_dim));
   }
   return s;
 }

@@ -19,6 +19,9 @@ inline constexpr int kMaxPrefillChunk = 512;  // most tokens one pass may carry 
 // (decode tokens under the per-token rule; every token under the count rule, "off" or VQ4P). A
 // pass with more such tokens runs its MoE in groups of this many tokens (moe_prefill.cpp).
 inline constexpr int kLutRows = 64;
+// Tokens of one VQ4P expert applied together in a prefill pass (forward::run_expert_tokens): each
+// matrix's index is read once per group; the group's activations and down LUTs are its scratch.
+inline constexpr int kVq4pGroupTokens = 8;
 // Tokens the chunk buffers of a client with prefill chunk `chunk` hold: never fewer than the
 // default chunk (a pass of up to 64 tokens always fits, as before chunks above 64 existed).
 constexpr int prefill_capacity(int chunk) { return chunk > kPrefillChunk ? chunk : kPrefillChunk; }
@@ -102,6 +105,12 @@ struct PrefillMoeSizes {
   std::uint64_t ffn = 0;         // fa, fb: T x max(shared, dense inter, 1)
   std::uint64_t matmul_lat = 0;  // prefill by matrix products: inputs, outputs (float): T x lat
   std::uint64_t matmul_inter = 0;  // its gate and up rows (float): T x moe inter (0 for VQ4P: LUT path)
+  // VQ4P only: one expert's group of up to kVq4pGroupTokens tokens (group_rows = min(T, that)).
+  std::uint64_t group_rows = 0;
+  std::uint64_t group_inter = 0;       // group_a, group_b (float): group_rows x moe inter
+  std::uint64_t group_lut = 0;         // group_lut_down (float): group_rows x down LUT floats
+  std::uint64_t group_lutq = 0;        // group_lutq_down (int8): as many
+  std::uint64_t group_lut_scales = 0;  // group_lutq_scale_down (float): group_rows x down LUT blocks
   [[nodiscard]] std::uint64_t bytes() const;
 };
 

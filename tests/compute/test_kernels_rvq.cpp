@@ -173,6 +173,67 @@ TEST_CASE("every ISA's VQ4P apply is bit-identical to generic on odd shapes and 
   }
 }
 
+// rvq_apply_vq4p_each (and the pairs kernel for several tokens, which reads each position's indices
+// once for up to 4 tokens): every token's rows bit-identical to generic's one-token apply, for token
+// counts that leave 1, 2 and 3 tokens after the groups of 4, and for any row range.
+TEST_CASE("every ISA's VQ4P apply for several tokens gives each token generic's one-token bits", "[compute][kernels]") {
+  using TokensApply = void (*)(const waste::kernels::RvqMatrix&, int, const std::int8_t* const*, const float* const*,
+                               float* const*, int, int);
+  struct NamedTokens {
+    std::string name;
+    const KernelTable* table;  // rvq_apply_vq4p_each on it, or
+    TokensApply apply;         // this kernel
+  };
+  std::vector<NamedTokens> applies;
+  for (const KernelTable* k : waste::kernels::supported()) applies.push_back({k->isa, k, nullptr});
+#if defined(__x86_64__)
+  if (waste::kernels::find("avx512vbmi") != nullptr && __builtin_cpu_supports("avx512vnni")) {
+    applies.push_back({"avx512vbmi pairs tokens", nullptr, waste::kernels::detail::avx512vbmi_impl::rvq_apply_vq4p_pairs_tokens});
+  }
+#endif
+  ExpertMatrix m = make_expert_matrix(300, 8 * 70, 4, true, 830);
+  plant_special_scales(m);
+  const int n_vectors = m.view.n_vectors;
+  constexpr int kTokens = 7;
+  std::vector<std::vector<std::int8_t>> lut_q(kTokens, std::vector<std::int8_t>(std::size_t(n_vectors) * 4 * 64));
+  std::vector<std::vector<float>> scales(kTokens, std::vector<float>(lut_quant_blocks(n_vectors)));
+  std::vector<std::vector<float>> expected(kTokens, std::vector<float>(std::size_t(m.rows)));
+  for (int t = 0; t < kTokens; ++t) {
+    const std::vector<float> x = random_floats(std::size_t(8 * n_vectors), 831 + t, -4.0f, 4.0f);
+    std::vector<float> lut(lut_q[t].size());
+    generic().rvq_lut_build(x.data(), m.book_ptrs.data(), 4, 64, 8, 0, n_vectors, lut.data());
+    generic().rvq_lut_quantize(lut.data(), n_vectors, 4, 64, lut_q[t].data(), scales[t].data());
+    generic().rvq_apply_vq4p(m.view, lut_q[t].data(), scales[t].data(), expected[t].data(), 0, m.rows);
+  }
+  for (const NamedTokens& k : applies) {
+    for (int n = 1; n <= kTokens; ++n) {
+      for (const auto& [begin, end] : row_ranges(m.rows)) {
+        INFO("apply " << k.name << " tokens " << n << " range [" << begin << ", " << end << ")");
+        std::vector<std::vector<float>> actual(std::size_t(n), std::vector<float>(std::size_t(m.rows), kUntouched));
+        std::vector<const std::int8_t*> q;
+        std::vector<const float*> sc;
+        std::vector<float*> y;
+        for (int t = 0; t < n; ++t) {
+          q.push_back(lut_q[t].data());
+          sc.push_back(scales[t].data());
+          y.push_back(actual[std::size_t(t)].data());
+        }
+        if (k.table != nullptr) {
+          waste::kernels::rvq_apply_vq4p_each(*k.table, m.view, n, q.data(), sc.data(), y.data(), begin, end);
+        } else {
+          k.apply(m.view, n, q.data(), sc.data(), y.data(), begin, end);
+        }
+        for (int t = 0; t < n; ++t) {
+          REQUIRE(same_bits(actual[t].data() + begin, expected[t].data() + begin, std::size_t(end - begin)));
+          for (int r = 0; r < m.rows; ++r) {
+            if (r < begin || r >= end) REQUIRE(actual[t][r] == kUntouched);
+          }
+        }
+      }
+    }
+  }
+}
+
 // The int8 sums' extremes: every entry at +127 or -127 (block sums of +-16256, the int16 bound
 // generic relies on) and every index field at 63 or at 0, for the byte-permute lookups
 // (avx512vbmi: bit 6 of each lookup byte picks the stage pair, so a field leaking into it would

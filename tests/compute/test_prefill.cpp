@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compute/api/engine.hpp"
@@ -96,10 +97,12 @@ TEST_CASE("Chunked prefill matches token-by-token feeding, then decodes the same
     int saved;
     ~Restore() { forward::expert_batch::set_min_tokens(saved); }
   } restore{saved};
-  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped", "tiny-glm"}) {
+  // kl-shaped-vq4p: VQ4P experts, whose tokens sharing an expert in a chunk are applied in groups
+  // (run_expert_tokens) and must keep each token's bits.
+  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped", "tiny-glm", "kl-shaped-vq4p"}) {
     for (int chunk : {64, 16, 5}) {
       INFO(preset << ", chunk " << chunk);
-      const auto dir = test::container_for(preset);
+      const auto dir = std::string_view(preset) == "kl-shaped-vq4p" ? test::kl_shaped("vq4p") : test::container_for(preset);
       auto seq = open(options_for(dir, 1));
       auto chunked = open(options_for(dir, chunk));
       // 41 tokens: one chunk of 41; 16+16+9; eight chunks of 5 and a 1-token remainder (decode step).
