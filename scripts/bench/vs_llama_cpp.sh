@@ -18,6 +18,8 @@
 #   (de3ff81) the AMX buffer type takes kimi-linear's F16 attn_k_b, whose MLA product has a permuted operand
 #   that neither AMX nor the plain CPU backend then accepts, and the context aborts (ggml-backend.cpp,
 #   GGML_ASSERT(*cur_backend_id != -1)); `-ot attn_k_b=CPU` does not help, the loader moves it back to AMX.
+# VS_QUANTS (default "Q4_K_M IQ3_XXS") names the llama.cpp types to write and run: at the real Kimi-Linear shape
+#   only IQ3_XXS (about 20 GB) fits a 24 GiB machine beside nothing else, so VS_QUANTS=IQ3_XXS runs that alone.
 # Each engine's best round is reported (the machine may be shared). The last line is
 #   ratio vs Q4_K_M: decode X.XX prefill64 X.XX prefill512 X.XX      (ours / theirs; > 1: WASTE is faster)
 set -euo pipefail
@@ -25,6 +27,10 @@ llama=${1:?LLAMA_CPP_DIR (a llama.cpp tree with build/bin)}; model=${2:?CONTAINE
 here=$(cd "$(dirname "$0")/../.." && pwd)
 waste=${WASTE_BIN:-$here/build/cli/waste}
 rounds=${VS_ROUNDS:-3}; tg=${VS_TG:-64}
+read -r -a quants <<<"${VS_QUANTS:-Q4_K_M IQ3_XXS}"
+for q in "${quants[@]}"; do
+  case "$q" in Q4_K_M|IQ3_XXS) ;; *) echo "vs_llama_cpp.sh: VS_QUANTS: '$q' is not Q4_K_M or IQ3_XXS" >&2; exit 2;; esac
+done
 bench=$llama/build/bin/llama-bench; quantize=$llama/build/bin/llama-quantize
 for f in "$bench" "$quantize" "$waste"; do [ -x "$f" ] || { echo "vs_llama_cpp.sh: $f: not an executable" >&2; exit 2; }; done
 [ -f "$model/manifest.json" ] || { echo "vs_llama_cpp.sh: $model/manifest.json: no such file" >&2; exit 2; }
@@ -45,7 +51,7 @@ key=$(gen --recipe q4_k_m --print-shape | sha256sum | cut -c1-12)
 echo "== shape $(gen --recipe q4_k_m --print-shape)"
 
 declare -A gguf=([Q4_K_M]=$work/kl-$key-q4_k_m.gguf [IQ3_XXS]=$work/kl-$key-iq3_xxs.gguf)
-for q in Q4_K_M IQ3_XXS; do
+for q in "${quants[@]}"; do
   out=${gguf[$q]}; [ -s "$out" ] && { echo "== reusing $out"; continue; }
   recipe=${q,,}; base=$work/base-$recipe.gguf; imat=()
   if [ "$q" = IQ3_XXS ]; then gen --recipe "$recipe" --imatrix-out "$work/ones.imatrix"; imat=(--imatrix "$work/ones.imatrix"); fi
@@ -79,7 +85,7 @@ for name, v in (("pp64", a["prefill"]), ("pp512", b["prefill"]), ("tg", a["decod
 }
 for r in $(seq 1 "$rounds"); do
   # alternate the order too, so that no engine always runs right after the same other one
-  if (( r % 2 )); then order=(Q4_K_M IQ3_XXS WASTE); else order=(WASTE IQ3_XXS Q4_K_M); fi
+  if (( r % 2 )); then order=("${quants[@]}" WASTE); else order=(WASTE); for (( i = ${#quants[@]} - 1; i >= 0; i-- )); do order+=("${quants[i]}"); done; fi
   for e in "${order[@]}"; do
     if [ "$e" = WASTE ]; then run_waste "$r"; else run_llama "$e" "$r"; fi
     echo "round $r $e: $(awk -F'\t' -v e="$e" -v r="$r" '$1==e && $2==r {printf "%s %s  ", $3, $4}' "$results")"
@@ -94,10 +100,11 @@ for line in open(sys.argv[1]):
     best[e, t] = max(best[e, t], float(v))
 engines, tests = ("Q4_K_M", "IQ3_XXS", "WASTE"), ("tg", "pp64", "pp512")
 label = {"tg": f"decode (tg{sys.argv[3]})", "pp64": "prefill 64", "pp512": "prefill 512"}
-print(f"\nbest of rounds, tok/s, {sys.argv[2]} threads | llama.cpp Q4_K_M | llama.cpp IQ3_XXS | WASTE")
+ran = [e for e in engines if any(best[e, t] for t in tests)]
+print(f"\nbest of rounds, tok/s, {sys.argv[2]} threads | " + " | ".join(("llama.cpp " + e) if e != "WASTE" else e for e in ran))
 for t in tests:
-    print(f"{label[t]:>16} | " + " | ".join(f"{best[e, t]:7.2f}" for e in engines))
-r = {e: [best["WASTE", t] / best[e, t] if best[e, t] else float("nan") for t in tests] for e in engines[:2]}
-print("ratio vs IQ3_XXS: decode %.2f prefill64 %.2f prefill512 %.2f" % tuple(r["IQ3_XXS"]))
-print("ratio vs Q4_K_M: decode %.2f prefill64 %.2f prefill512 %.2f" % tuple(r["Q4_K_M"]))
+    print(f"{label[t]:>16} | " + " | ".join(f"{best[e, t]:7.2f}" for e in ran))
+for e in ("IQ3_XXS", "Q4_K_M"):  # Q4_K_M's line last, when it ran
+    if e in ran:
+        print(f"ratio vs {e}: decode %.2f prefill64 %.2f prefill512 %.2f" % tuple(best["WASTE", t] / best[e, t] for t in tests))
 PY
