@@ -65,6 +65,7 @@ struct BenchArgs {
   int prefill_chunk = 64;
   std::string prefill_matmul;      // --prefill-matmul: WASTE_PREFILL_MATMUL's values, for A/B (empty: as set)
   std::string prefill_int8;        // --prefill-int8: WASTE_PREFILL_INT8's values, for A/B (empty: as set)
+  std::string decode_int8;         // --decode-int8: WASTE_DECODE_INT8's values (empty: as set)
   std::string lut;                 // --lut: WASTE_LUT's values, for A/B (empty: as set)
   std::string policy_sim;          // routing trace (JSON lines)
   std::string capacity;            // --policy-sim capacities
@@ -177,6 +178,7 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
               {"kernel_isa", r.info.kernel_isa},
               {"lut", forward::lut_mode_report()},
               {"prefill_int8", forward::int8_prefill_enabled()},
+              {"decode_int8", forward::int8_decode_enabled()},
               {"expert_format", r.info.expert_format},
               {"direct_io", r.info.direct_io},
               {"budget_bytes", ctx.budget_bytes},
@@ -203,11 +205,11 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
 }
 
 void print_table(const BenchReport& r) {
-  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s  prompt int8 %s\n",
+  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s  prompt int8 %s  decode int8 %s\n",
               r.info.threads, r.info.kernel_isa.c_str(), forward::lut_mode_report().c_str(),
               r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
               r.info.embedding_resident_bytes > 0 ? "resident" : "on disk",
-              forward::int8_prefill_enabled() ? "on" : "off");
+              forward::int8_prefill_enabled() ? "on" : "off", forward::int8_decode_enabled() ? "on" : "off");
   std::printf("%-8s %7s %10s %10s %10s %10s %6s %10s\n", "phase", "tokens", "seconds", "tok/s", "hits", "misses",
               "hit%", "GB read");
   for (const auto& [name, p] : {std::pair{"prefill", &r.prefill}, std::pair{"decode", &r.decode}}) {
@@ -241,6 +243,10 @@ std::vector<std::string> child_workload_args(const BenchArgs& a) {
   if (!a.prefill_matmul.empty()) {
     args.push_back("--prefill-matmul");
     args.push_back(a.prefill_matmul);
+  }
+  if (!a.decode_int8.empty()) {
+    args.push_back("--decode-int8");
+    args.push_back(a.decode_int8);
   }
   if (!a.prefill_int8.empty()) {
     args.push_back("--prefill-int8");
@@ -450,6 +456,11 @@ int run_bench(BenchArgs a) {
     if (!on) return report_error("bench", on.error());
     forward::set_int8_prefill(*on);
   }
+  if (!a.decode_int8.empty()) {
+    auto on = forward::parse_int8_prefill(a.decode_int8, "--decode-int8");
+    if (!on) return report_error("bench", on.error());
+    forward::set_int8_decode(*on);
+  }
   if (!a.lut.empty()) {
     auto mode = forward::parse_lut_mode(a.lut, "--lut");
     if (!mode) return report_error("bench", mode.error());
@@ -537,6 +548,11 @@ const CommandRegistration kRegistration{Command{
                      "(f32, as decode); when not given, $WASTE_PREFILL_INT8 decides, and on when that is unset too")
           ->type_name("on|off")
           ->default_str("on");
+      sub.add_option("--decode-int8", args->decode_int8,
+                     "Decode steps' trunk projections (Q4G matrices) by int8 products: on or off (f32); when not "
+                     "given, $WASTE_DECODE_INT8 decides, and when that is unset too, on where the CPU has AVX-512 VNNI")
+          ->type_name("on|off")
+          ->default_str(forward::int8_decode_enabled() ? "on" : "off");
       sub.add_option("--lut", args->lut,
                      "How decode looks up 8-bit-index experts (VQ3R): f32 tables or q16 (int16 tables from "
                      "registers, within a bound: docs/QUALITY.md); when not given, $WASTE_LUT decides, and when that "

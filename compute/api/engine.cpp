@@ -465,7 +465,10 @@ const ModelConfig& Engine::config() const { return impl_->container->manifest.co
 const ContainerInfo& Engine::container() const { return *impl_->container; }
 bool Engine::decode_matches_prompt() const {
   const bool experts_alike = config().n_experts == 0 || !forward::expert_batch::usable(impl_->container->geometry);
-  const bool trunk_alike = !forward::int8_prefill_enabled() || !forward::has_int8_matrices(impl_->container->manifest);
+  // Prompt and decode rows take the same trunk products only with both int8 rules off (with both on,
+  // calls that are not over a pass's rows still keep f32 for prompt rows).
+  const bool trunk_alike = (!forward::int8_prefill_enabled() && !forward::int8_decode_enabled()) ||
+                           !forward::has_int8_matrices(impl_->container->manifest);
   return experts_alike && trunk_alike;
 }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }

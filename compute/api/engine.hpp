@@ -247,10 +247,11 @@ class Engine {
   [[nodiscard]] const ContainerInfo& container() const;
   // Whether a token fed as a decode step gets the bits it gets as a prompt token (FeedKind): false
   // when prompt tokens take prefill's matrix products (the per-token rule, or the count rule, on
-  // a container whose experts use them), or when prompt tokens take the int8 trunk products (on by
-  // default, compute/forward/int8_mode.hpp, on a trunk with Q4G layer matrices); true on the LUT
-  // path alone (WASTE_PREFILL_MATMUL=off, VQ4P experts, no routed experts) with f32 trunk products
-  // (WASTE_PREFILL_INT8=off, or no Q4G layer matrix). A state reached through decode steps then
+  // a container whose experts use them), or when either int8 trunk rule is on (prompt tokens: on by
+  // default; decode steps: on by default with AVX-512 VNNI; compute/forward/int8_mode.hpp) on a
+  // trunk with Q4G layer matrices; true on the LUT path alone (WASTE_PREFILL_MATMUL=off, VQ4P
+  // experts, no routed experts) with f32 trunk products (WASTE_PREFILL_INT8=off and
+  // WASTE_DECODE_INT8=off, or no Q4G layer matrix). A state reached through decode steps then
   // equals, byte for byte, the state a prefill of the same tokens reaches.
   [[nodiscard]] bool decode_matches_prompt() const;
   [[nodiscard]] ModelInfo info() const;

@@ -9,17 +9,16 @@ namespace waste::forward {
 void matvec_tokens_fused(const Exec& exec, std::span<const Projection> projections, const float* x,
                          std::int64_t x_stride, int n) {
   // Under the int8 rule each projection decides as matvec_tokens would alone; the fused dispatch
-  // below takes them together when they decide alike (all f32, or all int8 on prompt rows only).
-  const bool rule = int8_rows(exec, n);
+  // below takes them together when they decide alike (all f32, or every row int8).
+  const Int8Rows rows = int8_rows(exec, n);
   std::size_t takers = 0;
   bool same_cols = true;
   for (const Projection& p : projections) {
     takers += kernels::int8_matmul_supports(*p.w) ? 1 : 0;
     same_cols = same_cols && p.w->cols == projections[0].w->cols;
   }
-  const bool int8 = rule && takers == projections.size() && same_cols &&
-                    std::ranges::none_of(exec.prompt_rows, [](unsigned char k) { return k == 0; });
-  if (rule && takers > 0 && !int8) {
+  const bool int8 = rows == Int8Rows::all && takers == projections.size() && same_cols;
+  if (rows != Int8Rows::none && takers > 0 && !int8) {
     for (const Projection& p : projections) matvec_tokens(exec, *p.w, x, x_stride, n, p.y, p.y_stride);
     return;
   }

@@ -35,6 +35,35 @@ bool int8_prefill_enabled() {
 
 void set_int8_prefill(bool on) { g_mode.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+namespace {
+std::atomic<int> g_decode{-1};  // as g_mode, for decode steps
+
+int decode_from_env() {
+  const int fallback = kernels::matmul_i8_is_vector() ? 1 : 0;
+  const char* v = std::getenv("WASTE_DECODE_INT8");
+  if (v == nullptr || *v == '\0') return fallback;
+  auto parsed = parse_int8_prefill(v, "WASTE_DECODE_INT8");
+  if (!parsed) {
+    spdlog::warn("{}; int8 decode products keep the default ({})", parsed.error().message, fallback ? "on" : "off");
+    return fallback;
+  }
+  return *parsed ? 1 : 0;
+}
+}  // namespace
+
+bool int8_decode_enabled() {
+  int mode = g_decode.load(std::memory_order_relaxed);
+  if (mode < 0) {
+    mode = decode_from_env();
+    g_decode.store(mode, std::memory_order_relaxed);
+  }
+  return mode == 1;
+}
+
+void set_int8_decode(bool on) { g_decode.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+bool int8_for_kind(unsigned char kind) { return kind != 0 ? int8_prefill_enabled() : int8_decode_enabled(); }
+
 Result<bool> parse_int8_prefill(std::string_view text, std::string_view what) {
   if (text == "on" || text == "1") return true;
   if (text == "off" || text == "0") return false;

@@ -6,7 +6,8 @@
 // products and the rows of decode steps by the f32 kernels. The int8 kernels give a token the same
 // bits whatever other tokens share the call, so a prompt token's bits depend on its kind alone:
 // not on how the prompt is chunked, nor on the other sequences of a batch, nor on the thread
-// count. Decode steps keep the f32 bits. The bound to the f32 path: docs/QUALITY.md.
+// count. Decode steps keep the f32 bits unless the decode rule below is on (its default on AVX-512
+// VNNI). The bound to the f32 path: docs/QUALITY.md.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,15 @@ namespace waste::forward {
 bool int8_prefill_enabled();
 // Overrides the environment for this process (tests, A/B runs).
 void set_int8_prefill(bool on);
+
+// Whether decode steps take the int8 trunk product too (the same contract and bound as prompt
+// tokens, through the few-token kernel). WASTE_DECODE_INT8=on|off (read on first use); unset, on
+// where matmul_i8 is the vector kernel (AVX-512 VNNI), off elsewhere (the scalar reference is slower
+// than the f32 kernels). With both rules on, every row of a call on a Q4G matrix takes int8.
+bool int8_decode_enabled();
+void set_int8_decode(bool on);
+// Whether a row of this kind (Exec::prompt_rows: 1 prompt token, 0 decode step) takes int8.
+bool int8_for_kind(unsigned char kind);
 // "on"/"1" -> true, "off"/"0" -> false; anything else an error naming `what` and the text.
 Result<bool> parse_int8_prefill(std::string_view text, std::string_view what);
 // Whether a model with this manifest has layer matrices the int8 product takes (Q4G, groups of

@@ -27,7 +27,7 @@ void finish_moe(const Exec& exec, const ModelConfig& c, const model::MoeWeights&
   const float* routed = s.ysum.data();
   if (c.latent_dim > 0) {
     if (c.latent_norm) rms_norm(s.ysum.data(), w.latent_norm.data(), lat, c.rms_eps, s.ysum.data());
-    matvec(exec, w.latent_up, s.ysum.data(), s.routed.data());
+    matvec_tokens(exec, w.latent_up, s.ysum.data(), lat, 1, s.routed.data(), c.hidden);
     routed = s.routed.data();
   }
   // Shared experts see the full hidden x.
@@ -85,7 +85,7 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   if (!base) return std::unexpected(base.error());
 
   // Router and selection.
-  matvec(exec, w.router, x, s.router.data());
+  matvec_tokens(exec, w.router, x, c.hidden, 1, s.router.data(), w.router.rows);  // as moe_prefill's rows
   route(c, w, s.router.data(), s, extras.image);
   watch.lap(profile::Stage::router);
 
@@ -100,7 +100,7 @@ Status moe_forward(const Exec& exec, const ModelConfig& c, const model::MoeWeigh
   // K3 routes a latent projection of x; Kimi-Linear routes x itself.
   const float* xin = x;
   if (c.latent_dim > 0) {
-    matvec(exec, w.latent_down, x, s.xin.data());
+    matvec_tokens(exec, w.latent_down, x, c.hidden, 1, s.xin.data(), lat);
     xin = s.xin.data();
     watch.add(profile::Stage::shared_ffn);
   }

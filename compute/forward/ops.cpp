@@ -32,25 +32,34 @@ void matmul_int8(const Exec& exec, const kernels::QuantMatrix& w, const float* x
 }
 }  // namespace
 
-bool int8_rows(const Exec& exec, int n) {
-  return n > 0 && std::size_t(n) == exec.prompt_rows.size() && int8_prefill_enabled() &&
-         std::ranges::any_of(exec.prompt_rows, [](unsigned char k) { return k != 0; });
+Int8Rows int8_rows(const Exec& exec, int n) {
+  if (n <= 0) return Int8Rows::none;
+  if (exec.prompt_rows.empty()) return int8_decode_enabled() ? Int8Rows::all : Int8Rows::none;
+  if (std::size_t(n) != exec.prompt_rows.size()) return Int8Rows::none;
+  const auto takes = [](unsigned char k) { return int8_for_kind(k); };
+  if (std::ranges::all_of(exec.prompt_rows, takes)) return Int8Rows::all;
+  return std::ranges::any_of(exec.prompt_rows, takes) ? Int8Rows::mixed : Int8Rows::none;
 }
 
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride) {
-  if (!int8_rows(exec, n) || !kernels::int8_matmul_supports(w)) {
+  const Int8Rows rows = int8_rows(exec, n);
+  if (rows == Int8Rows::none || !kernels::int8_matmul_supports(w)) {
     matmul_f32(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
-  // Each run of rows of one kind in one call: prompt rows by the int8 product, decode rows by f32.
+  if (rows == Int8Rows::all) {
+    matmul_int8(exec, w, x, x_stride, n, y, y_stride);
+    return;
+  }
+  // Each run of rows that decide alike in one call: int8 rows by the int8 product, the others by f32.
   for (int r0 = 0; r0 < n;) {
-    const unsigned char kind = exec.prompt_rows[std::size_t(r0)];
+    const bool int8 = int8_for_kind(exec.prompt_rows[std::size_t(r0)]);
     int r1 = r0 + 1;
-    while (r1 < n && exec.prompt_rows[std::size_t(r1)] == kind) ++r1;
+    while (r1 < n && int8_for_kind(exec.prompt_rows[std::size_t(r1)]) == int8) ++r1;
     const float* xr = x + std::int64_t(r0) * x_stride;
     float* yr = y + std::int64_t(r0) * y_stride;
-    if (kind != 0) {
+    if (int8) {
       matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
     } else {
       matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);

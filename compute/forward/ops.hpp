@@ -25,19 +25,23 @@ struct Exec {
 
 inline constexpr std::int64_t kMatvecMinRows = 64;
 
-// y = W x over all rows, split across the pool by rows.
+// y = W x over all rows, split across the pool by rows; always the f32 kernels (a projection that
+// takes the int8 rules goes through matvec_tokens, n = 1 in a decode step).
 void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, float* y);
 
 // y_t = W x_t for n tokens (x_t = x + t*x_stride, y_t = y + t*y_stride): one kernel matmul per
 // row chunk, which decodes each weight once per tile of tokens. The table's matmul gives token t
-// the bits its matvec gives x_t, so this equals n matvec calls bit for bit. Except: with the int8
-// rule on (int8_mode.hpp), a call over the pass's rows (n == exec.prompt_rows.size()) on a Q4G
-// matrix gives the prompt rows the int8 product, each row the bits it gets alone.
+// the bits its matvec gives x_t, so this equals n matvec calls bit for bit. Except: under the int8
+// rules (int8_mode.hpp) the rows int8_rows names take the int8 product on a Q4G matrix, each row
+// the bits it gets alone.
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride);
-// Whether a call of n rows falls under the int8 rule: the pass's rows, some of them prompt rows,
-// the rule on (the matrix must still be one int8_matmul_supports takes).
-bool int8_rows(const Exec& exec, int n);
+// Which rows of a call of n rows take the int8 product under the rules (the matrix must still be one
+// int8_matmul_supports takes): over the pass's rows (n == exec.prompt_rows.size()) each row by its
+// kind (int8_for_kind); outside a pass (no flags: a decode step) by the decode rule; any other call
+// inside a pass none.
+enum class Int8Rows { none, all, mixed };
+Int8Rows int8_rows(const Exec& exec, int n);
 
 // out = x * (mean(x^2) + eps)^-1/2 * w; out may alias x.
 void rms_norm(const float* x, const float* w, int n, float eps, float* out);

@@ -1,5 +1,5 @@
 // AVX-512 building blocks shared by avx512_matvec.cpp and avx512_rvq.cpp (both compiled with the
-// AVX-512 F/BW/VL/DQ flags). Include only from those files.
+// AVX-512 F/BW/VL/DQ flags) and avx512vnni_matmul.cpp. Include only from AVX-512 files.
 #pragma once
 
 #include <immintrin.h>

@@ -4,11 +4,23 @@
 // token's 4 activation bytes, broadcast as a dword, meet them in one `vpdpbusd` (64 multiply-adds).
 // The transposed tile is built once per group and used by up to 64 tokens. Rows left over after the
 // 16-row tiles take the reference loop, which computes the same values.
+//
+// Fewer than kTokenStep tokens (decode steps, small batches) take another tile: the transpose would
+// cost more than the products. There each zmm lane is one group's 16 dword partial sums of one row:
+// per row and group one 64-byte load of the stored nibbles, the low and high nibbles (even and odd
+// columns) against the token's even and odd activations in two `vpdpbusd`; then the 16 rows'
+// vectors are reduced to one vector of 16 row sums (integer adds: any order gives the exact sum),
+// and from there the order is the reference's, 16 rows per instruction.
+// GCC 12 flags its own _mm512_undefined_* inside the widening intrinsics (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
+#include "compute/kernels/avx512_common.hpp"
 #include "compute/kernels/int8_matmul.hpp"
 #include "shared/fp16.hpp"
 
@@ -66,10 +78,131 @@ inline void tokens_step(const std::uint8_t* wbuf, const Int8Acts& a, int t_first
   }
 }
 
+// a[r] holds row r's 16 partial sums: returns the vector whose lane r is row r's total.
+inline __m512i reduce_rows(__m512i a[kTileRows]) {
+  // Pairs of rows: per 128-bit lane, dwords 0 and 2 belong to the even row, 1 and 3 to the odd.
+  __m512i b[8];
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+  }
+  // Quads: per 128-bit lane, dword k belongs to row 4j + k.
+  __m512i c[4];
+  for (int j = 0; j < 4; ++j) {
+    c[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * j], b[2 * j + 1]), _mm512_unpackhi_epi64(b[2 * j], b[2 * j + 1]));
+  }
+  // Across the 128-bit lanes: d[k]'s lanes 0, 1 hold c[2k]'s halves, lanes 2, 3 c[2k + 1]'s.
+  __m512i d[2];
+  for (int k = 0; k < 2; ++k) {
+    d[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2 * k], c[2 * k + 1], 0x88),
+                            _mm512_shuffle_i32x4(c[2 * k], c[2 * k + 1], 0xDD));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(d[0], d[1], 0x88), _mm512_shuffle_i32x4(d[0], d[1], 0xDD));
+}
+
+// A 16 x 16 f32 transpose in place: v[i] lane j becomes v[j] lane i.
+inline void transpose16(__m512 v[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  // u[4j + k], 128-bit chunk L: rows 4j..4j+3 of column 4L + k.
+  for (int j = 0; j < 4; ++j) {
+    u[4 * j] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0x44);
+    u[4 * j + 1] = _mm512_shuffle_ps(t[4 * j], t[4 * j + 2], 0xEE);
+    u[4 * j + 2] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0x44);
+    u[4 * j + 3] = _mm512_shuffle_ps(t[4 * j + 1], t[4 * j + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512 a = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), b = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
+    const __m512 c = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), d = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
+    v[k] = _mm512_shuffle_f32x4(a, c, 0x88);
+    v[8 + k] = _mm512_shuffle_f32x4(a, c, 0xDD);
+    v[4 + k] = _mm512_shuffle_f32x4(b, d, 0x88);
+    v[12 + k] = _mm512_shuffle_f32x4(b, d, 0xDD);
+  }
+}
+
+// Token t's activations split per group into even and odd columns (64 bytes each), the order the
+// stored nibbles hold them in.
+inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
+  const std::int8_t* xq = a.q.data() + std::size_t(t) * std::size_t(a.cols);
+  for (std::int64_t c = 0; c < a.cols; c += 64) {
+    const __m512i v = _mm512_loadu_si512(xq + c);
+    const std::int64_t g = c / kInt8Group, half = (c % kInt8Group) / 2;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kInt8Group + half), _mm512_cvtepi16_epi8(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kInt8Group + 64 + half),
+                        _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+  }
+}
+
+// Rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the last one and are not stored) for
+// token t, whose split activations are xs: y_t[r] as the reference computes it. The same groups of
+// the next 16 rows are prefetched into L2 as these are read (decode streams the matrix from DRAM).
+void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t, float* yt,
+                    std::int64_t r0, int valid, bool prefetch) {
+  const int groups = a.groups;
+  const std::uint8_t* rows[kTileRows];
+  for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
+  const std::int64_t ahead = kTileRows * w.row_stride;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
+  __m512 acc = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    const int gn = std::min(16, groups - g0);
+    __m512 by_row[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+      by_row[r] = avx512_common::fp16x16_to_f32(w.scales + (r0 + std::min(r, valid - 1)) * groups + g0, gn);
+    }
+    transpose16(by_row);
+    for (int gi = 0; gi < 16; ++gi) _mm512_store_ps(sw[gi], by_row[gi]);
+    for (int gi = 0; gi < gn; ++gi) {
+      const int g = g0 + gi;
+      const std::int64_t off = std::int64_t(g) * (kInt8Group / 2);
+      const __m512i xe = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group);
+      const __m512i xo = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group + 64);
+      __m512i part[kTileRows];
+      for (int r = 0; r < kTileRows; ++r) {
+        if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
+        const __m512i p = _mm512_loadu_si512(rows[r] + off);
+        const __m512i lo = _mm512_and_si512(p, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+        part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+      }
+      const __m512i sums = reduce_rows(part);
+      const std::size_t at = std::size_t(t) * std::size_t(groups) + std::size_t(g);
+      const __m512 corr = _mm512_set1_ps(float(-8 * a.sum[at]));
+      const __m512 both = _mm512_mul_ps(_mm512_load_ps(sw[gi]), _mm512_set1_ps(a.scale[at]));
+      acc = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc);
+    }
+  }
+  _mm512_mask_storeu_ps(yt + r0, static_cast<__mmask16>((1u << valid) - 1u), acc);
+}
+
+void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
+                       std::int64_t row_begin, std::int64_t row_end) {
+  thread_local std::vector<std::int8_t> split;
+  split.resize(std::size_t(a.n) * std::size_t(a.cols));
+  for (int t = 0; t < a.n; ++t) split_columns(a, t, split.data() + std::size_t(t) * std::size_t(a.cols));
+  // Token by token within a tile: the tile's rows stay in L1/L2 for the next token.
+  for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
+    const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
+    const bool prefetch = r0 + 2 * kTileRows <= row_end;
+    for (int t = 0; t < a.n; ++t) {
+      rows_one_token(w, a, split.data() + std::size_t(t) * std::size_t(a.cols), t, y + std::int64_t(t) * y_stride,
+                     r0, valid, prefetch && t == 0);
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_i8_avx512vnni(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                           std::int64_t row_begin, std::int64_t row_end) {
+  if (a.n < kTokenStep) {
+    matmul_few_tokens(w, a, y, y_stride, row_begin, row_end);
+    return;
+  }
   alignas(64) std::uint8_t rowbuf[kTileRows * kInt8Group];
   alignas(64) std::uint8_t wbuf[kTileRows * kInt8Group];
   alignas(64) float swv[kTileRows];

@@ -82,6 +82,35 @@ TEST_CASE("int8 product: the vector kernel equals the reference bit for bit, any
   }
 }
 
+TEST_CASE("int8 product: the few-token kernel equals the reference bit for bit past 16 groups and at the extremes") {
+  if (!kernels::matmul_i8_is_vector()) {
+    SUCCEED("no AVX-512 VNNI here (or WASTE_FORCE_ISA): only the reference runs");
+    return;
+  }
+  // 35 groups: two blocks of 16 scales and a short one; rows not a multiple of 16.
+  const std::int64_t rows = 37, cols = 35 * 128;
+  test::TrunkMatrix m = test::make_trunk_matrix(3, rows, cols, 31);
+  // Row 0 all 15 (the largest nibble), row 1 all 0: with x at +-127 the group sums reach their extremes.
+  for (std::int64_t b = 0; b < cols / 2; ++b) {
+    m.payload[std::size_t(b)] = 0xFF;
+    m.payload[std::size_t(m.view.row_stride + b)] = 0x00;
+  }
+  for (int n : {1, 2, 3, 4, 5, 7}) {
+    std::vector<float> x = test::random_floats(std::size_t(n * cols), 32 + n);
+    for (std::int64_t c = 0; c < 128; ++c) x[std::size_t(c)] = c % 2 ? 4.0f : -4.0f;  // group 0 of token 0 at +-127
+    kernels::Int8Acts a;
+    kernels::quantize_acts(x.data(), cols, n, cols, a);
+    const std::int64_t ranges[][2] = {{0, rows}, {1, 17}, {16, 37}, {36, 37}, {0, 3}};
+    for (const auto& rg : ranges) {
+      std::vector<float> want(std::size_t(n * rows), 0.0f), got(std::size_t(n * rows), 0.0f);
+      kernels::matmul_i8_generic(m.view, a, want.data(), rows, rg[0], rg[1]);
+      kernels::matmul_i8()(m.view, a, got.data(), rows, rg[0], rg[1]);
+      INFO("n " << n << " rows [" << rg[0] << ", " << rg[1] << ")");
+      CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 TEST_CASE("int8 product: only Q4G with groups of 128 takes it") {
   CHECK(kernels::int8_matmul_supports(test::make_trunk_matrix(3, 16, 256, 1).view));
   CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(2, 16, 256, 1).view));

@@ -1,7 +1,8 @@
 // The int8 trunk products in a real forward pass (compute/forward/int8_mode.hpp, on by default):
 // under the per-token rule a prompt token's logits stay within a bound of the f32 path's (and do
 // differ, so the path ran, on both threads), they are the same bits at every chunk size, decode
-// steps keep the f32 bits, and the switch names what it refuses.
+// steps keep the f32 bits with the decode rule off and take int8 bits (alone or in a chunk) with it
+// on, and the switch names what it refuses.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "compute/api/engine.hpp"
 #include "shared/container/container.hpp"
 #include "compute/forward/int8_mode.hpp"
+#include "compute/kernels/int8_matmul.hpp"
 #include "int8_prefill_guard.hpp"
 #include "test_forward_fixtures.hpp"
 
@@ -106,32 +108,72 @@ TEST_CASE("int8 prefill: a prompt gets the same bits at every chunk size, a chun
   }
 }
 
-TEST_CASE("int8 prefill: decode steps keep the f32 bits", "[compute][prefill]") {
-  const auto dir = test::container_for("tiny");
-  std::vector<std::vector<float>> runs;
-  for (const bool int8 : {false, true}) {
-    test::Int8PrefillGuard mode(int8);
-    auto engine = open_engine(dir, 64);
-    std::vector<float> last;
-    for (const int token : prompt_of(20, engine->config().vocab)) {
+// The logits after each of `tokens` decode steps fed one at a time, or all in one chunk of decode rows.
+std::vector<float> decode_logits(const std::filesystem::path& dir, bool prompt_rule, bool decode_rule, bool one_by_one,
+                                 int tokens) {
+  test::Int8PrefillGuard mode(prompt_rule, decode_rule);
+  auto engine = open_engine(dir, 64);
+  const auto ids = prompt_of(tokens, engine->config().vocab);
+  std::vector<float> last;
+  if (one_by_one) {
+    for (const int token : ids) {
       auto out = engine->eval(std::span<const int>(&token, 1), {}, FeedKind::decode);
       REQUIRE(out);
       last.assign(out->begin(), out->end());
     }
-    runs.push_back(std::move(last));
+  } else {
+    auto out = engine->eval(ids, {}, FeedKind::decode);
+    REQUIRE(out);
+    last.assign(out->begin(), out->end());
   }
-  CHECK(same_bits(runs[0], runs[1]));
+  return last;
 }
 
-TEST_CASE("int8 prefill: decode steps match a prompt's bits only with the rule off", "[compute][prefill]") {
+TEST_CASE("int8 prefill: with the decode rule off, decode steps keep the f32 bits", "[compute][prefill]") {
+  const auto dir = test::container_for("tiny");
+  CHECK(same_bits(decode_logits(dir, false, false, true, 20), decode_logits(dir, true, false, true, 20)));
+}
+
+TEST_CASE("int8 decode: decode steps take the int8 product with its rule on, the same bits alone or in a chunk",
+          "[compute][prefill]") {
+  if (!kernels::matmul_i8_is_vector()) {
+    SUCCEED("no AVX-512 VNNI here: the rule's default is off, and the reference is what runs when it is on");
+  }
+  const struct {
+    const char* preset;
+    float bound;  // share of the f32 logits' range, as for prompts above
+  } cases[] = {{"tiny", 0.03f}, {"kl-shaped", 0.3f}};
+  for (const auto& [preset, bound] : cases) {
+    INFO(preset);
+    const auto dir = test::container_for(preset);
+    const auto f32 = decode_logits(dir, true, false, true, 20);
+    const auto i8 = decode_logits(dir, true, true, true, 20);
+    CHECK_FALSE(same_bits(f32, i8));  // the int8 path ran
+    float diff = 0.0f, lo = f32[0], hi = f32[0];
+    for (std::size_t i = 0; i < f32.size(); ++i) {
+      diff = std::max(diff, std::abs(f32[i] - i8[i]));
+      lo = std::min(lo, f32[i]);
+      hi = std::max(hi, f32[i]);
+    }
+    INFO("max |diff| " << diff << ", logit range " << hi - lo);
+    CHECK(diff <= bound * (hi - lo));
+    // A pass of decode rows gives each row a step's bits, whatever the prompt rule.
+    CHECK(same_bits(i8, decode_logits(dir, true, true, false, 20)));
+    CHECK(same_bits(i8, decode_logits(dir, false, true, false, 20)));
+  }
+}
+
+TEST_CASE("int8 prefill: decode steps match a prompt's bits only with both rules off", "[compute][prefill]") {
   // VQ4P experts stay on the LUT path for prompts, so the trunk alone decides.
   const auto dir = test::kl_shaped("vq4p");
-  for (const bool int8 : {false, true}) {
-    INFO("int8 " << int8);
-    test::Int8PrefillGuard mode(int8);
-    auto engine = open_engine(dir, 64);
-    CHECK(forward::has_int8_matrices(engine->container().manifest));
-    CHECK(engine->decode_matches_prompt() == !int8);
+  for (const bool prompt : {false, true}) {
+    for (const bool decode : {false, true}) {
+      INFO("prompt rule " << prompt << ", decode rule " << decode);
+      test::Int8PrefillGuard mode(prompt, decode);
+      auto engine = open_engine(dir, 64);
+      CHECK(forward::has_int8_matrices(engine->container().manifest));
+      CHECK(engine->decode_matches_prompt() == (!prompt && !decode));
+    }
   }
 }
 

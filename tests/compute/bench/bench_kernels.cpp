@@ -17,6 +17,7 @@
 
 #include <sys/mman.h>
 
+#include "compute/kernels/int8_matmul.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/fp16.hpp"
@@ -211,6 +212,22 @@ void bench_trunk(int reps) {
           })};
       std::printf("%-8s %-24s %10.0f %8.2f %10.0f %8.2f\n", k->isa, c.name, us[0],
                   m.bytes() / us[0] / 1e3, us[1], m.bytes() / us[1] / 1e3);
+    }
+    if (kernels::int8_matmul_supports(m.view)) {
+      // The int8 product at one token (decode's trunk products with the int8 rule), input quantised per call.
+      const kernels::MatmulI8Fn i8 = kernels::matmul_i8();
+      kernels::Int8Acts a;
+      const double us[2] = {
+          best_us(reps, true, [&] {
+            kernels::quantize_acts(x.data(), c.cols, 1, c.cols, a);
+            i8(m.view, a, y.data(), 0, 0, c.rows);
+          }),
+          best_us(reps, false, [&] {
+            kernels::quantize_acts(x.data(), c.cols, 1, c.cols, a);
+            pool2.parallel_for(c.rows, 64, [&](std::int64_t b, std::int64_t e) { i8(m.view, a, y.data(), 0, b, e); });
+          })};
+      std::printf("%-8s %-24s %10.0f %8.2f %10.0f %8.2f\n", kernels::matmul_i8_is_vector() ? "i8_vnni" : "i8_ref",
+                  c.name, us[0], m.bytes() / us[0] / 1e3, us[1], m.bytes() / us[1] / 1e3);
     }
   }
   std::printf("\nTrunk matmul vs matvec calls, one thread, best of %d\n%-8s %-24s %6s %14s %14s %8s\n",
