@@ -66,22 +66,14 @@ void mla_run(const Exec& exec, const ModelConfig& c, const model::MlaWeights& w,
 
   const float scale = mla_softmax_scale(c);
   const auto* kt = &exec.kernels;
-  // q~_t = W_kb,h^T q_nope,t per head: accumulate dequantised K rows, row i weighted by
-  // q_nope,t[i] (each row dequantised once for all tokens; per token the same sum order as alone).
+  // q~_t = W_kb,h^T q_nope,t per head: the dequantised K rows, row i weighted by q_nope,t[i] and
+  // summed in row order (kernels::weighted_rows: every ISA the same bits; per token the order alone).
   exec.pool.parallel_for(nh, 1, [&](std::int64_t h_begin, std::int64_t h_end) {
     for (std::int64_t h = h_begin; h < h_end; ++h) {
       float* q_tilde_h = s.q_tilde.data() + h * n * std::int64_t(lora);  // [t][lora]
-      float* row = s.row.data() + h * lora;
-      const std::int64_t head_row = h * std::int64_t(nope + vd);
       std::fill(q_tilde_h, q_tilde_h + std::int64_t(n) * lora, 0.0f);
-      for (int i = 0; i < nope; ++i) {
-        dequantize_row(w.kv_b, head_row + i, row);
-        for (int t = 0; t < n; ++t) {
-          const float qi = s.q[std::size_t(std::int64_t(t) * q_width + h * qd + i)];
-          float* q_tilde = q_tilde_h + std::int64_t(t) * lora;
-          for (int j = 0; j < lora; ++j) q_tilde[j] += qi * row[j];
-        }
-      }
+      kernels::weighted_rows(*kt, w.kv_b, h * std::int64_t(nope + vd), nope, s.q.data() + h * qd, q_width, n,
+                             q_tilde_h, lora);
     }
   });
 

@@ -21,6 +21,7 @@ const KernelTable& avx512_table() {
       .rvq_matmul = avx512_impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
       .vq4p_from_registers = true,
+      .weighted_rows = avx512_impl::weighted_rows,
   };
   return table;
 }

@@ -6,6 +6,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cstring>
+
+#include "shared/fp16.hpp"
+
 #include "compute/kernels/avx512_common.hpp"
 #include "compute/kernels/kernel_impl.hpp"
 #include "compute/kernels/matmul_tiles.hpp"
@@ -126,6 +130,83 @@ struct Avx512 {
 };
 
 }  // namespace
+
+namespace {
+
+// 64 columns [c, c + 64) of a row, dequantised exactly (q * scale), as four vectors: for Q4G the
+// even columns c, c+2, ..., c+30 | c+32, ..., c+62, then the odd ones (the stored nibble order);
+// for Q8G the natural order.
+inline void dequant64(const std::uint8_t* row, std::uint8_t fmt, std::int64_t c, __m512 scale, __m512 v[4]) {
+  if (fmt == 3) {
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c / 2));
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m256i lo = _mm256_and_si256(b, m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+    const __m512i eight = _mm512_set1_epi32(8);
+    const __m512i q[4] = {_mm512_cvtepu8_epi32(_mm256_castsi256_si128(lo)), _mm512_cvtepu8_epi32(_mm256_extracti128_si256(lo, 1)),
+                          _mm512_cvtepu8_epi32(_mm256_castsi256_si128(hi)), _mm512_cvtepu8_epi32(_mm256_extracti128_si256(hi, 1))};
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(q[k], eight)), scale);
+  } else {
+    for (int k = 0; k < 4; ++k) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c + 16 * k));
+      v[k] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), scale);
+    }
+  }
+}
+
+// y's 64 columns in dequant64's order, and back.
+inline void gather64(const float* y, std::uint8_t fmt, __m512 v[4]) {
+  const __m512 a = _mm512_loadu_ps(y), b = _mm512_loadu_ps(y + 16), c = _mm512_loadu_ps(y + 32), d = _mm512_loadu_ps(y + 48);
+  if (fmt != 3) {
+    v[0] = a, v[1] = b, v[2] = c, v[3] = d;
+    return;
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  v[0] = _mm512_permutex2var_ps(a, even, b);
+  v[1] = _mm512_permutex2var_ps(c, even, d);
+  v[2] = _mm512_permutex2var_ps(a, odd, b);
+  v[3] = _mm512_permutex2var_ps(c, odd, d);
+}
+inline void scatter64(const __m512 v[4], std::uint8_t fmt, float* y) {
+  if (fmt != 3) {
+    for (int k = 0; k < 4; ++k) _mm512_storeu_ps(y + 16 * k, v[k]);
+    return;
+  }
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+  _mm512_storeu_ps(y, _mm512_permutex2var_ps(v[0], lo, v[2]));
+  _mm512_storeu_ps(y + 16, _mm512_permutex2var_ps(v[0], hi, v[2]));
+  _mm512_storeu_ps(y + 32, _mm512_permutex2var_ps(v[1], lo, v[3]));
+  _mm512_storeu_ps(y + 48, _mm512_permutex2var_ps(v[1], hi, v[3]));
+}
+
+}  // namespace
+
+void weighted_rows(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x, std::int64_t x_stride, int n,
+                   float* y, std::int64_t y_stride) {
+  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
+  for (std::int64_t c = 0; c < w.cols; c += 64) {
+    const std::int64_t g = c / w.group;
+    for (int t = 0; t < n; ++t) {
+      // One token's 64 sums stay in registers over every row.
+      float* yt = y + std::int64_t(t) * y_stride + c;
+      const float* xt = x + std::int64_t(t) * x_stride;
+      __m512 acc[4];
+      gather64(yt, w.fmt, acc);
+      for (int i = 0; i < n_rows; ++i) {
+        const std::int64_t row = row0 + i;
+        std::uint16_t s16;
+        std::memcpy(&s16, w.scales + row * n_groups + g, sizeof s16);
+        __m512 v[4];
+        dequant64(w.payload + row * w.row_stride, w.fmt, c, _mm512_set1_ps(fp16_to_f32(s16)), v);
+        const __m512 xi = _mm512_set1_ps(xt[i]);
+        for (int k = 0; k < 4; ++k) acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(xi, v[k]));
+      }
+      scatter64(acc, w.fmt, yt);
+    }
+  }
+}
 
 void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
             std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end) {

@@ -1,12 +1,14 @@
 // Picks the KernelTable once per process (Highway's "hoist the dispatch" rule): the best ISA this
 // CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512|avx512vbmi|neon names another supported one.
 #include <array>
+#include <cstring>
 #include <cstdlib>
 #include <string_view>
 
 #include <spdlog/spdlog.h>
 
 #include "compute/kernels/kernel_impl.hpp"
+#include "shared/fp16.hpp"
 
 namespace waste::kernels {
 namespace {
@@ -82,6 +84,36 @@ const KernelTable* find(std::string_view isa) {
 bool has_vector_q16_apply(const KernelTable& table) {
   // Tables without a vector apply of their own copy generic's entry (avx2.cpp, avx512.cpp, neon.cpp).
   return table.rvq_apply_q16 != generic().rvq_apply_q16;
+}
+
+void weighted_rows_reference(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
+                             std::int64_t x_stride, int n, float* y, std::int64_t y_stride) {
+  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
+  for (int i = 0; i < n_rows; ++i) {
+    const std::int64_t row = row0 + i;
+    const std::uint8_t* p = w.payload + row * w.row_stride;
+    for (int t = 0; t < n; ++t) {
+      const float xi = x[std::int64_t(t) * x_stride + i];
+      float* yt = y + std::int64_t(t) * y_stride;
+      for (std::int64_t c = 0; c < w.cols; ++c) {
+        std::uint16_t s16;
+        std::memcpy(&s16, w.scales + row * n_groups + c / w.group, sizeof s16);  // scales may be unaligned
+        const int q = w.fmt == 2 ? int(static_cast<std::int8_t>(p[c])) : int((c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15)) - 8;
+        const float v = float(q) * fp16_to_f32(s16);
+        yt[c] = yt[c] + xi * v;
+      }
+    }
+  }
+}
+
+void weighted_rows(const KernelTable& table, const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
+                   std::int64_t x_stride, int n, float* y, std::int64_t y_stride) {
+  const bool takes = (w.fmt == 2 || w.fmt == 3) && w.group % 64 == 0 && w.cols % 64 == 0 && w.scales != nullptr;
+  if (table.weighted_rows != nullptr && takes) {
+    table.weighted_rows(w, row0, n_rows, x, x_stride, n, y, y_stride);
+    return;
+  }
+  weighted_rows_reference(w, row0, n_rows, x, x_stride, n, y, y_stride);
 }
 
 void rvq_apply_vq4p_each(const KernelTable& table, const RvqMatrix& m, int n, const std::int8_t* const* lut_q,

@@ -120,6 +120,9 @@ void matvec(const QuantMatrix& w, const float* x, float* y, std::int64_t row_beg
             std::int64_t row_end);
 void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
             std::int64_t y_stride, std::int64_t row_begin, std::int64_t row_end);
+// MLA's weighted rows (kernels.hpp `weighted_rows`), Q4G and Q8G with groups and columns multiples of 64.
+void weighted_rows(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x, std::int64_t x_stride, int n,
+                   float* y, std::int64_t y_stride);
 // avx512_rvq_matmul.cpp
 void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
                 std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,

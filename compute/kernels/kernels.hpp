@@ -106,6 +106,15 @@ struct KernelTable {
   // vpermb), several times the VQ3R apply's rate; elsewhere it gathers and VQ3R is the faster
   // format (docs/PERFORMANCE.md). What the converter's default expert format follows.
   bool vq4p_from_registers = false;
+
+  // MLA's absorbed query (compute/forward/mla.cpp) and the like: rows [row0, row0 + n_rows) of a
+  // Q4G or Q8G matrix weighted by x and added into y, per token: for i ascending and every column j,
+  // y_t[j] = y_t[j] + x_t[i] * (q * fp16(scale)) with x_t = x + t*x_stride, y_t = y + t*y_stride.
+  // The dequantised weight is exact in f32, then one rounded product and one rounded sum (no FMA):
+  // every ISA gives generic's bits (`weighted_rows_reference`). nullptr where a table has no
+  // vector kernel; `weighted_rows` then runs the reference.
+  void (*weighted_rows)(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x, std::int64_t x_stride,
+                        int n, float* y, std::int64_t y_stride) = nullptr;
 };
 
 inline constexpr int kKdaMaxDim = 1024;        // kda_head_step keeps D floats on the stack
@@ -118,6 +127,13 @@ inline constexpr int kLutQ16MaxSlot = 4 * 256;  // stages x entries of a q16 slo
 // table.rvq_apply_vq4p_tokens where the table has one, else rvq_apply_vq4p token by token.
 void rvq_apply_vq4p_each(const KernelTable& table, const RvqMatrix& m, int n, const std::int8_t* const* lut_q,
                          const float* const* block_scales, float* const* y, int row_begin, int row_end);
+
+// table.weighted_rows where the table has one and w is one it takes (Q4G or Q8G, groups and
+// columns multiples of 64), else the scalar reference below.
+void weighted_rows(const KernelTable& table, const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
+                   std::int64_t x_stride, int n, float* y, std::int64_t y_stride);
+void weighted_rows_reference(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
+                             std::int64_t x_stride, int n, float* y, std::int64_t y_stride);
 
 // Number of VQ4P LUT blocks (size of block_scales) for n_vectors positions.
 constexpr int lut_quant_blocks(int n_vectors) {

@@ -1,5 +1,6 @@
 // The multi-token trunk matmul against each ISA's own matvec (bit for bit), and the trunk scale
-// decode of every ISA against the v0 fp16 decoder (all 65 536 halves).
+// decode of every ISA against the v0 fp16 decoder (all 65 536 halves), and MLA's weighted rows of
+// every ISA against their reference.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -149,5 +150,41 @@ TEST_CASE("every ISA decodes all 65536 fp16 group scales like the v0 decoder", "
       if (y[r] != waste::fp16_to_f32(static_cast<std::uint16_t>(r))) ++mismatches;
     }
     REQUIRE(mismatches == 0);
+  }
+}
+
+TEST_CASE("weighted rows: the reference is dequantise then multiply-add row by row, and every table gives its bits",
+          "[compute][kernels]") {
+  // MLA's absorbed query (compute/forward/mla.cpp): rows [row0, row0 + n_rows) weighted by x, summed in row order.
+  for (const std::uint8_t fmt : {std::uint8_t(3), std::uint8_t(2)}) {
+    INFO("fmt " << int(fmt));
+    const std::int64_t rows = 40, cols = 512;
+    const waste::test::TrunkMatrix m = waste::test::make_trunk_matrix(fmt, rows, cols, 41);
+    for (const int n : {1, 3}) {
+      INFO("tokens " << n);
+      const std::int64_t x_stride = 50, y_stride = cols + 16;
+      const std::vector<float> x = waste::test::random_floats(std::size_t(n * x_stride), 42 + n);
+      const std::vector<float> y0 = waste::test::random_floats(std::size_t(n * y_stride), 43 + n);
+      // By hand: the dequantised row (the fixture's), one product and one sum per row, rows 5..36.
+      std::vector<float> want = y0;
+      for (int i = 0; i < 32; ++i) {
+        for (int t = 0; t < n; ++t) {
+          for (std::int64_t c = 0; c < cols; ++c) {
+            float& yv = want[std::size_t(t * y_stride + c)];
+            const float prod = x[std::size_t(t * x_stride + i)] * m.dequant[std::size_t((5 + i) * cols + c)];
+            yv = yv + prod;
+          }
+        }
+      }
+      std::vector<float> ref = y0;
+      waste::kernels::weighted_rows_reference(m.view, 5, 32, x.data(), x_stride, n, ref.data(), y_stride);
+      CHECK(std::memcmp(ref.data(), want.data(), want.size() * sizeof(float)) == 0);
+      for (const waste::kernels::KernelTable* k : waste::kernels::supported()) {
+        INFO(k->isa);
+        std::vector<float> got = y0;
+        waste::kernels::weighted_rows(*k, m.view, 5, 32, x.data(), x_stride, n, got.data(), y_stride);
+        CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+      }
+    }
   }
 }
