@@ -36,7 +36,7 @@ using namespace std::chrono_literals;
 
 inline constexpr auto kReclaimPeriod = 200ms;
 inline constexpr auto kServiceSleep = 100ms;   // futex timeout: bounds heartbeat, reclaim and a lost wake-up
-inline constexpr int kServiceSpin = 4000;      // polls before sleeping: keeps cached-hit latency low
+inline constexpr int kServiceSpin = 256;       // polls before sleeping: keeps cached-hit latency low
 inline constexpr int kDrainBatch = 64;         // requests taken from one client before looking at the next
 inline constexpr auto kBreachLogEvery = 1s;    // at most one breach line per second (the rest are counted)
 
