@@ -19,7 +19,7 @@ const KernelTable& avx512_table() {
       .rvq_lut_to_q16 = avx512_impl::rvq_lut_to_q16,
       .rvq_apply_q16 = generic_impl::rvq_apply_q16,  // the VBMI table has the vector one
       .rvq_matmul = avx512_impl::rvq_matmul,
-      .kda_head_step = impl::kda_head_step,
+      .kda_head_step = avx512_impl::kda_head_step,
       .vq4p_from_registers = true,
       .weighted_rows = avx512_impl::weighted_rows,
   };

@@ -123,6 +123,9 @@ void matmul(const QuantMatrix& w, const float* x, std::int64_t x_stride, int n, 
 // MLA's weighted rows (kernels.hpp `weighted_rows`), Q4G and Q8G with groups and columns multiples of 64.
 void weighted_rows(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride);
+// avx512_kda.cpp: the AVX2 kernel's bits, the output in registers, the state written once.
+void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g, float beta, int D,
+                   float* o);
 // avx512_rvq_matmul.cpp
 void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
                 std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,

@@ -155,3 +155,26 @@ TEST_CASE("every ISA's KDA head step agrees with generic within 1e-6 relative",
     }
   }
 }
+
+TEST_CASE("the AVX-512 KDA head step gives the AVX2 kernel's bits, every head dim it takes and one it hands on",
+          "[compute][kernels]") {
+  const KernelTable* avx2 = waste::kernels::find("avx2");
+  const KernelTable* avx512 = waste::kernels::find("avx512");
+  if (avx2 == nullptr || avx512 == nullptr) {
+    SUCCEED("no AVX-512 here");
+    return;
+  }
+  for (int D : {64, 128, 256, 40}) {
+    INFO("D " << D);
+    const std::vector<float> S0 = random_floats(static_cast<std::size_t>(D * D), 410);
+    const std::vector<float> q = random_floats(D, 411), k = random_floats(D, 412), v = random_floats(D, 413),
+                             g = random_floats(D, 414, -1.0f, 0.0f);
+    std::vector<float> S_a = S0, S_b = S0, o_a(D), o_b(D);
+    for (int step = 0; step < 3; ++step) {
+      avx2->kda_head_step(S_a.data(), q.data(), k.data(), v.data(), g.data(), 0.6f, D, o_a.data());
+      avx512->kda_head_step(S_b.data(), q.data(), k.data(), v.data(), g.data(), 0.6f, D, o_b.data());
+    }
+    REQUIRE(same_bits(o_a, o_b));
+    REQUIRE(same_bits(S_a, S_b));
+  }
+}
