@@ -125,7 +125,14 @@ void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex,
   const auto* kt = &exec.kernels;
   const std::int64_t n_blocks = (inter + kIndexBlockRows - 1) / kIndexBlockRows;
   const bool q16 = lut_q16(g);
-  exec.pool.parallel_for(n_blocks, g.packed6 ? kVq4pMinBlocks : kVq3MinBlocks,
+  // Every chunk starts on a whole VQ4P LUT block (kLutQuantBlock positions) when the minimum chunk
+  // is a multiple of one: each chunk then quantises its own blocks of the down LUT (the same
+  // values, block by block) instead of the caller doing all of them after the join.
+  const std::int64_t min_blocks = g.packed6 ? kVq4pMinBlocks : kVq3MinBlocks;
+  const bool quantize_in_chunks =
+      g.packed6 && (min_blocks * kIndexBlockRows / g.vec_dim) % kernels::kLutQuantBlock == 0;
+  const std::int64_t per_vector = std::int64_t(g.stages) * g.lut_entries;
+  exec.pool.parallel_for(n_blocks, min_blocks,
                          [&](std::int64_t b_begin, std::int64_t b_end) {
                            const int r0 = int(b_begin * kIndexBlockRows);
                            const int r1 = int(std::min<std::int64_t>(b_end * kIndexBlockRows, inter));
@@ -135,8 +142,15 @@ void run_expert(const Exec& exec, const ModelConfig& c, const ExpertContext& ex,
                            const int v0 = r0 / g.vec_dim, v1 = std::min(nv_inter, r1 / g.vec_dim);
                            kt->rvq_lut_build(a, down_books, g.stages, g.lut_entries, g.vec_dim, v0, v1, down_lut.f32);
                            if (q16) kt->rvq_lut_to_q16(down_lut.f32, g.stages, g.lut_entries, v0, v1);
+                           if (quantize_in_chunks && v1 > v0) {
+                             kt->rvq_lut_quantize(down_lut.f32 + v0 * per_vector, v1 - v0, g.stages, g.lut_entries,
+                                                  down_lut.q + v0 * per_vector,
+                                                  down_lut.q_scales + v0 / kernels::kLutQuantBlock);
+                           }
                          });
-  if (g.packed6) kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.lut_entries, down_lut.q, down_lut.q_scales);
+  if (g.packed6 && !quantize_in_chunks) {
+    kt->rvq_lut_quantize(down_lut.f32, nv_inter, g.stages, g.lut_entries, down_lut.q, down_lut.q_scales);
+  }
   watch.add(profile::Stage::expert_matmul);
   apply_lut(exec, g, view, MatrixKind::down, down_lut, y);
   watch.lap(profile::Stage::expert_matmul);
