@@ -108,8 +108,9 @@ struct KernelTable {
   bool vq4p_from_registers = false;
 
   // MLA's absorbed query (compute/forward/mla.cpp) and the like: rows [row0, row0 + n_rows) of a
-  // Q4G or Q8G matrix weighted by x and added into y, per token: for i ascending and every column j,
-  // y_t[j] = y_t[j] + x_t[i] * (q * fp16(scale)) with x_t = x + t*x_stride, y_t = y + t*y_stride.
+  // trunk matrix weighted by x and added into y, per token: for i ascending and every column j,
+  // y_t[j] = y_t[j] + x_t[i] * W[row0 + i][j] with x_t = x + t*x_stride, y_t = y + t*y_stride and
+  // W dequantised exactly (f32 as stored, else q * fp16(scale)). Vector kernels take Q4G and Q8G.
   // The dequantised weight is exact in f32, then one rounded product and one rounded sum (no FMA):
   // every ISA gives generic's bits (`weighted_rows_reference`). nullptr where a table has no
   // vector kernel; `weighted_rows` then runs the reference.
@@ -129,7 +130,7 @@ void rvq_apply_vq4p_each(const KernelTable& table, const RvqMatrix& m, int n, co
                          const float* const* block_scales, float* const* y, int row_begin, int row_end);
 
 // table.weighted_rows where the table has one and w is one it takes (Q4G or Q8G, groups and
-// columns multiples of 64), else the scalar reference below.
+// columns multiples of 64), else the scalar reference below (every trunk format).
 void weighted_rows(const KernelTable& table, const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
                    std::int64_t x_stride, int n, float* y, std::int64_t y_stride);
 void weighted_rows_reference(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,

@@ -156,7 +156,8 @@ TEST_CASE("every ISA decodes all 65536 fp16 group scales like the v0 decoder", "
 TEST_CASE("weighted rows: the reference is dequantise then multiply-add row by row, and every table gives its bits",
           "[compute][kernels]") {
   // MLA's absorbed query (compute/forward/mla.cpp): rows [row0, row0 + n_rows) weighted by x, summed in row order.
-  for (const std::uint8_t fmt : {std::uint8_t(3), std::uint8_t(2)}) {
+  // Every trunk format (MLA's kv_b is F32 on the tiny presets); the vector kernels take Q4G and Q8G.
+  for (const std::uint8_t fmt : {std::uint8_t(3), std::uint8_t(2), std::uint8_t(0), std::uint8_t(7)}) {
     INFO("fmt " << int(fmt));
     const std::int64_t rows = 40, cols = 512;
     const waste::test::TrunkMatrix m = waste::test::make_trunk_matrix(fmt, rows, cols, 41);
