@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "compute/forward/int8_mode.hpp"
+#include "compute/kernels/dequantize.hpp"
 #include "shared/fp16.hpp"
 
 namespace waste::forward {
@@ -104,55 +105,7 @@ void ffn_activation(const ModelConfig& c, const float* a, const float* b, int n,
 }
 
 void dequantize_row(const kernels::QuantMatrix& w, std::int64_t row, float* out) {
-  const std::uint8_t* p = w.payload + row * w.row_stride;
-  if (w.fmt == 0) {
-    std::memcpy(out, p, std::size_t(w.cols) * sizeof(float));
-    return;
-  }
-  // Per group: decode the scale once, then a format-specific loop the compiler vectorises (MLA
-  // dequantises 2 M kv_b weights per layer and token; a per-element switch and scale decode made
-  // that 70% of MLA). q * scale is exact in f32 (<= 8 + 11 significant bits), so the values are
-  // the same whichever way they are computed.
-  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
-  const std::uint16_t* scales = w.scales + row * n_groups;
-  for (std::int64_t g = 0; g < n_groups; ++g) {
-    const std::int64_t begin = g * w.group;
-    const std::int64_t end = std::min<std::int64_t>(begin + w.group, w.cols);
-    std::uint16_t s16;
-    std::memcpy(&s16, scales + g, sizeof s16);  // scales may be unaligned
-    const float scale = fp16_to_f32(s16);
-    switch (w.fmt) {
-      case 2:
-        for (std::int64_t c = begin; c < end; ++c) out[c] = float(static_cast<std::int8_t>(p[c])) * scale;
-        break;
-      case 3: {
-        // Byte by byte (low nibble = even column) when the group starts on a byte: a per-column
-        // parity test kept the loop scalar, 3.2 vs 1.2 ns per weight, and MLA dequantises
-        // 2 M of them per layer and token (docs/LEARNED.md).
-        std::int64_t c = begin;
-        if ((begin & 1) == 0) {
-          const std::uint8_t* bytes = p + (begin >> 1);
-          float* o = out + begin;
-          const std::int64_t pairs = (end - begin) >> 1;
-          for (std::int64_t k = 0; k < pairs; ++k) {
-            o[2 * k] = float(int(bytes[k] & 15) - 8) * scale;
-            o[2 * k + 1] = float(int(bytes[k] >> 4) - 8) * scale;
-          }
-          c = begin + 2 * pairs;
-        }
-        for (; c < end; ++c) {
-          out[c] = float(int((c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15)) - 8) * scale;
-        }
-        break;
-      }
-      default:  // 7: Q3G bitstream, 3 bits per element LSB-first
-        for (std::int64_t c = begin; c < end; ++c) {
-          const std::int64_t bit = 3 * c;
-          const unsigned v = unsigned(p[bit >> 3] >> (bit & 7)) | unsigned(p[(bit >> 3) + 1]) << (8 - (bit & 7));
-          out[c] = float(int(v & 7u) - 4) * scale;
-        }
-    }
-  }
+  kernels::dequantize_row(w, row, out);
 }
 
 }  // namespace waste::forward

@@ -4,9 +4,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "compute/kernels/dequantize.hpp"
 #include "compute/kernels/kernel_impl.hpp"
 #include "shared/fp16.hpp"
 
@@ -86,39 +88,16 @@ bool has_vector_q16_apply(const KernelTable& table) {
   return table.rvq_apply_q16 != generic().rvq_apply_q16;
 }
 
-namespace {
-// Column c of a trunk row, dequantised exactly (as compute/forward/ops.cpp's dequantize_row).
-float weight_at(const QuantMatrix& w, std::int64_t row, std::int64_t c) {
-  const std::uint8_t* p = w.payload + row * w.row_stride;
-  if (w.fmt == 0) {
-    float v;
-    std::memcpy(&v, p + c * std::int64_t(sizeof(float)), sizeof v);
-    return v;
-  }
-  const std::int64_t n_groups = (w.cols + w.group - 1) / w.group;
-  std::uint16_t s16;
-  std::memcpy(&s16, w.scales + row * n_groups + c / w.group, sizeof s16);  // scales may be unaligned
-  int q;
-  if (w.fmt == 2) {
-    q = int(static_cast<std::int8_t>(p[c]));
-  } else if (w.fmt == 3) {
-    q = int((c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15)) - 8;
-  } else {  // 7: Q3G bitstream, 3 bits per element LSB-first
-    const std::int64_t bit = 3 * c;
-    const unsigned v = unsigned(p[bit >> 3] >> (bit & 7)) | unsigned(p[(bit >> 3) + 1]) << (8 - (bit & 7));
-    q = int(v & 7u) - 4;
-  }
-  return float(q) * fp16_to_f32(s16);
-}
-}  // namespace
-
 void weighted_rows_reference(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
                              std::int64_t x_stride, int n, float* y, std::int64_t y_stride) {
+  thread_local std::vector<float> row;  // each row dequantised once for every token
+  row.resize(std::size_t(w.cols));
   for (int i = 0; i < n_rows; ++i) {
+    dequantize_row(w, row0 + i, row.data());
     for (int t = 0; t < n; ++t) {
       const float xi = x[std::int64_t(t) * x_stride + i];
       float* yt = y + std::int64_t(t) * y_stride;
-      for (std::int64_t c = 0; c < w.cols; ++c) yt[c] = yt[c] + xi * weight_at(w, row0 + i, c);
+      for (std::int64_t c = 0; c < w.cols; ++c) yt[c] = yt[c] + xi * row[std::size_t(c)];
     }
   }
 }
