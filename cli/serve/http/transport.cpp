@@ -53,6 +53,34 @@ bool peer_gone(int fd) {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
+// The socket as the request parser reads it. Cancelling the socket at the deadline misses a read
+// whose bytes were already taken (its completion queued on the strand beside the deadline's); the
+// parser's next read would then wait on the socket with no deadline left, and a client trickling
+// bytes would be read for ever. So once `expired` is set, every read through here ends at once
+// with operation_aborted instead of reaching the socket.
+class GatedReads {
+ public:
+  using executor_type = tcp::socket::executor_type;
+  GatedReads(tcp::socket& socket, const bool& expired) : socket_(socket), expired_(expired) {}
+  executor_type get_executor() { return socket_.get_executor(); }
+
+  template <class Buffers, class Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(error_code, std::size_t)>(
+        [this](auto handler, const Buffers& b) {
+          if (!expired_) return socket_.async_read_some(b, std::move(handler));
+          asio::post(socket_.get_executor(), [h = std::move(handler)]() mutable {
+            std::move(h)(error_code(asio::error::operation_aborted), std::size_t{0});
+          });
+        },
+        token, buffers);
+  }
+
+ private:
+  tcp::socket& socket_;
+  const bool& expired_;
+};
+
 }  // namespace
 
 struct HttpTransport::Impl {
@@ -84,6 +112,7 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
       : owner_(owner),
         limits_(owner.limits),
         socket_(std::move(socket)),
+        reads_(socket_, timed_out_),
         deadline_(socket_.get_executor()),
         tick_(socket_.get_executor()),
         buffer_(limits_.header_bytes + kBufferSlack) {
@@ -162,7 +191,7 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
   }
 
   void read_header() {
-    bh::async_read_header(socket_, buffer_, *parser_, [self = shared_from_this()](const error_code& ec, std::size_t) {
+    bh::async_read_header(reads_, buffer_, *parser_, [self = shared_from_this()](const error_code& ec, std::size_t) {
       self->on_header(ec);
     });
   }
@@ -186,7 +215,7 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
   }
 
   void read_body() {
-    bh::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](const error_code& ec, std::size_t) {
+    bh::async_read(reads_, buffer_, *parser_, [self = shared_from_this()](const error_code& ec, std::size_t) {
       if (self->state_ == State::closed) return;
       if (ec) return self->read_failed(ec);
       self->disarm();
@@ -345,14 +374,15 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
 
   Impl& owner_;
   const HttpLimits& limits_;
+  bool timed_out_ = false;  // before reads_, which holds a reference to it
   tcp::socket socket_;
+  GatedReads reads_;
   asio::steady_timer deadline_;
   asio::steady_timer tick_;
   boost::beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
   State state_ = State::reading;
   std::uint64_t deadline_generation_ = 0;
-  bool timed_out_ = false;
   bool keep_alive_ = false;
   bool chunked_ = false;
   unsigned version_ = 11;

@@ -124,6 +124,44 @@ test('100 trickling connections: /health answers within 1 s, the tricklers are d
   }
 });
 
+// A byte every millisecond on each of 100 connections, and the server held still (SIGSTOP) across
+// its 3 s deadline, as a loaded machine may: when it runs again, the deadline's handler and a read
+// that has already taken bytes are queued together. Cancelling the socket misses that read, and
+// before the transport gated its reads the request parser went on reading those connections with
+// no deadline left (most of the 100 here; some under ctest -j2 with sanitizers, unprovoked).
+test('100 connections sending a byte each millisecond across a stalled deadline are all dropped', async () => {
+  const sockets = [];
+  const closedAt = [];
+  const start = Date.now();
+  const head = 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n';
+  for (let i = 0; i < 100; ++i) {
+    const s = net.connect(server.port, '127.0.0.1');
+    s.on('error', () => {});
+    s.on('close', () => closedAt.push(Date.now() - start));
+    s.on('data', () => {});
+    s.write(head);
+    sockets.push(s);
+  }
+  const timer = setInterval(() => { for (const s of sockets) if (!s.destroyed) s.write('a'); }, 1);
+  try {
+    await new Promise((r) => setTimeout(r, 2500));
+    process.kill(server.proc.pid, 'SIGSTOP');
+    await new Promise((r) => setTimeout(r, 1000));
+    process.kill(server.proc.pid, 'SIGCONT');
+    await withTimeout((async () => {
+      while (closedAt.length < 100) await new Promise((r) => setTimeout(r, 100));
+    })(), 10000, 'the fast tricklers dropped').catch((e) => {
+      throw new Error(`${e.message}: ${closedAt.length} of 100 closed`);
+    });
+    console.log(`fast tricklers closed between ${Math.min(...closedAt)} and ${Math.max(...closedAt)} ms`);
+    assert.ok(Math.min(...closedAt) >= 2500, `a fast trickler closed after ${Math.min(...closedAt)} ms`);
+  } finally {
+    clearInterval(timer);
+    for (const s of sockets) s.destroy();
+    try { process.kill(server.proc.pid, 'SIGCONT'); } catch {}
+  }
+});
+
 test('80 concurrent 16-image requests on --queue 0 while one generates: 429s, RSS < 2 GB', async () => {
   const own = makeContainer();
   // A long context: the one stream must still hold its slot while the 80 arrive.
