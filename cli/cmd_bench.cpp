@@ -27,6 +27,7 @@
 #include "cli/bench/multi_client.hpp"
 #include "cli/bench/policy_sim.hpp"
 #include "cli/bench/reader_sweep.hpp"
+#include "cli/bench/streams.hpp"
 #include "cli/bench/sweep.hpp"
 #include "cli/bench/trace.hpp"
 #include "cli/cli_common.hpp"
@@ -74,6 +75,7 @@ struct BenchArgs {
   int sim_wrong = 0;               // of which not used by the next layer
   std::string positions;           // --positions: decode speed at these context positions
   std::string context_fill = "replicate";
+  std::string streams;             // --streams: decode of N sequences in lockstep (feed_batch), per count
   std::string daemon_policy;       // --io-only: the daemon's --policy (empty = its default)
   bool reader_sweep = false;
   std::string depths = "1,2,4,8,16";  // --reader-sweep queue depths
@@ -419,6 +421,34 @@ int run_positions_mode(BenchArgs a) {
   return 0;
 }
 
+int run_streams_mode(const BenchArgs& a) {
+  auto counts = bench::parse_stream_counts(a.streams);
+  if (!counts) return report_error("bench", counts.error());
+  if (a.floor) return report_error("bench", "--floor and --streams are separate runs");
+  if (a.decode_tokens < 1) return report_error("bench", "--streams needs decode passes (-n at least 1)");
+  bench::BenchEngineArgs e{a.engine, a.lookahead, a.profile, a.compute_only, false, a.prefill_chunk, false,
+                           a.engram_readahead_on};
+  auto engine = bench::open_bench_engine(e);
+  if (!engine) return report_error("bench", engine.error().with_context("open"));
+  auto report = bench::run_streams(*engine->open, bench::StreamsArgs{*counts, a.prompt_tokens, a.decode_tokens});
+  const ModelInfo info = engine->open->info();
+  engine->open.engine.reset();  // the engine, then its daemon connection
+  if (!report) return report_error("bench", report.error());
+  if (a.json) {
+    nlohmann::json j = bench::streams_json(*report, a.profile);
+    j["model"] = a.engine.model;
+    j["threads"] = info.threads;
+    j["kernel_isa"] = info.kernel_isa;
+    j["compute_only"] = a.compute_only;
+    print_json(j);
+  } else {
+    std::printf("threads %d  kernels %s  %s  prompt %d tokens per stream\n", info.threads, info.kernel_isa.c_str(),
+                a.compute_only ? "compute-only" : "experts through the cache", a.prompt_tokens);
+    bench::print_streams(*report, a.profile);
+  }
+  return 0;
+}
+
 int run_reader_sweep_mode(const BenchArgs& a) {
   auto depths = bench::parse_depth_list(a.depths);
   if (!depths) return report_error("bench", depths.error());
@@ -479,6 +509,7 @@ int run_bench(BenchArgs a) {
                                      std::to_string(a.engine.ctx) + " (--ctx)");
   }
   if (!a.positions.empty()) return run_positions_mode(a);
+  if (!a.streams.empty()) return run_streams_mode(a);
   if (a.floor && !a.compute_only) {
     return report_error("bench", "--floor compares the compute floor with a compute-only step: add --compute-only");
   }
@@ -617,6 +648,11 @@ const CommandRegistration kRegistration{Command{
           ->type_name("N")
           ->default_str("1")
           ->check(int_range("--sim-clients", 1, 64));
+      sub.add_option("--streams", args->streams,
+                     "Decode N sequences in lockstep through the engine's batch feed (waste serve's batching, no "
+                     "HTTP), for each count given (e.g. 1,2,4,8): aggregate tok/s, ms per pass, --profile per pass")
+          ->type_name("LIST")
+          ->default_str("none");
       sub.add_option("--positions", args->positions,
                      "Decode -n tokens starting at each context position (e.g. 64,4000), interleaved over --rounds")
           ->type_name("LIST")
