@@ -467,9 +467,12 @@ bool Engine::decode_matches_prompt() const {
   const bool experts_alike = config().n_experts == 0 || !forward::expert_batch::usable(impl_->container->geometry);
   // Prompt and decode rows take the same trunk products only with both int8 rules off (with both on,
   // calls that are not over a pass's rows still keep f32 for prompt rows).
+  const Manifest& manifest = impl_->container->manifest;
   const bool trunk_alike = (!forward::int8_prefill_enabled() && !forward::int8_decode_enabled()) ||
-                           !forward::has_int8_matrices(impl_->container->manifest);
-  return experts_alike && trunk_alike;
+                           !forward::has_int8_matrices(manifest);
+  // Under the decode rule a decode step's logits come from the int8 head, a prompt's from f32.
+  const bool head_alike = !forward::int8_decode_enabled() || !forward::has_int8_head(manifest);
+  return experts_alike && trunk_alike && head_alike;
 }
 ExpertSourceStats Engine::stats() const { return impl_->source->stats(); }
 std::optional<engram::EngramRowStats> Engine::engram_stats() const {

@@ -107,9 +107,13 @@ Status Forward::batch_pass(std::span<const Segment> segments) {
     state.set_position(state.position() + int(seg.tokens.size()));
   }
   watch.add(profile::Stage::other);
-  // logits = lm_head(norm(x)) for every segment at once: each row the same bits as matvec.
+  // logits = lm_head(norm(x)) for every segment at once, each row by its last token's kind: the
+  // bits finish() gives it alone.
   if (batch_logits_.size() < K * V) batch_logits_.resize(K * V);
-  matvec_tokens(exec_, w_.lm_head, pre_h_.data(), std::int64_t(H), int(K), batch_logits_.data(), std::int64_t(V));
+  if (head_kinds_.size() < K) head_kinds_.resize(K);
+  for (std::size_t k = 0; k < K; ++k) head_kinds_[k] = static_cast<unsigned char>(segments[k].prompt);
+  head_tokens(exec_, w_.lm_head, pre_h_.data(), std::int64_t(H), std::span<const unsigned char>(head_kinds_.data(), K),
+              batch_logits_.data(), std::int64_t(V));
   for (std::size_t k = 0; k < K; ++k) {
     std::memcpy(segments[k].logits.data(), batch_logits_.data() + k * V, V * sizeof(float));
   }

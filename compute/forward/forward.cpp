@@ -257,14 +257,15 @@ Status Forward::attention(const model::LayerWeights& lw, int layer, const float*
 }
 
 void Forward::finish(float* x, const float* ps, const float* blocks, int n_blocks, model::RunState& state,
-                     std::span<float> logits, profile::Stopwatch& watch) {
+                     std::span<float> logits, bool prompt, profile::Stopwatch& watch) {
   const int hid = c_.hidden;
   residual_.before_head(w_, ps, blocks, n_blocks, x, state.hidden().data());
   state.set_n_blocks(n_blocks);
   watch.add(profile::Stage::other);
   // logits = lm_head(norm(x))
   rms_norm(x, w_.final_norm.data(), hid, c_.rms_eps, h_.data());
-  matvec(exec_, w_.lm_head, h_.data(), logits.data());
+  const unsigned char kind[1] = {static_cast<unsigned char>(prompt)};
+  head_tokens(exec_, w_.lm_head, h_.data(), hid, kind, logits.data(), c_.vocab);
   watch.lap(profile::Stage::lm_head);
 }
 
@@ -337,7 +338,7 @@ Status Forward::step_pass(int token, model::RunState& state, std::span<float> lo
     residual_.after_mixer(f_.data(), x, ps);
   }
 
-  finish(x, ps, blocks, n_blocks, state, logits, watch);
+  finish(x, ps, blocks, n_blocks, state, logits, /*prompt=*/false, watch);
   state.set_position(pos + 1);
   return ok();
 }
@@ -501,9 +502,12 @@ Status Forward::prefill(std::span<const int> tokens, model::RunState& state, std
     return make_error(Errc::argument, "prefill: " + std::to_string(embeddings.size()) + " embedding rows for " +
                                           std::to_string(T) + " tokens");
   }
-  // One decode token (or one prompt token that takes neither the experts' matrix products nor the
-  // int8 trunk products): step()'s bits.
-  if (T == 1 && !(prompt && (expert_batch::per_token(experts_.geometry) || int8_prefill_enabled()))) {
+  // One decode token (or one prompt token where nothing tells the kinds apart: the experts' matrix
+  // products, the prompt rule's int8 trunk products and the decode rule's int8 products, which a
+  // prompt row never takes at the head, are all off): step()'s bits.
+  const bool kinds_differ =
+      expert_batch::per_token(experts_.geometry) || int8_prefill_enabled() || int8_decode_enabled();
+  if (T == 1 && !(prompt && kinds_differ)) {
     return step(tokens[0], state, logits, embeddings.empty() ? nullptr : embeddings[0]);
   }
   WASTE_TRY(state.check_usable());
@@ -537,7 +541,7 @@ Status Forward::prefill_pass(std::span<const int> tokens, model::RunState& state
     std::memcpy(blocks, pre_blocks_.data() + last * block_stride, std::size_t(n_blocks) * H * sizeof(float));
   }
   finish(pre_x_.data() + last * std::size_t(c_.stream_width()), pre_ps_.data() + last * H, blocks, n_blocks, state,
-         logits, watch);
+         logits, prompt, watch);
   state.set_position(pos0 + T);
   return ok();
 }

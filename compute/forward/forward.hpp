@@ -141,8 +141,9 @@ class Forward {
   void ensure_batch_scratch();
   Status run_tokens(std::span<const int> tokens, std::span<const TokenSeq> seqs, std::span<const unsigned char> prompt,
                     int& n_blocks, profile::Stopwatch& watch, std::span<const float* const> embeddings = {});
+  // The last token's head: `prompt` its kind (the lm_head's int8 rule, ops.hpp head_tokens).
   void finish(float* x, const float* ps, const float* blocks, int n_blocks, model::RunState& state,
-              std::span<float> logits, profile::Stopwatch& watch);
+              std::span<float> logits, bool prompt, profile::Stopwatch& watch);
   const model::MoeWeights* lookahead_target(int layer) const;
 
   const ModelConfig& c_;
@@ -211,6 +212,7 @@ class Forward {
   std::vector<int> batch_tokens_;
   std::vector<const float*> batch_embeddings_;  // run_batch: per token, when a segment has overrides
   std::vector<float> batch_logits_;
+  std::vector<unsigned char> head_kinds_;  // [segments] each last token's kind (head_tokens)
 };
 
 }  // namespace waste::forward

@@ -14,7 +14,7 @@ void matvec_tokens_fused(const Exec& exec, std::span<const Projection> projectio
   std::size_t takers = 0;
   bool same_cols = true;
   for (const Projection& p : projections) {
-    takers += kernels::int8_matmul_supports(*p.w) ? 1 : 0;
+    takers += takes_int8_rules(*p.w) ? 1 : 0;
     same_cols = same_cols && p.w->cols == projections[0].w->cols;
   }
   const bool int8 = rows == Int8Rows::all && takers == projections.size() && same_cols;

@@ -80,6 +80,20 @@ bool has_int8_matrices(const Manifest& manifest) {
   return false;
 }
 
+bool takes_int8_rules(const kernels::QuantMatrix& w) {
+  return w.fmt == std::uint8_t(TensorFormat::q4g) && kernels::int8_matmul_supports(w);
+}
+
+bool has_int8_head(const Manifest& manifest) {
+  for (const TrunkTensorInfo& t : manifest.trunk) {
+    if (t.name.ends_with("lm_head.weight")) {
+      return (t.fmt == TensorFormat::q8g || t.fmt == TensorFormat::q4g) && t.group == kernels::kInt8Group &&
+             t.shape.size() == 2 && t.cols() % kernels::kInt8Group == 0;
+    }
+  }
+  return false;
+}
+
 const kernels::Int8Acts& quantized_input(const float* x, std::int64_t x_stride, int n, std::int64_t cols) {
   thread_local kernels::Int8Acts buffer;
   kernels::quantize_acts(x, x_stride, n, cols, buffer);

@@ -36,6 +36,14 @@ Result<bool> parse_int8_prefill(std::string_view text, std::string_view what);
 // Whether a model with this manifest has layer matrices the int8 product takes (Q4G, groups of
 // 128): with the rule on, its prompt tokens then get other bits than its decode steps.
 bool has_int8_matrices(const Manifest& manifest);
+// The rules cover the layers' projections on Q4G matrices (a `--trunk8` container's Q8G layers
+// keep f32: on a CPU without VNNI the prompt rule would take them to the scalar reference).
+bool takes_int8_rules(const kernels::QuantMatrix& w);
+// The lm_head (Q8G in every v0 container) takes the int8 product for decode steps under the
+// decode rule, so a batch of decode steps reads the matrix once at the product's speed rather than
+// the f32 kernel's (compute-bound past one token); a prompt's logits keep f32 under either rule.
+// Whether this manifest's lm_head is one the product takes.
+bool has_int8_head(const Manifest& manifest);
 // x (n tokens, x_stride apart, cols columns) quantised into the calling thread's buffer, returned by
 // reference: capture the reference in a parallel_for lambda, never the buffer's name (a worker
 // would see its own, empty one).

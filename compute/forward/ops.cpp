@@ -45,7 +45,7 @@ Int8Rows int8_rows(const Exec& exec, int n) {
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride) {
   const Int8Rows rows = int8_rows(exec, n);
-  if (rows == Int8Rows::none || !kernels::int8_matmul_supports(w)) {
+  if (rows == Int8Rows::none || !takes_int8_rules(w)) {
     matmul_f32(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
@@ -61,6 +61,29 @@ void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float*
     const float* xr = x + std::int64_t(r0) * x_stride;
     float* yr = y + std::int64_t(r0) * y_stride;
     if (int8) {
+      matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    } else {
+      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    }
+    r0 = r1;
+  }
+}
+
+void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride,
+                 std::span<const unsigned char> kinds, float* y, std::int64_t y_stride) {
+  const int n = int(kinds.size());
+  if (!int8_decode_enabled() || !kernels::int8_matmul_supports(w)) {
+    matmul_f32(exec, w, x, x_stride, n, y, y_stride);
+    return;
+  }
+  // Each run of rows of one kind in one call: decode steps by the int8 product, prompt rows by f32.
+  for (int r0 = 0; r0 < n;) {
+    const bool decode = kinds[std::size_t(r0)] == 0;
+    int r1 = r0 + 1;
+    while (r1 < n && (kinds[std::size_t(r1)] == 0) == decode) ++r1;
+    const float* xr = x + std::int64_t(r0) * x_stride;
+    float* yr = y + std::int64_t(r0) * y_stride;
+    if (decode) {
       matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
     } else {
       matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);

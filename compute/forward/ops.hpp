@@ -36,6 +36,11 @@ void matvec(const Exec& exec, const kernels::QuantMatrix& w, const float* x, flo
 // the bits it gets alone.
 void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n,
                    float* y, std::int64_t y_stride);
+// The lm_head of kinds.size() rows (kinds as Exec::prompt_rows: 1 a prompt token, 0 a decode
+// step): under the decode rule the decode rows take the int8 product (takes_int8_rules' exception,
+// int8_mode.hpp), the others the f32 kernels; each row the bits it gets alone.
+void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride,
+                 std::span<const unsigned char> kinds, float* y, std::int64_t y_stride);
 // Which rows of a call of n rows take the int8 product under the rules (the matrix must still be one
 // int8_matmul_supports takes): over the pass's rows (n == exec.prompt_rows.size()) each row by its
 // kind (int8_for_kind); outside a pass (no flags: a decode step) by the decode rule; any other call

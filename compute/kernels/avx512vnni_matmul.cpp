@@ -5,6 +5,10 @@
 // The transposed tile is built once per group and used by up to 64 tokens. Rows left over after the
 // 16-row tiles take the reference loop, which computes the same values.
 //
+// Q8G (int8 codes) goes the same two ways: its 128 bytes of a row and group are the codes in column
+// order, each XOR 0x80 (the code + 128 as an unsigned byte for `vpdpbusd`), and 128 * sum_xq_g is
+// taken off as Q4G takes off 8 * sum_xq_g (int8_matmul.hpp: the same value as the reference's).
+//
 // Fewer than kTokenStep tokens (decode steps, small batches) take another tile: the transpose would
 // cost more than the products. There each zmm lane is one group's 16 dword partial sums of one row:
 // per row and group one 64-byte load of the stored nibbles, the low and high nibbles (even and odd
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "compute/kernels/avx512_common.hpp"
+#include "compute/kernels/kernel_impl.hpp"
 #include "compute/kernels/int8_matmul.hpp"
 #include "shared/fp16.hpp"
 
@@ -32,12 +37,24 @@ constexpr int kTileRows = 16;
 constexpr int kTokenBlock = 64;  // f32 accumulators kept per tile (64 zmm on the stack)
 constexpr int kTokenStep = 8;    // int32 accumulators in registers
 
+// What a format's unsigned codes are offset by (the reference's weight is code - offset).
+template <bool Q8>
+constexpr int kCodeOffset = Q8 ? 128 : 8;
+
 // Rows [r0, r0 + 16), group g -> wbuf[k4][row][4] (k4 = column / 4 within the group).
+template <bool Q8>
 inline void transpose_tile(const QuantMatrix& w, std::int64_t r0, int g, std::uint8_t* rowbuf, std::uint8_t* wbuf) {
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i perm_lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
   const __m512i perm_hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int r = 0; r < kTileRows; ++r) {
+    if constexpr (Q8) {
+      const std::uint8_t* row = w.payload + (r0 + r) * w.row_stride + std::int64_t(g) * kInt8Group;
+      _mm512_store_si512(rowbuf + r * kInt8Group, _mm512_xor_si512(_mm512_loadu_si512(row), flip));
+      _mm512_store_si512(rowbuf + r * kInt8Group + 64, _mm512_xor_si512(_mm512_loadu_si512(row + 64), flip));
+      continue;
+    }
     const __m512i p = _mm512_loadu_si512(w.payload + (r0 + r) * w.row_stride + std::int64_t(g) * (kInt8Group / 2));
     const __m512i lo = _mm512_and_si512(p, m4);
     const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
@@ -54,7 +71,7 @@ inline void transpose_tile(const QuantMatrix& w, std::int64_t r0, int g, std::ui
   }
 }
 
-template <int TT>
+template <int TT, bool Q8>
 inline void tokens_step(const std::uint8_t* wbuf, const Int8Acts& a, int t_first, int g, __m512 sw, __m512* accf) {
   __m512i acci[TT];
   const std::int8_t* xb[TT];
@@ -72,7 +89,7 @@ inline void tokens_step(const std::uint8_t* wbuf, const Int8Acts& a, int t_first
   }
   for (int t = 0; t < TT; ++t) {
     const std::size_t at = std::size_t(t_first + t) * std::size_t(a.groups) + std::size_t(g);
-    const __m512 corr = _mm512_set1_ps(float(-8 * a.sum[at]));
+    const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
     const __m512 both = _mm512_mul_ps(sw, _mm512_set1_ps(a.scale[at]));
     accf[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acci[t]), corr), both, accf[t]);
   }
@@ -137,8 +154,10 @@ inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
 }
 
 // Rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the last one and are not stored) for
-// token t, whose split activations are xs: y_t[r] as the reference computes it. The same groups of
-// the next 16 rows are prefetched into L2 as these are read (decode streams the matrix from DRAM).
+// token t, whose activations are xs (Q4G: split into even and odd columns; Q8G: as they are):
+// y_t[r] as the reference computes it. The same groups of the next 16 rows are prefetched into L2
+// as these are read (decode streams the matrix from DRAM).
+template <bool Q8>
 void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t, float* yt,
                     std::int64_t r0, int valid, bool prefetch) {
   const int groups = a.groups;
@@ -146,6 +165,7 @@ void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* 
   for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
   __m512 acc = _mm512_setzero_ps();
   for (int g0 = 0; g0 < groups; g0 += 16) {
@@ -158,20 +178,27 @@ void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* 
     for (int gi = 0; gi < 16; ++gi) _mm512_store_ps(sw[gi], by_row[gi]);
     for (int gi = 0; gi < gn; ++gi) {
       const int g = g0 + gi;
-      const std::int64_t off = std::int64_t(g) * (kInt8Group / 2);
+      const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
       const __m512i xe = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group);
       const __m512i xo = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group + 64);
       __m512i part[kTileRows];
       for (int r = 0; r < kTileRows; ++r) {
         if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
-        const __m512i p = _mm512_loadu_si512(rows[r] + off);
-        const __m512i lo = _mm512_and_si512(p, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
-        part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+        if constexpr (Q8) {
+          if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
+          const __m512i lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
+          const __m512i hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
+          part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+        } else {
+          const __m512i p = _mm512_loadu_si512(rows[r] + off);
+          const __m512i lo = _mm512_and_si512(p, m4);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+          part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+        }
       }
       const __m512i sums = reduce_rows(part);
       const std::size_t at = std::size_t(t) * std::size_t(groups) + std::size_t(g);
-      const __m512 corr = _mm512_set1_ps(float(-8 * a.sum[at]));
+      const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
       const __m512 both = _mm512_mul_ps(_mm512_load_ps(sw[gi]), _mm512_set1_ps(a.scale[at]));
       acc = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc);
     }
@@ -179,30 +206,30 @@ void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* 
   _mm512_mask_storeu_ps(yt + r0, static_cast<__mmask16>((1u << valid) - 1u), acc);
 }
 
+template <bool Q8>
 void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                        std::int64_t row_begin, std::int64_t row_end) {
-  thread_local std::vector<std::int8_t> split;
-  split.resize(std::size_t(a.n) * std::size_t(a.cols));
-  for (int t = 0; t < a.n; ++t) split_columns(a, t, split.data() + std::size_t(t) * std::size_t(a.cols));
+  const std::int8_t* xs = a.q.data();
+  if constexpr (!Q8) {
+    thread_local std::vector<std::int8_t> split;
+    split.resize(std::size_t(a.n) * std::size_t(a.cols));
+    for (int t = 0; t < a.n; ++t) split_columns(a, t, split.data() + std::size_t(t) * std::size_t(a.cols));
+    xs = split.data();
+  }
   // Token by token within a tile: the tile's rows stay in L1/L2 for the next token.
   for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
     const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
     const bool prefetch = r0 + 2 * kTileRows <= row_end;
     for (int t = 0; t < a.n; ++t) {
-      rows_one_token(w, a, split.data() + std::size_t(t) * std::size_t(a.cols), t, y + std::int64_t(t) * y_stride,
-                     r0, valid, prefetch && t == 0);
+      rows_one_token<Q8>(w, a, xs + std::size_t(t) * std::size_t(a.cols), t, y + std::int64_t(t) * y_stride, r0,
+                         valid, prefetch && t == 0);
     }
   }
 }
 
-}  // namespace
-
-void matmul_i8_avx512vnni(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
-                          std::int64_t row_begin, std::int64_t row_end) {
-  if (a.n < kTokenStep) {
-    matmul_few_tokens(w, a, y, y_stride, row_begin, row_end);
-    return;
-  }
+template <bool Q8>
+void matmul_many_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
+                        std::int64_t row_begin, std::int64_t row_end) {
   alignas(64) std::uint8_t rowbuf[kTileRows * kInt8Group];
   alignas(64) std::uint8_t wbuf[kTileRows * kInt8Group];
   alignas(64) float swv[kTileRows];
@@ -213,17 +240,29 @@ void matmul_i8_avx512vnni(const QuantMatrix& w, const Int8Acts& a, float* y, std
       __m512 accf[kTokenBlock];
       for (int t = 0; t < tn; ++t) accf[t] = _mm512_setzero_ps();
       for (int g = 0; g < a.groups; ++g) {
-        transpose_tile(w, r0, g, rowbuf, wbuf);
+        transpose_tile<Q8>(w, r0, g, rowbuf, wbuf);
         for (int r = 0; r < kTileRows; ++r) swv[r] = fp16_to_f32(w.scales[(r0 + r) * a.groups + g]);
         const __m512 sw = _mm512_load_ps(swv);
         int t = 0;
-        for (; t + kTokenStep <= tn; t += kTokenStep) tokens_step<kTokenStep>(wbuf, a, t0 + t, g, sw, accf + t);
-        for (; t < tn; ++t) tokens_step<1>(wbuf, a, t0 + t, g, sw, accf + t);
+        for (; t + kTokenStep <= tn; t += kTokenStep) tokens_step<kTokenStep, Q8>(wbuf, a, t0 + t, g, sw, accf + t);
+        for (; t < tn; ++t) tokens_step<1, Q8>(wbuf, a, t0 + t, g, sw, accf + t);
       }
       for (int t = 0; t < tn; ++t) _mm512_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, accf[t]);
     }
   }
   if (r0 < row_end) matmul_i8_generic(w, a, y, y_stride, r0, row_end);
+}
+
+}  // namespace
+
+void matmul_i8_avx512vnni(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
+                          std::int64_t row_begin, std::int64_t row_end) {
+  const bool q8 = w.fmt == kFmtQ8G;
+  if (a.n < kTokenStep) {
+    (q8 ? matmul_few_tokens<true> : matmul_few_tokens<false>)(w, a, y, y_stride, row_begin, row_end);
+  } else {
+    (q8 ? matmul_many_tokens<true> : matmul_many_tokens<false>)(w, a, y, y_stride, row_begin, row_end);
+  }
 }
 
 }  // namespace waste::kernels::detail

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "compute/kernels/kernel_impl.hpp"
 #include "shared/fp16.hpp"
 
 namespace waste::kernels {
@@ -44,7 +45,8 @@ void quantize_acts(const float* x, std::int64_t x_stride, int n, std::int64_t co
 }
 
 bool int8_matmul_supports(const QuantMatrix& w) {
-  return w.fmt == 3 && w.group == kInt8Group && w.cols % kInt8Group == 0 && w.scales != nullptr;
+  return (w.fmt == detail::kFmtQ4G || w.fmt == detail::kFmtQ8G) && w.group == kInt8Group && w.cols % kInt8Group == 0 &&
+         w.scales != nullptr;
 }
 
 void matmul_i8_generic(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
@@ -58,12 +60,18 @@ void matmul_i8_generic(const QuantMatrix& w, const Int8Acts& a, float* y, std::i
       float acc = 0.0f;
       for (int g = 0; g < groups; ++g) {
         std::int32_t dot = 0;
+        const std::size_t at = std::size_t(t) * std::size_t(groups) + std::size_t(g);
+        const float both = fp16_to_f32(s[g]) * a.scale[at];
+        if (w.fmt == detail::kFmtQ8G) {
+          const auto* q8 = reinterpret_cast<const std::int8_t*>(p);
+          for (int c = g * kInt8Group; c < (g + 1) * kInt8Group; ++c) dot += std::int32_t(q8[c]) * std::int32_t(xq[c]);
+          acc = std::fma(float(dot), both, acc);
+          continue;
+        }
         for (int c = g * kInt8Group; c < (g + 1) * kInt8Group; ++c) {
           const int q = (c & 1) ? (p[c >> 1] >> 4) : (p[c >> 1] & 15);
           dot += q * std::int32_t(xq[c]);
         }
-        const std::size_t at = std::size_t(t) * std::size_t(groups) + std::size_t(g);
-        const float both = fp16_to_f32(s[g]) * a.scale[at];
         acc = std::fma(float(dot) + float(-8 * a.sum[at]), both, acc);
       }
       y[std::int64_t(t) * y_stride + r] = acc;

@@ -32,10 +32,12 @@ TEST_CASE("int8 acts: per group of 128, scale max/127, rounded to nearest, sums 
   for (int c = 128; c < 256; ++c) CHECK(a.q[std::size_t(c)] == 0);
 }
 
-TEST_CASE("int8 product: the reference is within its bound of a float64 product") {
+TEST_CASE("int8 product: the reference is within its bound of a float64 product, Q4G and Q8G") {
+  const std::uint8_t fmt = GENERATE(std::uint8_t{3}, std::uint8_t{2});
+  INFO("format " << int(fmt));
   const std::int64_t rows = 40, cols = 384;
   const int n = 5;
-  const test::TrunkMatrix m = test::make_trunk_matrix(3, rows, cols, 11);
+  const test::TrunkMatrix m = test::make_trunk_matrix(fmt, rows, cols, 11);
   std::vector<float> x = test::random_floats(std::size_t(n * cols), 12, -2.0f, 2.0f);
   x[7] = 9.0f;  // an outlier widens its group's scale
   kernels::Int8Acts a;
@@ -65,8 +67,10 @@ TEST_CASE("int8 product: the vector kernel equals the reference bit for bit, any
     SUCCEED("no AVX-512 VNNI here (or WASTE_FORCE_ISA): only the reference runs");
     return;
   }
+  const std::uint8_t fmt = GENERATE(std::uint8_t{3}, std::uint8_t{2});
+  INFO("format " << int(fmt));
   const std::int64_t rows = 85, cols = 256;  // five 16-row tiles and 5 rows left over
-  const test::TrunkMatrix m = test::make_trunk_matrix(3, rows, cols, 21);
+  const test::TrunkMatrix m = test::make_trunk_matrix(fmt, rows, cols, 21);
   for (int n : {1, 7, 8, 9, 16, 70}) {
     const std::vector<float> x = test::random_floats(std::size_t(n * cols), 22 + n);
     kernels::Int8Acts a;
@@ -87,13 +91,17 @@ TEST_CASE("int8 product: the few-token kernel equals the reference bit for bit p
     SUCCEED("no AVX-512 VNNI here (or WASTE_FORCE_ISA): only the reference runs");
     return;
   }
+  const std::uint8_t fmt = GENERATE(std::uint8_t{3}, std::uint8_t{2});
+  INFO("format " << int(fmt));
   // 35 groups: two blocks of 16 scales and a short one; rows not a multiple of 16.
   const std::int64_t rows = 37, cols = 35 * 128;
-  test::TrunkMatrix m = test::make_trunk_matrix(3, rows, cols, 31);
-  // Row 0 all 15 (the largest nibble), row 1 all 0: with x at +-127 the group sums reach their extremes.
-  for (std::int64_t b = 0; b < cols / 2; ++b) {
-    m.payload[std::size_t(b)] = 0xFF;
-    m.payload[std::size_t(m.view.row_stride + b)] = 0x00;
+  test::TrunkMatrix m = test::make_trunk_matrix(fmt, rows, cols, 31);
+  // Row 0 all the largest code (nibble 15; int8 127), row 1 all the smallest (nibble 0; int8 -128):
+  // with x at +-127 the group sums reach their extremes.
+  const std::int64_t row_bytes = fmt == 3 ? cols / 2 : cols;
+  for (std::int64_t b = 0; b < row_bytes; ++b) {
+    m.payload[std::size_t(b)] = fmt == 3 ? 0xFF : 0x7F;
+    m.payload[std::size_t(m.view.row_stride + b)] = fmt == 3 ? 0x00 : 0x80;
   }
   for (int n : {1, 2, 3, 4, 5, 7}) {
     std::vector<float> x = test::random_floats(std::size_t(n * cols), 32 + n);
@@ -111,9 +119,12 @@ TEST_CASE("int8 product: the few-token kernel equals the reference bit for bit p
   }
 }
 
-TEST_CASE("int8 product: only Q4G with groups of 128 takes it") {
+TEST_CASE("int8 product: only Q4G and Q8G with groups of 128 take it") {
   CHECK(kernels::int8_matmul_supports(test::make_trunk_matrix(3, 16, 256, 1).view));
-  CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(2, 16, 256, 1).view));
+  CHECK(kernels::int8_matmul_supports(test::make_trunk_matrix(2, 16, 256, 1).view));
+  CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(0, 16, 256, 1).view));
+  CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(7, 16, 256, 1).view));
+  CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(2, 16, 200, 1).view));
   CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(3, 16, 200, 1).view));
   CHECK_FALSE(kernels::int8_matmul_supports(test::make_trunk_matrix(3, 16, 256, 1, 64).view));
 }

@@ -6,6 +6,8 @@
 
 #include "compute/forward/fused_matvec.hpp"
 #include "compute/forward/ops.hpp"
+#include "compute/kernels/int8_matmul.hpp"
+#include "int8_prefill_guard.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "test_kernels_fixtures.hpp"
@@ -86,6 +88,52 @@ TEST_CASE("matvec_tokens_fused equals one matvec_tokens per matrix bit for bit, 
           REQUIRE(std::memcmp(fused[i].data(), expected[i].data(), fused[i].size() * sizeof(float)) == 0);
         }
       }
+    }
+  }
+}
+
+// The lm_head under the decode rule (ops.hpp head_tokens): decode rows take the int8 product, prompt
+// rows the f32 kernels, each row the bits it gets alone, in any mix; with the rule off every row is
+// f32. Hazards: a prompt row quantised (its logits would move with the decode rule), or a run of
+// rows of one kind given the other kind's product.
+TEST_CASE("head_tokens: decode rows by the int8 product under the decode rule, prompt rows by f32, each as alone",
+          "[compute][kernels]") {
+  constexpr std::int64_t kRows = 200, kCols = 384;
+  const auto m = waste::test::make_trunk_matrix(2, kRows, kCols, 900);  // Q8G, as every v0 lm_head
+  REQUIRE(waste::kernels::int8_matmul_supports(m.view));
+  const std::int64_t x_stride = kCols + 3, y_stride = kRows + 1;
+  const unsigned char kinds[] = {0, 1, 0, 0, 1, 1, 0};
+  constexpr int kTokens = 7;
+  const std::vector<float> x = waste::test::random_floats(static_cast<std::size_t>(x_stride * kTokens), 901);
+  waste::ThreadPool pool(2);
+  const waste::forward::Exec exec{pool, waste::kernels::active()};
+  for (const bool rule : {true, false}) {
+    INFO("decode rule " << rule);
+    waste::test::Int8PrefillGuard mode(true, rule);
+    std::vector<float> y(static_cast<std::size_t>(y_stride * kTokens), -3.0f);
+    waste::forward::head_tokens(exec, m.view, x.data(), x_stride, kinds, y.data(), y_stride);
+    for (int t = 0; t < kTokens; ++t) {
+      INFO("row " << t << " kind " << int(kinds[t]));
+      std::vector<float> alone(static_cast<std::size_t>(kRows), -5.0f);
+      const bool int8 = rule && kinds[t] == 0;
+      if (int8) {
+        waste::kernels::Int8Acts a;
+        waste::kernels::quantize_acts(x.data() + t * x_stride, kCols, 1, kCols, a);
+        waste::kernels::matmul_i8_generic(m.view, a, alone.data(), kRows, 0, kRows);
+      } else {
+        waste::forward::matvec(exec, m.view, x.data() + t * x_stride, alone.data());
+      }
+      CHECK(std::memcmp(y.data() + t * y_stride, alone.data(), alone.size() * sizeof(float)) == 0);
+      // And it is not the other kind's product.
+      std::vector<float> other(static_cast<std::size_t>(kRows), -5.0f);
+      if (int8) {
+        waste::forward::matvec(exec, m.view, x.data() + t * x_stride, other.data());
+      } else {
+        waste::kernels::Int8Acts a;
+        waste::kernels::quantize_acts(x.data() + t * x_stride, kCols, 1, kCols, a);
+        waste::kernels::matmul_i8_generic(m.view, a, other.data(), kRows, 0, kRows);
+      }
+      CHECK(std::memcmp(y.data() + t * y_stride, other.data(), other.size() * sizeof(float)) != 0);
     }
   }
 }

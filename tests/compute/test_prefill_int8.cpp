@@ -172,6 +172,7 @@ TEST_CASE("int8 prefill: decode steps match a prompt's bits only with both rules
       test::Int8PrefillGuard mode(prompt, decode);
       auto engine = open_engine(dir, 64);
       CHECK(forward::has_int8_matrices(engine->container().manifest));
+      CHECK(forward::has_int8_head(engine->container().manifest));  // Q8G lm_head, 256 columns
       CHECK(engine->decode_matches_prompt() == (!prompt && !decode));
     }
   }

@@ -1,7 +1,8 @@
 // Single-thread kernel timings for every ISA this CPU supports (docs/design/dispatch.md).
 // Not a test: numbers depend on the machine. Shapes are Kimi-Linear's (hidden 2304, expert
 // inter 1024, vocab 163840). Usage: bench_kernels [seconds_per_case [rvq_reps]] |
-// bench_kernels rvq [reps] | bench_kernels trunk [reps] | bench_kernels lm_head [rounds [huge]]
+// bench_kernels rvq [reps] | bench_kernels trunk [reps] | bench_kernels lm_head [rounds [huge]] |
+// bench_kernels lm_head_tokens [reps]
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
@@ -304,8 +305,11 @@ void bench_lm_head(int rounds, bool huge) {
     if (std::string_view(k->isa).starts_with("avx512") || k == &kernels::active()) tables.push_back(k);
   }
   struct Series { std::vector<double> gbs2, gbs1, ratio2, ratio1; };
-  Series rd;
+  Series rd, i8s;
   std::vector<Series> ks(tables.size());
+  const bool with_i8 = kernels::int8_matmul_supports(m.view);
+  const kernels::MatmulI8Fn i8 = kernels::matmul_i8();
+  kernels::Int8Acts acts;
   const double bytes = m.bytes();
   for (int round = 0; round < rounds; ++round) {
     const double r2 = bytes / best_us(3, false, [&] { pool2.parallel_for(kRows, 64, read); }) / 1e3;
@@ -323,6 +327,22 @@ void bench_lm_head(int rounds, bool huge) {
       ks[i].ratio2.push_back(k2 / r2);
       ks[i].ratio1.push_back(k1 / r1);
     }
+    if (with_i8) {  // the decode rule's head: the int8 product, its input quantised per call
+      const auto run_i8 = [&](bool two) {
+        kernels::quantize_acts(x.data(), kCols, 1, kCols, acts);
+        if (two) {
+          pool2.parallel_for(kRows, 64, [&](std::int64_t b, std::int64_t e) { i8(m.view, acts, y.data(), kRows, b, e); });
+        } else {
+          i8(m.view, acts, y.data(), kRows, 0, kRows);
+        }
+      };
+      const double k2 = bytes / best_us(3, false, [&] { run_i8(true); }) / 1e3;
+      const double k1 = bytes / best_us(2, true, [&] { run_i8(false); }) / 1e3;
+      i8s.gbs2.push_back(k2);
+      i8s.gbs1.push_back(k1);
+      i8s.ratio2.push_back(k2 / r2);
+      i8s.ratio1.push_back(k1 / r1);
+    }
   }
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -338,7 +358,51 @@ void bench_lm_head(int rounds, bool huge) {
                 bytes / median(ks[i].gbs2) / 1e6, 100 * median(ks[i].ratio2), median(ks[i].gbs1),
                 100 * median(ks[i].ratio1));
   }
+  if (with_i8) {
+    std::printf("%-10s %9.2f %9.2f %8.0f%% %9.2f %8.0f%%\n", kernels::matmul_i8_is_vector() ? "i8_vnni" : "i8_ref",
+                median(i8s.gbs2), bytes / median(i8s.gbs2) / 1e6, 100 * median(i8s.ratio2), median(i8s.gbs1),
+                100 * median(i8s.ratio1));
+  }
   if (region != nullptr) munmap(region, mapped + (std::size_t{2} << 20));
+}
+// The lm_head (Q8G 163,840 x 2,304) against 1..8 tokens at once, as a batched decode pass takes
+// it (forward::matvec_tokens: the table's matmul, row chunks over two threads): ms per call and
+// per token, and the weight bytes' rate. One token is matvec's tile; more share each weight load.
+void bench_lm_head_tokens(int reps) {
+  using namespace waste;
+  constexpr std::int64_t kRows = 163840, kCols = 2304;
+  const BenchMatrix m = bench_matrix(2, kRows, kCols);
+  ThreadPool pool2(2);
+  std::printf("\nlm_head Q8G %lldx%lld against n tokens, two threads, best of %d\n%-10s %6s %10s %12s %9s\n",
+              static_cast<long long>(kRows), static_cast<long long>(kCols), reps, "isa", "tokens", "ms", "ms/token",
+              "GB/s");
+  for (const int n : {1, 2, 4, 8}) {
+    const std::vector<float> x = test::random_floats(static_cast<std::size_t>(kCols * n), 9);
+    std::vector<float> y(static_cast<std::size_t>(kRows * n));
+    for (const kernels::KernelTable* k : kernels::supported()) {
+      if (std::string_view(k->isa) == "generic") continue;
+      const double us = best_us(reps, false, [&] {
+        pool2.parallel_for(kRows, 64, [&](std::int64_t b, std::int64_t e) {
+          if (n == 1) {
+            k->matvec(m.view, x.data(), y.data(), b, e);
+          } else {
+            matmul_or_loop(*k, m.view, x.data(), n, y.data(), b, e);
+          }
+        });
+      });
+      std::printf("%-10s %6d %10.2f %12.2f %9.2f\n", k->isa, n, us / 1e3, us / 1e3 / n, m.bytes() / us / 1e3);
+    }
+    if (kernels::int8_matmul_supports(m.view)) {
+      const kernels::MatmulI8Fn i8 = kernels::matmul_i8();
+      kernels::Int8Acts a;
+      const double us = best_us(reps, false, [&] {
+        kernels::quantize_acts(x.data(), kCols, n, kCols, a);
+        pool2.parallel_for(kRows, 64, [&](std::int64_t b, std::int64_t e) { i8(m.view, a, y.data(), kRows, b, e); });
+      });
+      std::printf("%-10s %6d %10.2f %12.2f %9.2f\n", kernels::matmul_i8_is_vector() ? "i8_vnni" : "i8_ref", n,
+                  us / 1e3, us / 1e3 / n, m.bytes() / us / 1e3);
+    }
+  }
 }
 }  // namespace
 
@@ -378,6 +442,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::string_view(argv[1]) == "lm_head") {  // lm_head against a read, alternately
     bench_lm_head(argc > 2 ? std::atoi(argv[2]) : 7, argc > 3 && std::string_view(argv[3]) == "huge");
+    return 0;
+  }
+  if (argc > 1 && std::string_view(argv[1]) == "lm_head_tokens") {  // lm_head against 1..8 tokens
+    bench_lm_head_tokens(argc > 2 ? std::atoi(argv[2]) : 5);
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "rvq") {  // the RVQ section only
