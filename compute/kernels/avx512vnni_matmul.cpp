@@ -9,12 +9,14 @@
 // order, each XOR 0x80 (the code + 128 as an unsigned byte for `vpdpbusd`), and 128 * sum_xq_g is
 // taken off as Q4G takes off 8 * sum_xq_g (int8_matmul.hpp: the same value as the reference's).
 //
-// Fewer than kTokenStep tokens (decode steps, small batches) take another tile: the transpose would
-// cost more than the products. There each zmm lane is one group's 16 dword partial sums of one row:
-// per row and group one 64-byte load of the stored nibbles, the low and high nibbles (even and odd
-// columns) against the token's even and odd activations in two `vpdpbusd`; then the 16 rows'
-// vectors are reduced to one vector of 16 row sums (integer adds: any order gives the exact sum),
-// and from there the order is the reference's, 16 rows per instruction.
+// Fewer than kFewTokensBelow tokens (decode steps, batches of streams) take another tile: the
+// transposes would cost more than the products. There each zmm lane is one group's 16 dword
+// partial sums of one row: per row and group one 64-byte load of the stored nibbles, unpacked once
+// for up to four tokens, the low and high nibbles (even and odd columns) against each token's even
+// and odd activations in two `vpdpbusd`; then each token's 16 row vectors are reduced to one vector
+// of 16 row sums (integer adds: any order gives the exact sum), and from there the order is the
+// reference's, 16 rows per instruction. (One token at a time, each token unpacking the tile again,
+// a batch of 4 took 19.4 ms over the lm_head against 11.6 now, its one-token read time.)
 // GCC 12 flags its own _mm512_undefined_* inside the widening intrinsics (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -36,6 +38,9 @@ namespace {
 constexpr int kTileRows = 16;
 constexpr int kTokenBlock = 64;  // f32 accumulators kept per tile (64 zmm on the stack)
 constexpr int kTokenStep = 8;    // int32 accumulators in registers
+// Calls of fewer tokens take the few-token tile (groups of kTokenGroup tokens per pass over a tile's
+// rows); from here on the transposed tile pays for its transposes.
+constexpr int kFewTokensBelow = 16;
 
 // What a format's unsigned codes are offset by (the reference's weight is code - offset).
 template <bool Q8>
@@ -154,20 +159,24 @@ inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
 }
 
 // Rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the last one and are not stored) for
-// token t, whose activations are xs (Q4G: split into even and odd columns; Q8G: as they are):
-// y_t[r] as the reference computes it. The same groups of the next 16 rows are prefetched into L2
-// as these are read (decode streams the matrix from DRAM).
-template <bool Q8>
-void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t, float* yt,
-                    std::int64_t r0, int valid, bool prefetch) {
+// the T tokens from t0, whose activations are xs + t * cols (Q4G: split into even and odd columns;
+// Q8G: as they are): y_t[r] as the reference computes it. Each row's bytes of a group are loaded and
+// unpacked once for all T tokens; each token's 16 row vectors are then reduced and scaled as for one
+// token. The same groups of the next 16 rows are prefetched into L2 as these are read (decode
+// streams the matrix from DRAM).
+template <bool Q8, int T>
+void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
+                 std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
   const int groups = a.groups;
+  const std::size_t cols = std::size_t(a.cols);
   const std::uint8_t* rows[kTileRows];
   for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int g0 = 0; g0 < groups; g0 += 16) {
     const int gn = std::min(16, groups - g0);
     __m512 by_row[kTileRows];
@@ -179,31 +188,55 @@ void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* 
     for (int gi = 0; gi < gn; ++gi) {
       const int g = g0 + gi;
       const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
-      const __m512i xe = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group);
-      const __m512i xo = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group + 64);
-      __m512i part[kTileRows];
+      __m512i xe[T], xo[T];
+      for (int t = 0; t < T; ++t) {
+        const std::int8_t* xt = xs + std::size_t(t) * cols + std::size_t(g) * kInt8Group;
+        xe[t] = _mm512_loadu_si512(xt);
+        xo[t] = _mm512_loadu_si512(xt + 64);
+      }
+      __m512i part[T][kTileRows];
       for (int r = 0; r < kTileRows; ++r) {
         if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
+        __m512i lo, hi;
         if constexpr (Q8) {
           if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
-          const __m512i lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
-          const __m512i hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
-          part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+          lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
+          hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
         } else {
           const __m512i p = _mm512_loadu_si512(rows[r] + off);
-          const __m512i lo = _mm512_and_si512(p, m4);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
-          part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
+          lo = _mm512_and_si512(p, m4);
+          hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+        }
+        for (int t = 0; t < T; ++t) {
+          part[t][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe[t]), hi, xo[t]);
         }
       }
-      const __m512i sums = reduce_rows(part);
-      const std::size_t at = std::size_t(t) * std::size_t(groups) + std::size_t(g);
-      const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
-      const __m512 both = _mm512_mul_ps(_mm512_load_ps(sw[gi]), _mm512_set1_ps(a.scale[at]));
-      acc = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc);
+      const __m512 sw_g = _mm512_load_ps(sw[gi]);
+      for (int t = 0; t < T; ++t) {
+        const __m512i sums = reduce_rows(part[t]);
+        const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
+        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
+        const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
+        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc[t]);
+      }
     }
   }
-  _mm512_mask_storeu_ps(yt + r0, static_cast<__mmask16>((1u << valid) - 1u), acc);
+  for (int t = 0; t < T; ++t) {
+    _mm512_mask_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, static_cast<__mmask16>((1u << valid) - 1u),
+                          acc[t]);
+  }
+}
+
+// Up to kTokenGroup tokens share one pass over a tile's weights (their partial sums stay in L1).
+constexpr int kTokenGroup = 4;
+
+template <bool Q8, int T>
+void rows_tokens_upto(int n, const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
+                      std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
+  if constexpr (T > 1) {
+    if (n < T) return rows_tokens_upto<Q8, T - 1>(n, w, a, xs, t0, y, y_stride, r0, valid, prefetch);
+  }
+  rows_tokens<Q8, T>(w, a, xs, t0, y, y_stride, r0, valid, prefetch);
 }
 
 template <bool Q8>
@@ -216,13 +249,13 @@ void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::i
     for (int t = 0; t < a.n; ++t) split_columns(a, t, split.data() + std::size_t(t) * std::size_t(a.cols));
     xs = split.data();
   }
-  // Token by token within a tile: the tile's rows stay in L1/L2 for the next token.
   for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
     const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
     const bool prefetch = r0 + 2 * kTileRows <= row_end;
-    for (int t = 0; t < a.n; ++t) {
-      rows_one_token<Q8>(w, a, xs + std::size_t(t) * std::size_t(a.cols), t, y + std::int64_t(t) * y_stride, r0,
-                         valid, prefetch && t == 0);
+    for (int t0 = 0; t0 < a.n; t0 += kTokenGroup) {
+      const int n = std::min(kTokenGroup, a.n - t0);
+      rows_tokens_upto<Q8, kTokenGroup>(n, w, a, xs + std::size_t(t0) * std::size_t(a.cols), t0, y, y_stride, r0,
+                                        valid, prefetch && t0 == 0);
     }
   }
 }
@@ -258,7 +291,7 @@ void matmul_many_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::
 void matmul_i8_avx512vnni(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                           std::int64_t row_begin, std::int64_t row_end) {
   const bool q8 = w.fmt == kFmtQ8G;
-  if (a.n < kTokenStep) {
+  if (a.n < kFewTokensBelow) {
     (q8 ? matmul_few_tokens<true> : matmul_few_tokens<false>)(w, a, y, y_stride, row_begin, row_end);
   } else {
     (q8 ? matmul_many_tokens<true> : matmul_many_tokens<false>)(w, a, y, y_stride, row_begin, row_end);

@@ -86,7 +86,7 @@ TEST_CASE("int8 product: the vector kernel equals the reference bit for bit, any
   }
 }
 
-TEST_CASE("int8 product: the few-token kernel equals the reference bit for bit past 16 groups and at the extremes") {
+TEST_CASE("int8 product: the few-token kernel equals the reference bit for bit past 16 groups, for 1-15 tokens, and at the extremes") {
   if (!kernels::matmul_i8_is_vector()) {
     SUCCEED("no AVX-512 VNNI here (or WASTE_FORCE_ISA): only the reference runs");
     return;
@@ -103,7 +103,7 @@ TEST_CASE("int8 product: the few-token kernel equals the reference bit for bit p
     m.payload[std::size_t(b)] = fmt == 3 ? 0xFF : 0x7F;
     m.payload[std::size_t(m.view.row_stride + b)] = fmt == 3 ? 0x00 : 0x80;
   }
-  for (int n : {1, 2, 3, 4, 5, 7}) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 13, 15}) {  // groups of 4 tokens per pass, and what is left
     std::vector<float> x = test::random_floats(std::size_t(n * cols), 32 + n);
     for (std::int64_t c = 0; c < 128; ++c) x[std::size_t(c)] = c % 2 ? 4.0f : -4.0f;  // group 0 of token 0 at +-127
     kernels::Int8Acts a;

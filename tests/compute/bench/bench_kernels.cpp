@@ -376,7 +376,7 @@ void bench_lm_head_tokens(int reps) {
   std::printf("\nlm_head Q8G %lldx%lld against n tokens, two threads, best of %d\n%-10s %6s %10s %12s %9s\n",
               static_cast<long long>(kRows), static_cast<long long>(kCols), reps, "isa", "tokens", "ms", "ms/token",
               "GB/s");
-  for (const int n : {1, 2, 4, 8}) {
+  for (const int n : {1, 2, 4, 8, 16}) {
     const std::vector<float> x = test::random_floats(static_cast<std::size_t>(kCols * n), 9);
     std::vector<float> y(static_cast<std::size_t>(kRows * n));
     for (const kernels::KernelTable* k : kernels::supported()) {
