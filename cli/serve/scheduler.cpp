@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "compute/prompt/stop_text.hpp"
 #include "compute/session/session_file.hpp"
@@ -44,6 +46,10 @@ struct Scheduler::Slot {
   int generated = 0;
   bool done = false;
   std::vector<float> biased;  // the logits plus job.logit_bias (only when it has entries)
+  // An unconstrained slot's next token and its logprob, worked out on the pool (pick()) before
+  // sample() writes them to the stream; -1: none yet.
+  int picked = -1;
+  std::optional<TokenLogprob> picked_logprob;
   // Images: the tower's rows per image, and per prompt token the row to feed (null = embed_tokens).
   std::vector<std::vector<float>> media_rows;
   std::vector<const float*> embeddings;
@@ -286,6 +292,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   }
   counters_.prompt_tokens.fetch_add(prefill_tokens, std::memory_order_relaxed);
   const auto sample_start = std::chrono::steady_clock::now();
+  std::vector<Slot*> sampling;
   for (std::size_t i = 0; i < fed.size(); ++i) {
     Slot& slot = *fed[i];
     if (prefill_counts[i] > 0) {
@@ -295,9 +302,36 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
       // The whole prompt: what the next turn of a chat starts with whatever the answer becomes.
       if (!slot.key.empty()) remember(slot, slot.job.prompt.size());
     }
-    sample(slot);
+    sampling.push_back(&slot);
   }
+  // The compute threads are idle between passes: the unconstrained slots' samples and logprobs
+  // (a pass over the vocabulary or two each) run on them, one slot per task, each slot's own
+  // sampler and buffers, so every slot gets what it gets alone. Then, in order, the streams.
+  std::vector<Slot*> picking;
+  for (Slot* slot : sampling) {
+    if (!slot->constraint) picking.push_back(slot);
+  }
+  if (picking.size() > 1) {
+    engine_.exec().pool.parallel_for(std::int64_t(picking.size()), 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) pick(*picking[std::size_t(i)]);
+    });
+  }
+  for (Slot* slot : sampling) sample(*slot);
   counters_.sample_ns.fetch_add(ns_since(sample_start), std::memory_order_relaxed);
+}
+
+// An unconstrained slot's next token and, when asked, its logprob: numbers only (its sampler, its
+// logits, its buffers), so slots may be picked on several threads at once.
+void Scheduler::pick(Slot& slot) {
+  std::span<const float> logits = slot.sequence->logits();
+  if (!slot.job.logit_bias.empty()) {
+    slot.biased.assign(logits.begin(), logits.end());
+    for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
+    logits = slot.biased;
+  }
+  slot.picked = slot.sampler.sample(logits);
+  slot.picked_logprob.reset();
+  if (slot.job.top_logprobs >= 0) slot.picked_logprob = token_logprob(logits, slot.picked, slot.job.top_logprobs);
 }
 
 // The tower over each image, once per request, between passes (exec() is free then); the
@@ -362,13 +396,21 @@ int Scheduler::choose(Slot& slot, std::span<const float> logits) {
 }
 
 void Scheduler::sample(Slot& slot) {
+  // An unconstrained slot's pick() (made on the pool beforehand, or now); the constraint's choice else.
   std::span<const float> logits = slot.sequence->logits();
-  if (!slot.job.logit_bias.empty()) {
-    slot.biased.assign(logits.begin(), logits.end());
-    for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
-    logits = slot.biased;
+  int token = -1;
+  if (!slot.constraint) {
+    if (slot.picked < 0) pick(slot);
+    if (!slot.job.logit_bias.empty()) logits = slot.biased;  // as pick() made them
+    token = std::exchange(slot.picked, -1);
+  } else {
+    if (!slot.job.logit_bias.empty()) {
+      slot.biased.assign(logits.begin(), logits.end());
+      for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
+      logits = slot.biased;
+    }
+    token = choose(slot, logits);
   }
-  const int token = choose(slot, logits);
   if (token == -1) return;
   ++slot.generated;
   if (token >= 0 && !slot.key.empty()) slot.output.push_back(token);
@@ -387,7 +429,8 @@ void Scheduler::sample(Slot& slot) {
   }
   Delta delta;
   if (slot.job.top_logprobs >= 0) {
-    delta.logprob = token_logprob(logits, token, slot.job.top_logprobs);
+    delta.logprob = slot.picked_logprob ? *std::exchange(slot.picked_logprob, std::nullopt)
+                                        : token_logprob(logits, token, slot.job.top_logprobs);
     delta.logprob->text = bytes;
     for (const TopLogprob& t : delta.logprob->top) delta.logprob->top_text.push_back(tokenizer_.decode_token(t.token));
   }

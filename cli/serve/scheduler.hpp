@@ -150,6 +150,7 @@ class Scheduler {
   void loop();
   void step(std::vector<std::unique_ptr<Slot>>& active);
   void sample(Slot& slot);
+  void pick(Slot& slot);
   Status encode_images(Slot& slot);
   int choose(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight
