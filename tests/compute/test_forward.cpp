@@ -245,10 +245,13 @@ TEST_CASE("Absorbed MLA with q_lora and output gate equals expanded attention on
   check_absorbed_mla("tiny-k3");
 }
 
+// With 2 threads decode runs its experts two at a time, each whole on one thread
+// (run_experts_whole); with 1, each split into row chunks (run_expert): the same bits. kl-shaped
+// VQ4P covers the int8 down LUT quantised in one range instead of per chunk.
 TEST_CASE("Logits are bit-identical with 1 and 2 threads", "[compute][forward]") {
-  for (const char* preset : {"tiny", "tiny-k3"}) {
+  for (const char* preset : {"tiny", "tiny-k3", "kl-shaped vq4p"}) {
     INFO(preset);
-    const auto dir = test::synth_container(preset);
+    const auto dir = std::string_view(preset) == "kl-shaped vq4p" ? test::kl_shaped("vq4p") : test::synth_container(preset);
     const auto one = run_logits(dir, 1, 0);
     const auto two = run_logits(dir, 2, 0);
     REQUIRE(one.size() == 32);
