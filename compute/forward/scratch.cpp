@@ -11,7 +11,6 @@ void MlaScratch::resize(const ModelConfig& c, int ctx, int n_tokens) {
   q_a.assign(z.q_a, 0.0f);
   ckv.assign(z.ckv, 0.0f);
   q_tilde.assign(z.q_tilde, 0.0f);
-  row.assign(z.row, 0.0f);
   ctx_sum.assign(z.ctx_sum, 0.0f);
   scores.assign(z.scores, 0.0f);
   dot_r.assign(z.dot_r, 0.0f);
@@ -101,7 +100,7 @@ void PrefillMoeScratch::resize(const ModelConfig& c, const ExpertGeometry& g, in
 }
 
 std::uint64_t MlaScratch::bytes() const {
-  return capacity_bytes(q, q_a, ckv, q_tilde, row, ctx_sum, scores, dot_r, o, gate);
+  return capacity_bytes(q, q_a, ckv, q_tilde, ctx_sum, scores, dot_r, o, gate);
 }
 
 std::uint64_t KdaScratch::bytes() const { return capacity_bytes(q, k, v, low, g, gate, beta, o); }

@@ -33,7 +33,6 @@ struct MlaScratch {
   std::vector<float> q_a;      // [T][q_lora]
   std::vector<float> ckv;      // [T][kv_lora + rope]
   std::vector<float> q_tilde;  // [nh][T][kv_lora]  W_kb,h^T q_nope,h
-  std::vector<float> row;      // [nh][kv_lora]  one dequantised kv_b row per head
   std::vector<float> ctx_sum;  // [nh][kv_lora]  sum_u a_u c_u
   std::vector<float> scores;   // [nh][ctx_tokens]
   std::vector<float> dot_r;    // [nh][ctx_tokens] q_rope . k_r per cached position

@@ -20,7 +20,7 @@ std::uint64_t StateSizes::bytes() const {
 }
 
 std::uint64_t MlaSizes::bytes() const {
-  return (q + q_a + ckv + q_tilde + row + ctx_sum + scores + dot_r + o + gate + indexer) * kF;
+  return (q + q_a + ckv + q_tilde + ctx_sum + scores + dot_r + o + gate + indexer) * kF;
 }
 
 std::uint64_t KdaSizes::bytes() const { return (6 * channels + low + beta) * kF; }
@@ -84,7 +84,6 @@ MlaSizes mla_sizes(const ModelConfig& c, std::uint64_t ctx_tokens, int tokens) {
   s.q_a = T * u(c.q_lora);
   s.ckv = T * (lora + u(c.qk_rope));
   s.q_tilde = nh * T * lora;
-  s.row = nh * lora;
   s.ctx_sum = nh * lora;
   s.scores = nh * ctx_tokens;
   s.dot_r = nh * ctx_tokens;

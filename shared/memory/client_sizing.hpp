@@ -56,7 +56,7 @@ struct StateSizes {
 
 // forward::MlaScratch for `tokens` tokens (floats); all zero without MLA layers.
 struct MlaSizes {
-  std::uint64_t q = 0, q_a = 0, ckv = 0, q_tilde = 0, row = 0, ctx_sum = 0, scores = 0, dot_r = 0, o = 0, gate = 0;
+  std::uint64_t q = 0, q_a = 0, ckv = 0, q_tilde = 0, ctx_sum = 0, scores = 0, dot_r = 0, o = 0, gate = 0;
   // GLM's DSA indexer (forward::KpoolIndexerScratch::bytes): 4-byte floats and ints, one set
   // shared by every indexed MLA layer; 0 without the indexer.
   std::uint64_t indexer = 0;

@@ -58,7 +58,7 @@ std::uint64_t tiny_state(std::uint64_t ctx) {
 // `T`: the chunk buffers' tokens (max(prefill_chunk, 64)); the gate/up LUT rows stay at 64.
 std::uint64_t tiny_scratch(std::uint64_t ctx, std::uint64_t T = 64) {
   const std::uint64_t L = std::min<std::uint64_t>(T, 64);
-  const std::uint64_t mla = 4 * (T * 4 * 24 + T * 40 + 4 * T * 32 + 2 * 4 * 32 + 2 * 4 * ctx + 2 * T * 4 * 16);
+  const std::uint64_t mla = 4 * (T * 4 * 24 + T * 40 + 4 * T * 32 + 4 * 32 /* ctx_sum */ + 2 * 4 * ctx + 2 * T * 4 * 16);
   const std::uint64_t kda = 4 * (6 * T * 128 + T * 32 + T * 4);
   const std::uint64_t lut_in = 16 * 3 * 256, lut_down = 8 * 3 * 256;  // 256-entry stage tables
   const std::uint64_t moe = 8 * (5 * 4 + 1 * 2) + 2 * (4 + 4) + 3 * 128 * 4 + 64 * 4 + (2 * lut_in + lut_down) * 4 +
