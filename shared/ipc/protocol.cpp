@@ -117,6 +117,8 @@ Result<json> parse_reply(std::string_view text) {
     const auto error = j.find("error");
     const std::string name = code != j.end() && code->is_string() ? code->get<std::string>() : std::string("ipc");
     std::string message = error != j.end() && error->is_string() ? error->get<std::string>() : std::string("request failed");
+    // An error that says nothing still says that it failed (every error carries a message).
+    if (message.empty()) message = "request failed (code '" + name + "', no message)";
     return make_error(errc_from_name(name), std::move(message));
   }
   return j;

@@ -108,6 +108,11 @@ TEST_CASE("control protocol: a reply whose ok, code or error has the wrong type 
   REQUIRE_FALSE(odd_failure);
   CHECK(odd_failure.error().code == Errc::ipc);
   CHECK(odd_failure.error().message == "request failed");
+  // Found by fuzz_control_message (session 21): an empty "error" string became an error without a message.
+  auto empty_error = parse_reply(R"({"code":"cancld","error":"","ok":false,"v":2})");
+  REQUIRE_FALSE(empty_error);
+  CHECK(empty_error.error().code == Errc::ipc);
+  CHECK(empty_error.error().message == "request failed (code 'cancld', no message)");
   auto failure = parse_reply(R"({"v": 2, "ok": false, "code": "ram_budget", "error": "over budget"})");
   REQUIRE_FALSE(failure);
   CHECK(failure.error().code == Errc::ram_budget);
