@@ -320,15 +320,19 @@ void Scheduler::step(std::vector<std::unique_ptr<Slot>>& active) {
   counters_.sample_ns.fetch_add(ns_since(sample_start), std::memory_order_relaxed);
 }
 
+// The sequence's logits, or with job.logit_bias added: a copy in slot.biased.
+std::span<const float> Scheduler::biased_logits(Slot& slot) {
+  const std::span<const float> logits = slot.sequence->logits();
+  if (slot.job.logit_bias.empty()) return logits;
+  slot.biased.assign(logits.begin(), logits.end());
+  for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
+  return slot.biased;
+}
+
 // An unconstrained slot's next token and, when asked, its logprob: numbers only (its sampler, its
 // logits, its buffers), so slots may be picked on several threads at once.
 void Scheduler::pick(Slot& slot) {
-  std::span<const float> logits = slot.sequence->logits();
-  if (!slot.job.logit_bias.empty()) {
-    slot.biased.assign(logits.begin(), logits.end());
-    for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
-    logits = slot.biased;
-  }
+  const std::span<const float> logits = biased_logits(slot);
   slot.picked = slot.sampler.sample(logits);
   slot.picked_logprob.reset();
   if (slot.job.top_logprobs >= 0) slot.picked_logprob = token_logprob(logits, slot.picked, slot.job.top_logprobs);
@@ -397,18 +401,14 @@ int Scheduler::choose(Slot& slot, std::span<const float> logits) {
 
 void Scheduler::sample(Slot& slot) {
   // An unconstrained slot's pick() (made on the pool beforehand, or now); the constraint's choice else.
-  std::span<const float> logits = slot.sequence->logits();
+  std::span<const float> logits;
   int token = -1;
   if (!slot.constraint) {
     if (slot.picked < 0) pick(slot);
-    if (!slot.job.logit_bias.empty()) logits = slot.biased;  // as pick() made them
+    logits = slot.job.logit_bias.empty() ? slot.sequence->logits() : std::span<const float>(slot.biased);  // pick()'s
     token = std::exchange(slot.picked, -1);
   } else {
-    if (!slot.job.logit_bias.empty()) {
-      slot.biased.assign(logits.begin(), logits.end());
-      for (const auto& [id, bias] : slot.job.logit_bias) slot.biased[std::size_t(id)] += bias;
-      logits = slot.biased;
-    }
+    logits = biased_logits(slot);
     token = choose(slot, logits);
   }
   if (token == -1) return;

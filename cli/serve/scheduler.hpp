@@ -31,6 +31,7 @@
 #include <expected>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -151,6 +152,7 @@ class Scheduler {
   void step(std::vector<std::unique_ptr<Slot>>& active);
   void sample(Slot& slot);
   void pick(Slot& slot);
+  static std::span<const float> biased_logits(Slot& slot);
   Status encode_images(Slot& slot);
   int choose(Slot& slot, std::span<const float> logits);
   void end(Slot& slot, Finish reason, std::string error = {});  // finish the request, leave in_flight

@@ -70,10 +70,17 @@ Result<bool> parse_int8_prefill(std::string_view text, std::string_view what) {
   return make_error(Errc::argument, std::string(what) + ": '" + std::string(text) + "' is not on or off");
 }
 
+namespace {
+// A 2-D tensor in groups of 128 with whole groups per row: the int8 product's shape
+// (kernels::int8_matmul_supports, read from the manifest).
+bool int8_shaped(const TrunkTensorInfo& t) {
+  return t.group == kernels::kInt8Group && t.shape.size() == 2 && t.cols() % kernels::kInt8Group == 0;
+}
+}  // namespace
+
 bool has_int8_matrices(const Manifest& manifest) {
   for (const TrunkTensorInfo& t : manifest.trunk) {
-    if (t.fmt == TensorFormat::q4g && t.group == kernels::kInt8Group && t.shape.size() == 2 &&
-        t.cols() % kernels::kInt8Group == 0 && t.name.find(".layers.") != std::string::npos) {
+    if (t.fmt == TensorFormat::q4g && int8_shaped(t) && t.name.find(".layers.") != std::string::npos) {
       return true;
     }
   }
@@ -87,8 +94,7 @@ bool takes_int8_rules(const kernels::QuantMatrix& w) {
 bool has_int8_head(const Manifest& manifest) {
   for (const TrunkTensorInfo& t : manifest.trunk) {
     if (t.name.ends_with("lm_head.weight")) {
-      return (t.fmt == TensorFormat::q8g || t.fmt == TensorFormat::q4g) && t.group == kernels::kInt8Group &&
-             t.shape.size() == 2 && t.cols() % kernels::kInt8Group == 0;
+      return (t.fmt == TensorFormat::q8g || t.fmt == TensorFormat::q4g) && int8_shaped(t);
     }
   }
   return false;

@@ -31,6 +31,25 @@ void matmul_int8(const Exec& exec, const kernels::QuantMatrix& w, const float* x
   exec.pool.parallel_for(w.rows, kMatvecMinRows,
                          [&](std::int64_t begin, std::int64_t end) { fn(w, acts, y, y_stride, begin, end); });
 }
+// Each run of rows that decide alike (int8(r)) in one call: int8 rows by the int8 product, the
+// others by f32.
+template <class RowTakesInt8>
+void by_runs(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
+             std::int64_t y_stride, RowTakesInt8 int8) {
+  for (int r0 = 0; r0 < n;) {
+    const bool run_int8 = int8(r0);
+    int r1 = r0 + 1;
+    while (r1 < n && int8(r1) == run_int8) ++r1;
+    const float* xr = x + std::int64_t(r0) * x_stride;
+    float* yr = y + std::int64_t(r0) * y_stride;
+    if (run_int8) {
+      matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    } else {
+      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    }
+    r0 = r1;
+  }
+}
 }  // namespace
 
 Int8Rows int8_rows(const Exec& exec, int n) {
@@ -53,20 +72,8 @@ void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float*
     matmul_int8(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
-  // Each run of rows that decide alike in one call: int8 rows by the int8 product, the others by f32.
-  for (int r0 = 0; r0 < n;) {
-    const bool int8 = int8_for_kind(exec.prompt_rows[std::size_t(r0)]);
-    int r1 = r0 + 1;
-    while (r1 < n && int8_for_kind(exec.prompt_rows[std::size_t(r1)]) == int8) ++r1;
-    const float* xr = x + std::int64_t(r0) * x_stride;
-    float* yr = y + std::int64_t(r0) * y_stride;
-    if (int8) {
-      matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
-    } else {
-      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
-    }
-    r0 = r1;
-  }
+  by_runs(exec, w, x, x_stride, n, y, y_stride,
+          [&](int r) { return int8_for_kind(exec.prompt_rows[std::size_t(r)]); });
 }
 
 void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride,
@@ -76,20 +83,7 @@ void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x
     matmul_f32(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
-  // Each run of rows of one kind in one call: decode steps by the int8 product, prompt rows by f32.
-  for (int r0 = 0; r0 < n;) {
-    const bool decode = kinds[std::size_t(r0)] == 0;
-    int r1 = r0 + 1;
-    while (r1 < n && (kinds[std::size_t(r1)] == 0) == decode) ++r1;
-    const float* xr = x + std::int64_t(r0) * x_stride;
-    float* yr = y + std::int64_t(r0) * y_stride;
-    if (decode) {
-      matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
-    } else {
-      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
-    }
-    r0 = r1;
-  }
+  by_runs(exec, w, x, x_stride, n, y, y_stride, [&](int r) { return kinds[std::size_t(r)] == 0; });  // decode rows
 }
 
 float rms_inverse(const float* x, int n, float eps) {
