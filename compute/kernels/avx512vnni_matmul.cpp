@@ -10,13 +10,15 @@
 // taken off as Q4G takes off 8 * sum_xq_g (int8_matmul.hpp: the same value as the reference's).
 //
 // Fewer than kFewTokensBelow tokens (decode steps, batches of streams) take another tile: the
-// transposes would cost more than the products. There each zmm lane is one group's 16 dword
-// partial sums of one row: per row and group one 64-byte load of the stored nibbles, unpacked once
-// for up to four tokens, the low and high nibbles (even and odd columns) against each token's even
-// and odd activations in two `vpdpbusd`; then each token's 16 row vectors are reduced to one vector
-// of 16 row sums (integer adds: any order gives the exact sum), and from there the order is the
-// reference's, 16 rows per instruction. (One token at a time, each token unpacking the tile again,
-// a batch of 4 took 19.4 ms over the lm_head against 11.6 now, its one-token read time.)
+// transposes would cost more than the products. There a tile's rows go in quads {q, 4+q, 8+q,
+// 12+q}: a quad's four rows' stored bytes of a group are transposed by 128-bit chunks (lane L =
+// row 4L+q), each chunk unpacked once for up to four tokens and met with the token's matching 16
+// activation bytes repeated in all four lanes; four quads' vectors (four partial sums per row)
+// reduce to the 16 row sums in 9 instructions per token (integer adds: any order gives the exact
+// sum), and from there the order is the reference's, 16 rows per instruction. (Session 21's tile
+// reduced 16 row vectors of 16 partial sums per token, 45 instructions, and spilled them at 4
+// tokens: Q4G 163,840 x 2,304 against 4 tokens 8.7-9.1 ms against 7.9-8.1 now; at 4 tokens
+// `vpdpbusd` itself is the bound, one per 2 cycles on a Zen 4.)
 // GCC 12 flags its own _mm512_undefined_* inside the widening intrinsics (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -100,27 +102,6 @@ inline void tokens_step(const std::uint8_t* wbuf, const Int8Acts& a, int t_first
   }
 }
 
-// a[r] holds row r's 16 partial sums: returns the vector whose lane r is row r's total.
-inline __m512i reduce_rows(__m512i a[kTileRows]) {
-  // Pairs of rows: per 128-bit lane, dwords 0 and 2 belong to the even row, 1 and 3 to the odd.
-  __m512i b[8];
-  for (int i = 0; i < 8; ++i) {
-    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
-  }
-  // Quads: per 128-bit lane, dword k belongs to row 4j + k.
-  __m512i c[4];
-  for (int j = 0; j < 4; ++j) {
-    c[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * j], b[2 * j + 1]), _mm512_unpackhi_epi64(b[2 * j], b[2 * j + 1]));
-  }
-  // Across the 128-bit lanes: d[k]'s lanes 0, 1 hold c[2k]'s halves, lanes 2, 3 c[2k + 1]'s.
-  __m512i d[2];
-  for (int k = 0; k < 2; ++k) {
-    d[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2 * k], c[2 * k + 1], 0x88),
-                            _mm512_shuffle_i32x4(c[2 * k], c[2 * k + 1], 0xDD));
-  }
-  return _mm512_add_epi32(_mm512_shuffle_i32x4(d[0], d[1], 0x88), _mm512_shuffle_i32x4(d[0], d[1], 0xDD));
-}
-
 // A 16 x 16 f32 transpose in place: v[i] lane j becomes v[j] lane i.
 inline void transpose16(__m512 v[16]) {
   __m512 t[16], u[16];
@@ -145,38 +126,80 @@ inline void transpose16(__m512 v[16]) {
   }
 }
 
-// Token t's activations split per group into even and odd columns (64 bytes each), the order the
-// stored nibbles hold them in.
-inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
+// Bytes per token and group of the few-token tile's activations: eight 16-byte chunks, each
+// repeated in the four 128-bit lanes of a zmm (one aligned load per product, no shuffles).
+constexpr int kLaneGroupBytes = 8 * 64;
+
+// Token t's activations, per group, as the few-token tile takes them: Q4G chunk j < 4 holds even
+// columns 32j, 32j + 2, .. + 30 (the low nibbles of the stored bytes 16j..16j+15), chunk 4 + j the
+// odd ones; Q8G chunk j holds columns 16j..16j+15. Each chunk repeated in the four lanes.
+template <bool Q8>
+inline void lane_columns(const Int8Acts& a, int t, std::int8_t* out) {
   const std::int8_t* xq = a.q.data() + std::size_t(t) * std::size_t(a.cols);
-  for (std::int64_t c = 0; c < a.cols; c += 64) {
-    const __m512i v = _mm512_loadu_si512(xq + c);
-    const std::int64_t g = c / kInt8Group, half = (c % kInt8Group) / 2;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kInt8Group + half), _mm512_cvtepi16_epi8(v));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kInt8Group + 64 + half),
-                        _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+  for (int g = 0; g < a.groups; ++g) {
+    const std::int8_t* x = xq + std::size_t(g) * kInt8Group;
+    std::int8_t* o = out + std::size_t(g) * kLaneGroupBytes;
+    for (int half = 0; half < 2; ++half) {
+      if constexpr (Q8) {
+        for (int j = 0; j < 4; ++j) {
+          const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 64 * half + 16 * j));
+          _mm512_storeu_si512(o + 64 * (4 * half + j), _mm512_broadcast_i32x4(chunk));
+        }
+      } else {
+        const __m512i v = _mm512_loadu_si512(x + 64 * half);
+        // columns 64 half .. + 63: evens -> chunks 2 half, 2 half + 1; odds -> 4 + 2 half, 4 + 2 half + 1
+        const __m256i even = _mm512_cvtepi16_epi8(v), odd = _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8));
+        _mm512_storeu_si512(o + 64 * (2 * half), _mm512_broadcast_i32x4(_mm256_castsi256_si128(even)));
+        _mm512_storeu_si512(o + 64 * (2 * half + 1), _mm512_broadcast_i32x4(_mm256_extracti128_si256(even, 1)));
+        _mm512_storeu_si512(o + 64 * (4 + 2 * half), _mm512_broadcast_i32x4(_mm256_castsi256_si128(odd)));
+        _mm512_storeu_si512(o + 64 * (4 + 2 * half + 1), _mm512_broadcast_i32x4(_mm256_extracti128_si256(odd, 1)));
+      }
+    }
   }
+}
+
+inline void transpose_chunks(const __m512i P[4], __m512i V[4]) {
+  const __m512i a = _mm512_shuffle_i32x4(P[0], P[1], 0x44), b = _mm512_shuffle_i32x4(P[0], P[1], 0xEE);
+  const __m512i c = _mm512_shuffle_i32x4(P[2], P[3], 0x44), d = _mm512_shuffle_i32x4(P[2], P[3], 0xEE);
+  V[0] = _mm512_shuffle_i32x4(a, c, 0x88);
+  V[1] = _mm512_shuffle_i32x4(a, c, 0xDD);
+  V[2] = _mm512_shuffle_i32x4(b, d, 0x88);
+  V[3] = _mm512_shuffle_i32x4(b, d, 0xDD);
+}
+
+// Four quads' partial sums (Q[q]: lane L holds row 4L + q's four dword partials) -> the vector
+// whose dword 4L + q is row 4L + q's total.
+inline __m512i reduce_quads(const __m512i Q[4]) {
+  const __m512i b01 = _mm512_add_epi32(_mm512_unpacklo_epi32(Q[0], Q[1]), _mm512_unpackhi_epi32(Q[0], Q[1]));
+  const __m512i b23 = _mm512_add_epi32(_mm512_unpacklo_epi32(Q[2], Q[3]), _mm512_unpackhi_epi32(Q[2], Q[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(b01, b23), _mm512_unpackhi_epi64(b01, b23));
 }
 
 // Rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the last one and are not stored) for
 // the T tokens from t0, whose activations are xs + t * cols (Q4G: split into even and odd columns;
-// Q8G: as they are): y_t[r] as the reference computes it. Each row's bytes of a group are loaded and
-// unpacked once for all T tokens; each token's 16 row vectors are then reduced and scaled as for one
-// token. The same groups of the next 16 rows are prefetched into L2 as these are read (decode
-// streams the matrix from DRAM).
+// Q8G: as they are): y_t[r] as the reference computes it. The tile's rows go in quads q = 0..3 of
+// rows {q, 4 + q, 8 + q, 12 + q}: per quad and group the four rows' bytes are loaded once and
+// transposed by 128-bit chunks (lane L = row 4L + q), each chunk unpacked once for all T tokens and
+// multiplied by the token's matching 16 activation bytes broadcast to every lane. A quad's vector
+// then holds four partial sums per row, and four quads reduce to the 16 row totals in 9 operations
+// per token (integer adds: any order gives the exact sum); from there the order is the
+// reference's, 16 rows per instruction. The same groups of the next 16 rows are prefetched into L2
+// as these are read (decode streams the matrix from DRAM).
 template <bool Q8, int T>
 void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
                  std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
   const int groups = a.groups;
-  const std::size_t cols = std::size_t(a.cols);
+  const std::size_t token_bytes = std::size_t(groups) * kLaneGroupBytes;
   const std::uint8_t* rows[kTileRows];
   for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  constexpr int kParts = Q8 ? 2 : 1;  // 64-byte parts of a row's group
   alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const auto lane_bytes = [](const std::int8_t* p) { return _mm512_loadu_si512(p); };
   for (int g0 = 0; g0 < groups; g0 += 16) {
     const int gn = std::min(16, groups - g0);
     __m512 by_row[kTileRows];
@@ -188,32 +211,41 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
     for (int gi = 0; gi < gn; ++gi) {
       const int g = g0 + gi;
       const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
-      __m512i xe[T], xo[T];
-      for (int t = 0; t < T; ++t) {
-        const std::int8_t* xt = xs + std::size_t(t) * cols + std::size_t(g) * kInt8Group;
-        xe[t] = _mm512_loadu_si512(xt);
-        xo[t] = _mm512_loadu_si512(xt + 64);
-      }
-      __m512i part[T][kTileRows];
-      for (int r = 0; r < kTileRows; ++r) {
-        if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
-        __m512i lo, hi;
-        if constexpr (Q8) {
-          if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
-          lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
-          hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
-        } else {
-          const __m512i p = _mm512_loadu_si512(rows[r] + off);
-          lo = _mm512_and_si512(p, m4);
-          hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
-        }
-        for (int t = 0; t < T; ++t) {
-          part[t][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe[t]), hi, xo[t]);
+      const std::int8_t* xg[T];
+      for (int t = 0; t < T; ++t) xg[t] = xs + std::size_t(t) * token_bytes + std::size_t(g) * kLaneGroupBytes;
+      __m512i quad[T][4];
+      for (int q = 0; q < 4; ++q) {
+        for (int t = 0; t < T; ++t) quad[t][q] = _mm512_setzero_si512();
+        for (int part = 0; part < kParts; ++part) {
+          __m512i P[4], V[4];
+          for (int L = 0; L < 4; ++L) {
+            const std::uint8_t* at = rows[4 * L + q] + off + 64 * part;
+            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(at + ahead), _MM_HINT_T1);
+            P[L] = _mm512_loadu_si512(at);
+          }
+          transpose_chunks(P, V);
+          for (int k = 0; k < 4; ++k) {
+            if constexpr (Q8) {
+              // columns 64 part + 16k .. + 15
+              const __m512i wv = _mm512_xor_si512(V[k], flip);
+              for (int t = 0; t < T; ++t) {
+                quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], wv, lane_bytes(xg[t] + 64 * (4 * part + k)));
+              }
+            } else {
+              // even columns 32k, 32k + 2, ... (low nibbles) and the odd ones (high nibbles)
+              const __m512i lo = _mm512_and_si512(V[k], m4);
+              const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(V[k], 4), m4);
+              for (int t = 0; t < T; ++t) {
+                quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], lo, lane_bytes(xg[t] + 64 * k));
+                quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], hi, lane_bytes(xg[t] + 64 * (4 + k)));
+              }
+            }
+          }
         }
       }
       const __m512 sw_g = _mm512_load_ps(sw[gi]);
       for (int t = 0; t < T; ++t) {
-        const __m512i sums = reduce_rows(part[t]);
+        const __m512i sums = reduce_quads(quad[t]);
         const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
         const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
         const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
@@ -242,20 +274,18 @@ void rows_tokens_upto(int n, const QuantMatrix& w, const Int8Acts& a, const std:
 template <bool Q8>
 void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                        std::int64_t row_begin, std::int64_t row_end) {
-  const std::int8_t* xs = a.q.data();
-  if constexpr (!Q8) {
-    thread_local std::vector<std::int8_t> split;
-    split.resize(std::size_t(a.n) * std::size_t(a.cols));
-    for (int t = 0; t < a.n; ++t) split_columns(a, t, split.data() + std::size_t(t) * std::size_t(a.cols));
-    xs = split.data();
-  }
+  thread_local std::vector<std::int8_t> lanes;
+  const std::size_t token_bytes = std::size_t(a.groups) * kLaneGroupBytes;
+  lanes.resize(std::size_t(a.n) * token_bytes);
+  for (int t = 0; t < a.n; ++t) lane_columns<Q8>(a, t, lanes.data() + std::size_t(t) * token_bytes);
+  const std::int8_t* xs = lanes.data();
   for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
     const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
     const bool prefetch = r0 + 2 * kTileRows <= row_end;
     for (int t0 = 0; t0 < a.n; t0 += kTokenGroup) {
       const int n = std::min(kTokenGroup, a.n - t0);
-      rows_tokens_upto<Q8, kTokenGroup>(n, w, a, xs + std::size_t(t0) * std::size_t(a.cols), t0, y, y_stride, r0,
-                                        valid, prefetch && t0 == 0);
+      rows_tokens_upto<Q8, kTokenGroup>(n, w, a, xs + std::size_t(t0) * token_bytes, t0, y, y_stride, r0, valid,
+                                        prefetch && t0 == 0);
     }
   }
 }

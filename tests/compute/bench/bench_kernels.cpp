@@ -2,7 +2,7 @@
 // Not a test: numbers depend on the machine. Shapes are Kimi-Linear's (hidden 2304, expert
 // inter 1024, vocab 163840). Usage: bench_kernels [seconds_per_case [rvq_reps]] |
 // bench_kernels rvq [reps] | bench_kernels trunk [reps] | bench_kernels lm_head [rounds [huge]] |
-// bench_kernels lm_head_tokens [reps]
+// bench_kernels lm_head_tokens [reps [q4]]
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
@@ -368,14 +368,16 @@ void bench_lm_head(int rounds, bool huge) {
 // The lm_head (Q8G 163,840 x 2,304) against 1..8 tokens at once, as a batched decode pass takes
 // it (forward::matvec_tokens: the table's matmul, row chunks over two threads): ms per call and
 // per token, and the weight bytes' rate. One token is matvec's tile; more share each weight load.
-void bench_lm_head_tokens(int reps) {
+// q4: the same shape in Q4G, the trunk projections' format (too large for the cache, as the
+// trunk's matrices are together).
+void bench_lm_head_tokens(int reps, bool q4) {
   using namespace waste;
   constexpr std::int64_t kRows = 163840, kCols = 2304;
-  const BenchMatrix m = bench_matrix(2, kRows, kCols);
+  const BenchMatrix m = bench_matrix(q4 ? 3 : 2, kRows, kCols);
   ThreadPool pool2(2);
-  std::printf("\nlm_head Q8G %lldx%lld against n tokens, two threads, best of %d\n%-10s %6s %10s %12s %9s\n",
-              static_cast<long long>(kRows), static_cast<long long>(kCols), reps, "isa", "tokens", "ms", "ms/token",
-              "GB/s");
+  std::printf("\nlm_head %s %lldx%lld against n tokens, two threads, best of %d\n%-10s %6s %10s %12s %9s\n",
+              q4 ? "Q4G" : "Q8G", static_cast<long long>(kRows), static_cast<long long>(kCols), reps, "isa", "tokens",
+              "ms", "ms/token", "GB/s");
   for (const int n : {1, 2, 4, 8, 16}) {
     const std::vector<float> x = test::random_floats(static_cast<std::size_t>(kCols * n), 9);
     std::vector<float> y(static_cast<std::size_t>(kRows * n));
@@ -445,7 +447,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "lm_head_tokens") {  // lm_head against 1..8 tokens
-    bench_lm_head_tokens(argc > 2 ? std::atoi(argv[2]) : 5);
+    bench_lm_head_tokens(argc > 2 ? std::atoi(argv[2]) : 5, argc > 3 && std::string_view(argv[3]) == "q4");
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "rvq") {  // the RVQ section only
