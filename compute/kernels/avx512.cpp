@@ -13,7 +13,7 @@ const KernelTable& avx512_table() {
       .matvec = avx512_impl::matvec,
       .matmul = avx512_impl::matmul,
       .rvq_lut_build = avx512_impl::rvq_lut_build,
-      .rvq_lut_quantize = impl::rvq_lut_quantize,
+      .rvq_lut_quantize = avx512_impl::rvq_lut_quantize,
       .rvq_apply = avx512_impl::rvq_apply,
       .rvq_apply_vq4p = avx512_impl::rvq_apply_vq4p,
       .rvq_lut_to_q16 = avx512_impl::rvq_lut_to_q16,
