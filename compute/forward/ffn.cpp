@@ -24,8 +24,13 @@ void ffn_forward(const Exec& exec, const ModelConfig& c, const model::FfnWeights
 void ffn_tokens(const Exec& exec, const ModelConfig& c, const model::FfnWeights& w, const float* x, int n, float* a,
                 float* b, float* out) {
   const std::int64_t hid = c.hidden, inter = w.gate.rows;
-  matvec_tokens(exec, w.gate, x, hid, n, a, inter);
-  matvec_tokens(exec, w.up, x, hid, n, b, inter);
+  if (w.gate.cols == w.up.cols) {  // one pool job (and one quantised x) for both, as ffn_forward
+    const Projection gate_up[] = {{&w.gate, a, inter}, {&w.up, b, inter}};
+    matvec_tokens_fused(exec, gate_up, x, hid, n);
+  } else {
+    matvec_tokens(exec, w.gate, x, hid, n, a, inter);
+    matvec_tokens(exec, w.up, x, hid, n, b, inter);
+  }
   for (int t = 0; t < n; ++t) ffn_activation(c, a + t * inter, b + t * inter, int(inter), a + t * inter);
   matvec_tokens(exec, w.down, a, inter, n, out, hid);
 }
