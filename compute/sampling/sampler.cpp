@@ -41,12 +41,18 @@ int Sampler::sample_plain(std::span<const float> logits) {
   if (k < vocab || params_.top_p < 1.0f) return sample_truncated(logits, k, max_logit, u);
 
   const float temperature = params_.temperature;
+  // Each weight is computed once and kept for the walk to the target (the same values the walk
+  // would compute again).
+  weight_.resize(static_cast<std::size_t>(vocab));
   float total = 0.0f;
-  for (float logit : logits) total += std::exp((logit - max_logit) / temperature);
+  for (int i = 0; i < vocab; ++i) {
+    weight_[i] = std::exp((logits[i] - max_logit) / temperature);
+    total += weight_[i];
+  }
   const float target = u * total;
   float running = 0.0f;
   for (int i = 0; i < vocab; ++i) {
-    running += std::exp((logits[i] - max_logit) / temperature);
+    running += weight_[i];
     if (running >= target) return i;
   }
   return vocab - 1;  // rounding left the running sum short of the target

@@ -48,7 +48,7 @@ class Sampler {
   SamplingParams params_;
   std::uint64_t state_;
   std::vector<int> order_;     // candidate ids, sorted by logit descending then id
-  std::vector<float> weight_;  // exp((l - max) / T) of the first k candidates
+  std::vector<float> weight_;  // exp((l - max) / T): of the first k candidates, or of every id (no truncation)
   std::vector<int> counts_;    // penalties only: times each id was returned
   std::vector<float> penalized_;  // penalties only: the logits after the penalties
 };
