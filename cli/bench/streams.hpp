@@ -4,7 +4,9 @@
 // bench prompt, rotated per stream so their routes differ), untimed; then `decode_tokens` passes,
 // each feeding every sequence one decode step (its greedy token), timed. Reports the aggregate
 // decode rate, the pass time, each stream's tokens and, with --profile, where a pass goes by stage. The counts run in
-// the order given, on one engine, so a warm cache serves all of them alike.
+// the order given, on one engine, after an untimed run of the largest count (`warm`): stream i
+// decodes the same tokens at every count, so that run reads every expert the timed ones route and
+// a warm cache serves all of them alike.
 #pragma once
 
 #include <string>
@@ -21,6 +23,7 @@ struct StreamsArgs {
   std::vector<int> counts;  // sequences per run, each >= 1
   int prompt_tokens = 64;
   int decode_tokens = 64;   // passes timed per count
+  bool warm = true;         // an untimed run of the largest count first
 };
 
 struct StreamsRun {
@@ -28,6 +31,7 @@ struct StreamsRun {
   int passes = 0;
   double seconds = 0;        // the timed passes
   EngineProfile profile;     // of the timed passes
+  std::uint64_t expert_misses = 0;  // experts the timed passes had to read (0 once warm)
   std::vector<std::vector<int>> tokens;  // per stream, its greedy tokens in order
   [[nodiscard]] double aggregate_tokens_per_second() const { return seconds > 0 ? streams * passes / seconds : 0.0; }
   [[nodiscard]] double ms_per_pass() const { return passes > 0 ? 1e3 * seconds / passes : 0.0; }

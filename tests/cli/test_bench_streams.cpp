@@ -50,6 +50,20 @@ TEST_CASE("waste bench --streams: every stream of a batch decodes what its promp
   }
 }
 
+TEST_CASE("waste bench --streams: the cache is warm before the first timed count", "[cli][bench]") {
+  // Through the cache (no --compute-only): an untimed run of the largest count reads every expert
+  // the timed counts route, so none of them times a first read (1 stream used to time them all).
+  // A 2-token prompt leaves most of the tiny model's experts to the decode passes.
+  const auto model = test::tokenizer_container();
+  const json doc = test::run_waste_json({"bench", model.string(), "--threads", "2", "--in-process", "--streams", "1,3",
+                                         "--prompt-tokens", "2", "-n", "4", "--json"});
+  REQUIRE(doc["streams"].size() == 2);
+  for (const json& run : doc["streams"]) {
+    INFO(run["streams"].get<int>() << " streams");
+    CHECK(run["expert_misses"].get<std::uint64_t>() == 0);
+  }
+}
+
 TEST_CASE("waste bench --streams: bad counts are refused by name", "[cli][bench]") {
   const auto model = test::tokenizer_container();
   auto bad = test::run_waste({"bench", model.string(), "--in-process", "--streams", "2,x", "-n", "2"});
