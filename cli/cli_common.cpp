@@ -76,6 +76,7 @@ OpenRequest open_request(const EngineArgs& a, std::shared_ptr<const ContainerInf
   r.engine.model = a.model;
   r.engine.threads = a.threads;
   r.engine.ctx_tokens = a.ctx;
+  r.engine.prefill_chunk = a.prefill_chunk;
   r.engine.verify_records = a.verify;
   r.engine.direct_io = !a.no_direct_io;
   r.container = std::move(container);

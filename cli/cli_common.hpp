@@ -36,6 +36,7 @@ struct EngineArgs {
   bool in_process = false;         // --in-process: the daemon's data plane inside this process (no daemon)
   int linger_ms = -1;              // --linger: a daemon this command starts stays this long after its last client
   int sequences = 1;               // sequences held at once (serve: --parallel), declared to the daemon
+  int prefill_chunk = 64;          // tokens one pass may carry (serve: --prefill-chunk); the scratch is sized for it
   [[nodiscard]] bool use_daemon() const { return !in_process; }
 };
 

@@ -30,6 +30,7 @@
 #include "compute/vision/media_prompt.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
+#include "shared/memory/client_sizing.hpp"
 #include "shared/memory/machine_ledger.hpp"
 #include "shared/memory/ram.hpp"
 
@@ -165,7 +166,7 @@ Result<std::vector<serve::ModelConfig>> model_configs(const ServeArgs& a) {
   for (serve::ModelSpec& spec : *specs) {
     auto container = read_container(spec.path);
     if (!container) return std::unexpected(container.error());
-    auto plan = plan_memory((*container)->manifest, std::uint32_t(a.engine.ctx));
+    auto plan = plan_memory((*container)->manifest, std::uint32_t(a.engine.ctx), a.engine.prefill_chunk);
     if (!plan) return std::unexpected(plan.error());
     auto daemon_plan = plan_memory((*container)->manifest);
     if (!daemon_plan) return std::unexpected(daemon_plan.error());
@@ -237,6 +238,7 @@ int serve_main(ServeArgs a) {
     if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
     a.http.api_key = std::move(*key);
   }
+  a.engine.prefill_chunk = a.scheduler.prefill_chunk;
   if (a.scheduler.parallel >= a.scheduler.prefill_chunk) {
     return report_error("serve", "--parallel must be below " + std::to_string(a.scheduler.prefill_chunk) +
                                      " (the tokens of one pass)");
@@ -353,6 +355,11 @@ const CommandRegistration kRegistration{Command{
       sub.add_option("--parallel", args->scheduler.parallel, "Sequences decoded together")
           ->type_name("N")
           ->check(int_range("--parallel", 1, 63));
+      sub.add_option("--prefill-chunk", args->scheduler.prefill_chunk,
+                     "Tokens one pass carries: a token for each decoding request plus prompt tokens up to this; "
+                     "the engine's scratch is sized for it (waste plan --prefill-chunk)")
+          ->type_name("TOKENS")
+          ->check(int_range("--prefill-chunk", 2, sizing::kMaxPrefillChunk));
       sub.add_option("--queue", args->scheduler.max_queue, "Requests waiting beyond which new ones get 429")
           ->type_name("N")
           ->check(int_range("--queue", 0, 4096));

@@ -5,9 +5,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import OpenAI from 'openai';
-import { makeContainer, startServer, rawRequest, post, metric, withTimeout } from './helpers.mjs';
+import { makeContainer, startServer, rawRequest, post, metric, withTimeout, bin } from './helpers.mjs';
 
 let container, server, client;
 
@@ -108,6 +109,33 @@ test('completions: blocking and streamed text agree; token-id prompts work', asy
   assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
   const ids = await client.completions.create({ model: 'tiny', prompt: [1, 2, 3], max_tokens: 2, temperature: 0 });
   assert.equal(ids.usage.prompt_tokens, 3);
+});
+
+test('--prefill-chunk: a 100-token prompt in one pass instead of two, the same token; too small for --parallel is refused', async () => {
+  const ids = Array.from({ length: 100 }, (_, k) => 1 + ((k * 7) % 200));
+  const params = { model: 'tiny', prompt: ids, max_tokens: 1, temperature: 0 };
+  const steps = async (url, run) => {
+    const before = await metric(url, 'waste_steps_total');
+    const answer = await run();
+    return { passes: (await metric(url, 'waste_steps_total')) - before, answer };
+  };
+  const plain = await steps(server.url, () => client.completions.create(params));
+  assert.equal(plain.passes, 2);  // the default 64 tokens a pass
+  const wide = await startServer(container.model, ['--prefill-chunk', '128', '--metrics-public']);
+  try {
+    const one = await steps(wide.url, async () => {
+      const res = await fetch(`${wide.url}/v1/completions`, { method: 'POST', body: JSON.stringify(params), headers: { 'Content-Type': 'application/json' } });
+      assert.equal(res.status, 200);
+      return res.json();
+    });
+    assert.equal(one.passes, 1);
+    assert.equal(one.answer.choices[0].text, plain.answer.choices[0].text);
+  } finally {
+    await wide.stop();
+  }
+  const refused = spawnSync(bin, ['serve', container.model, '--port', '0', '--parallel', '8', '--prefill-chunk', '8'], { encoding: 'utf8', timeout: 60000 });
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /--parallel must be below 8 \(the tokens of one pass\)/);
 });
 
 test('errors are OpenAI error objects with the right status', async () => {
