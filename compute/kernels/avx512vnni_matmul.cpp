@@ -10,7 +10,8 @@
 // taken off as Q4G takes off 8 * sum_xq_g (int8_matmul.hpp: the same value as the reference's).
 //
 // Fewer than kFewTokensBelow tokens (decode steps, batches of streams) take another tile: the
-// transposes would cost more than the products. There a tile's rows go in quads {q, 4+q, 8+q,
+// transposes would cost more than the products. One token (a decode step) uses each row's bytes as
+// stored and reduces 16 row vectors (rows_one_token: at the read rate). From two tokens a tile's rows go in quads {q, 4+q, 8+q,
 // 12+q}: a quad's four rows' stored bytes of a group are transposed by 128-bit chunks (lane L =
 // row 4L+q), each chunk unpacked once for up to four tokens and met with the token's matching 16
 // activation bytes repeated in all four lanes; four quads' vectors (four partial sums per row)
@@ -259,6 +260,112 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
   }
 }
 
+// a[r] holds row r's 16 partial sums: returns the vector whose lane r is row r's total.
+inline __m512i reduce_rows(__m512i a[kTileRows]) {
+  // Pairs of rows: per 128-bit lane, dwords 0 and 2 belong to the even row, 1 and 3 to the odd.
+  __m512i b[8];
+  for (int i = 0; i < 8; ++i) {
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi32(a[2 * i], a[2 * i + 1]));
+  }
+  // Quads: per 128-bit lane, dword k belongs to row 4j + k.
+  __m512i c[4];
+  for (int j = 0; j < 4; ++j) {
+    c[j] = _mm512_add_epi32(_mm512_unpacklo_epi64(b[2 * j], b[2 * j + 1]), _mm512_unpackhi_epi64(b[2 * j], b[2 * j + 1]));
+  }
+  // Across the 128-bit lanes: d[k]'s lanes 0, 1 hold c[2k]'s halves, lanes 2, 3 c[2k + 1]'s.
+  __m512i d[2];
+  for (int k = 0; k < 2; ++k) {
+    d[k] = _mm512_add_epi32(_mm512_shuffle_i32x4(c[2 * k], c[2 * k + 1], 0x88),
+                            _mm512_shuffle_i32x4(c[2 * k], c[2 * k + 1], 0xDD));
+  }
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(d[0], d[1], 0x88), _mm512_shuffle_i32x4(d[0], d[1], 0xDD));
+}
+
+// Token t's activations split per group into even and odd columns (64 bytes each), the order the
+// stored nibbles hold them in.
+inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
+  const std::int8_t* xq = a.q.data() + std::size_t(t) * std::size_t(a.cols);
+  for (std::int64_t c = 0; c < a.cols; c += 64) {
+    const __m512i v = _mm512_loadu_si512(xq + c);
+    const std::int64_t g = c / kInt8Group, half = (c % kInt8Group) / 2;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kInt8Group + half), _mm512_cvtepi16_epi8(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * kInt8Group + 64 + half),
+                        _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+  }
+}
+
+// One token (a decode step): each row's group is used as stored, the low and high nibbles (even
+// and odd columns; Q8G: the two halves) against the token's activations split the same way once
+// per call, two `vpdpbusd` a row; the 16 row vectors of 16 partial sums reduce to one vector of
+// row sums (45 instructions). With one token this streams the matrix at the read rate, and the
+// quad tile below was no faster there (bench_kernels lm_head, alternated: 87-94% of a plain read
+// through the quads, 89-96% this way, within the machine's noise), so a decode step keeps it.
+template <bool Q8>
+void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, float* y, std::int64_t r0,
+                    int valid, bool prefetch) {
+  constexpr int T = 1;
+  constexpr int t0 = 0;
+  constexpr std::int64_t y_stride = 0;
+  const int groups = a.groups;
+  const std::size_t cols = std::size_t(a.cols);
+  const std::uint8_t* rows[kTileRows];
+  for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
+  const std::int64_t ahead = kTileRows * w.row_stride;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    const int gn = std::min(16, groups - g0);
+    __m512 by_row[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+      by_row[r] = avx512_common::fp16x16_to_f32(w.scales + (r0 + std::min(r, valid - 1)) * groups + g0, gn);
+    }
+    transpose16(by_row);
+    for (int gi = 0; gi < 16; ++gi) _mm512_store_ps(sw[gi], by_row[gi]);
+    for (int gi = 0; gi < gn; ++gi) {
+      const int g = g0 + gi;
+      const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
+      __m512i xe[T], xo[T];
+      for (int t = 0; t < T; ++t) {
+        const std::int8_t* xt = xs + std::size_t(t) * cols + std::size_t(g) * kInt8Group;
+        xe[t] = _mm512_loadu_si512(xt);
+        xo[t] = _mm512_loadu_si512(xt + 64);
+      }
+      __m512i part[T][kTileRows];
+      for (int r = 0; r < kTileRows; ++r) {
+        if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
+        __m512i lo, hi;
+        if constexpr (Q8) {
+          if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
+          lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
+          hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
+        } else {
+          const __m512i p = _mm512_loadu_si512(rows[r] + off);
+          lo = _mm512_and_si512(p, m4);
+          hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+        }
+        for (int t = 0; t < T; ++t) {
+          part[t][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe[t]), hi, xo[t]);
+        }
+      }
+      const __m512 sw_g = _mm512_load_ps(sw[gi]);
+      for (int t = 0; t < T; ++t) {
+        const __m512i sums = reduce_rows(part[t]);
+        const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
+        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
+        const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
+        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_mask_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, static_cast<__mmask16>((1u << valid) - 1u),
+                          acc[t]);
+  }
+}
+
 // Up to kTokenGroup tokens share one pass over a tile's weights (their partial sums stay in L1).
 constexpr int kTokenGroup = 4;
 
@@ -274,6 +381,20 @@ void rows_tokens_upto(int n, const QuantMatrix& w, const Int8Acts& a, const std:
 template <bool Q8>
 void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                        std::int64_t row_begin, std::int64_t row_end) {
+  if (a.n == 1) {
+    const std::int8_t* xs = a.q.data();
+    if constexpr (!Q8) {
+      thread_local std::vector<std::int8_t> split;
+      split.resize(std::size_t(a.cols));
+      split_columns(a, 0, split.data());
+      xs = split.data();
+    }
+    for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
+      const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
+      rows_one_token<Q8>(w, a, xs, y, r0, valid, r0 + 2 * kTileRows <= row_end);
+    }
+    return;
+  }
   thread_local std::vector<std::int8_t> lanes;
   const std::size_t token_bytes = std::size_t(a.groups) * kLaneGroupBytes;
   lanes.resize(std::size_t(a.n) * token_bytes);
