@@ -176,6 +176,44 @@ inline __m512i reduce_quads(const __m512i Q[4]) {
   return _mm512_add_epi32(_mm512_unpacklo_epi64(b01, b23), _mm512_unpackhi_epi64(b01, b23));
 }
 
+// What both few-token tiles share: rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the
+// last one and are not stored) walked a block of 16 groups at a time, the block's row scales
+// converted and transposed once; per group `group_sums(g, sums)` leaves each token's 16 row totals
+// in sums[t], and from there the order is the reference's, 16 rows per instruction.
+template <bool Q8, int T, class GroupSums>
+[[gnu::always_inline]] inline void tile_rows(const QuantMatrix& w, const Int8Acts& a, int t0, float* y, std::int64_t y_stride,
+                      std::int64_t r0, int valid, GroupSums&& group_sums) {
+  const int groups = a.groups;
+  alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int g0 = 0; g0 < groups; g0 += 16) {
+    const int gn = std::min(16, groups - g0);
+    __m512 by_row[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+      by_row[r] = avx512_common::fp16x16_to_f32(w.scales + (r0 + std::min(r, valid - 1)) * groups + g0, gn);
+    }
+    transpose16(by_row);
+    for (int gi = 0; gi < 16; ++gi) _mm512_store_ps(sw[gi], by_row[gi]);
+    for (int gi = 0; gi < gn; ++gi) {
+      const int g = g0 + gi;
+      __m512i sums[T];
+      group_sums(g, sums);
+      const __m512 sw_g = _mm512_load_ps(sw[gi]);
+      for (int t = 0; t < T; ++t) {
+        const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
+        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
+        const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
+        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums[t]), corr), both, acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_mask_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, static_cast<__mmask16>((1u << valid) - 1u),
+                          acc[t]);
+  }
+}
+
 // Rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the last one and are not stored) for
 // the T tokens from t0, whose activations are xs + t * cols (Q4G: split into even and odd columns;
 // Q8G: as they are): y_t[r] as the reference computes it. The tile's rows go in quads q = 0..3 of
@@ -189,75 +227,50 @@ inline __m512i reduce_quads(const __m512i Q[4]) {
 template <bool Q8, int T>
 void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
                  std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
-  const int groups = a.groups;
-  const std::size_t token_bytes = std::size_t(groups) * kLaneGroupBytes;
+  const std::size_t token_bytes = std::size_t(a.groups) * kLaneGroupBytes;
   const std::uint8_t* rows[kTileRows];
   for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   constexpr int kParts = Q8 ? 2 : 1;  // 64-byte parts of a row's group
-  alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   const auto lane_bytes = [](const std::int8_t* p) { return _mm512_loadu_si512(p); };
-  for (int g0 = 0; g0 < groups; g0 += 16) {
-    const int gn = std::min(16, groups - g0);
-    __m512 by_row[kTileRows];
-    for (int r = 0; r < kTileRows; ++r) {
-      by_row[r] = avx512_common::fp16x16_to_f32(w.scales + (r0 + std::min(r, valid - 1)) * groups + g0, gn);
-    }
-    transpose16(by_row);
-    for (int gi = 0; gi < 16; ++gi) _mm512_store_ps(sw[gi], by_row[gi]);
-    for (int gi = 0; gi < gn; ++gi) {
-      const int g = g0 + gi;
-      const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
-      const std::int8_t* xg[T];
-      for (int t = 0; t < T; ++t) xg[t] = xs + std::size_t(t) * token_bytes + std::size_t(g) * kLaneGroupBytes;
-      __m512i quad[T][4];
-      for (int q = 0; q < 4; ++q) {
-        for (int t = 0; t < T; ++t) quad[t][q] = _mm512_setzero_si512();
-        for (int part = 0; part < kParts; ++part) {
-          __m512i P[4], V[4];
-          for (int L = 0; L < 4; ++L) {
-            const std::uint8_t* at = rows[4 * L + q] + off + 64 * part;
-            if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(at + ahead), _MM_HINT_T1);
-            P[L] = _mm512_loadu_si512(at);
-          }
-          transpose_chunks(P, V);
-          for (int k = 0; k < 4; ++k) {
-            if constexpr (Q8) {
-              // columns 64 part + 16k .. + 15
-              const __m512i wv = _mm512_xor_si512(V[k], flip);
-              for (int t = 0; t < T; ++t) {
-                quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], wv, lane_bytes(xg[t] + 64 * (4 * part + k)));
-              }
-            } else {
-              // even columns 32k, 32k + 2, ... (low nibbles) and the odd ones (high nibbles)
-              const __m512i lo = _mm512_and_si512(V[k], m4);
-              const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(V[k], 4), m4);
-              for (int t = 0; t < T; ++t) {
-                quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], lo, lane_bytes(xg[t] + 64 * k));
-                quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], hi, lane_bytes(xg[t] + 64 * (4 + k)));
-              }
+  tile_rows<Q8, T>(w, a, t0, y, y_stride, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
+    const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
+    const std::int8_t* xg[T];
+    for (int t = 0; t < T; ++t) xg[t] = xs + std::size_t(t) * token_bytes + std::size_t(g) * kLaneGroupBytes;
+    __m512i quad[T][4];
+    for (int q = 0; q < 4; ++q) {
+      for (int t = 0; t < T; ++t) quad[t][q] = _mm512_setzero_si512();
+      for (int part = 0; part < kParts; ++part) {
+        __m512i P[4], V[4];
+        for (int L = 0; L < 4; ++L) {
+          const std::uint8_t* at = rows[4 * L + q] + off + 64 * part;
+          if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(at + ahead), _MM_HINT_T1);
+          P[L] = _mm512_loadu_si512(at);
+        }
+        transpose_chunks(P, V);
+        for (int k = 0; k < 4; ++k) {
+          if constexpr (Q8) {
+            // columns 64 part + 16k .. + 15
+            const __m512i wv = _mm512_xor_si512(V[k], flip);
+            for (int t = 0; t < T; ++t) {
+              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], wv, lane_bytes(xg[t] + 64 * (4 * part + k)));
+            }
+          } else {
+            // even columns 32k, 32k + 2, ... (low nibbles) and the odd ones (high nibbles)
+            const __m512i lo = _mm512_and_si512(V[k], m4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(V[k], 4), m4);
+            for (int t = 0; t < T; ++t) {
+              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], lo, lane_bytes(xg[t] + 64 * k));
+              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], hi, lane_bytes(xg[t] + 64 * (4 + k)));
             }
           }
         }
       }
-      const __m512 sw_g = _mm512_load_ps(sw[gi]);
-      for (int t = 0; t < T; ++t) {
-        const __m512i sums = reduce_quads(quad[t]);
-        const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
-        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
-        const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
-        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc[t]);
-      }
     }
-  }
-  for (int t = 0; t < T; ++t) {
-    _mm512_mask_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, static_cast<__mmask16>((1u << valid) - 1u),
-                          acc[t]);
-  }
+    for (int t = 0; t < T; ++t) sums[t] = reduce_quads(quad[t]);
+  });
 }
 
 // a[r] holds row r's 16 partial sums: returns the vector whose lane r is row r's total.
@@ -303,67 +316,32 @@ inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
 template <bool Q8>
 void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, float* y, std::int64_t r0,
                     int valid, bool prefetch) {
-  constexpr int T = 1;
-  constexpr int t0 = 0;
-  constexpr std::int64_t y_stride = 0;
-  const int groups = a.groups;
-  const std::size_t cols = std::size_t(a.cols);
   const std::uint8_t* rows[kTileRows];
   for (int r = 0; r < kTileRows; ++r) rows[r] = w.payload + (r0 + std::min(r, valid - 1)) * w.row_stride;
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int g0 = 0; g0 < groups; g0 += 16) {
-    const int gn = std::min(16, groups - g0);
-    __m512 by_row[kTileRows];
+  tile_rows<Q8, 1>(w, a, 0, y, 0, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
+    const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
+    const __m512i xe = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group);
+    const __m512i xo = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group + 64);
+    __m512i part[kTileRows];
     for (int r = 0; r < kTileRows; ++r) {
-      by_row[r] = avx512_common::fp16x16_to_f32(w.scales + (r0 + std::min(r, valid - 1)) * groups + g0, gn);
+      if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
+      __m512i lo, hi;
+      if constexpr (Q8) {
+        if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
+        lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
+        hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
+      } else {
+        const __m512i p = _mm512_loadu_si512(rows[r] + off);
+        lo = _mm512_and_si512(p, m4);
+        hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+      }
+      part[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe), hi, xo);
     }
-    transpose16(by_row);
-    for (int gi = 0; gi < 16; ++gi) _mm512_store_ps(sw[gi], by_row[gi]);
-    for (int gi = 0; gi < gn; ++gi) {
-      const int g = g0 + gi;
-      const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
-      __m512i xe[T], xo[T];
-      for (int t = 0; t < T; ++t) {
-        const std::int8_t* xt = xs + std::size_t(t) * cols + std::size_t(g) * kInt8Group;
-        xe[t] = _mm512_loadu_si512(xt);
-        xo[t] = _mm512_loadu_si512(xt + 64);
-      }
-      __m512i part[T][kTileRows];
-      for (int r = 0; r < kTileRows; ++r) {
-        if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
-        __m512i lo, hi;
-        if constexpr (Q8) {
-          if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
-          lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
-          hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
-        } else {
-          const __m512i p = _mm512_loadu_si512(rows[r] + off);
-          lo = _mm512_and_si512(p, m4);
-          hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
-        }
-        for (int t = 0; t < T; ++t) {
-          part[t][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xe[t]), hi, xo[t]);
-        }
-      }
-      const __m512 sw_g = _mm512_load_ps(sw[gi]);
-      for (int t = 0; t < T; ++t) {
-        const __m512i sums = reduce_rows(part[t]);
-        const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
-        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
-        const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
-        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums), corr), both, acc[t]);
-      }
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    _mm512_mask_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, static_cast<__mmask16>((1u << valid) - 1u),
-                          acc[t]);
-  }
+    sums[0] = reduce_rows(part);
+  });
 }
 
 // Up to kTokenGroup tokens share one pass over a tile's weights (their partial sums stay in L1).
