@@ -11,8 +11,9 @@
 //
 // Fewer than kFewTokensBelow tokens (decode steps, batches of streams) take another tile: the
 // transposes would cost more than the products. One token (a decode step) uses each row's bytes as
-// stored and reduces 16 row vectors (rows_one_token: at the read rate). From two tokens a tile's rows go in quads {q, 4+q, 8+q,
-// 12+q}: a quad's four rows' stored bytes of a group are transposed by 128-bit chunks (lane L =
+// stored and reduces 16 row vectors (rows_one_token: at the read rate). From two tokens a tile's
+// rows go in quads {q, 4+q, 8+q, 12+q}: a quad's four rows' stored bytes of a group are
+// transposed by 128-bit chunks (lane L =
 // row 4L+q), each chunk unpacked once for up to four tokens and met with the token's matching 16
 // activation bytes repeated in all four lanes; four quads' vectors (four partial sums per row)
 // reduce to the 16 row sums in 9 instructions per token (integer adds: any order gives the exact
@@ -128,7 +129,7 @@ inline void transpose16(__m512 v[16]) {
 }
 
 // Bytes per token and group of the few-token tile's activations: eight 16-byte chunks, each
-// repeated in the four 128-bit lanes of a zmm (one aligned load per product, no shuffles).
+// repeated in the four 128-bit lanes of a zmm (one load per product, no shuffles).
 constexpr int kLaneGroupBytes = 8 * 64;
 
 // Token t's activations, per group, as the few-token tile takes them: Q4G chunk j < 4 holds even
@@ -181,8 +182,9 @@ inline __m512i reduce_quads(const __m512i Q[4]) {
 // converted and transposed once; per group `group_sums(g, sums)` leaves each token's 16 row totals
 // in sums[t], and from there the order is the reference's, 16 rows per instruction.
 template <bool Q8, int T, class GroupSums>
-[[gnu::always_inline]] inline void tile_rows(const QuantMatrix& w, const Int8Acts& a, int t0, float* y, std::int64_t y_stride,
-                      std::int64_t r0, int valid, GroupSums&& group_sums) {
+[[gnu::always_inline]] inline void tile_rows(const QuantMatrix& w, const Int8Acts& a, int t0, float* y,
+                                             std::int64_t y_stride, std::int64_t r0, int valid,
+                                             GroupSums&& group_sums) {
   const int groups = a.groups;
   alignas(64) float sw[16][kTileRows];  // [group within the block of 16][row]
   __m512 acc[T];
@@ -214,16 +216,14 @@ template <bool Q8, int T, class GroupSums>
   }
 }
 
-// Rows [r0, r0 + valid) (valid <= 16; the missing rows repeat the last one and are not stored) for
-// the T tokens from t0, whose activations are xs + t * cols (Q4G: split into even and odd columns;
-// Q8G: as they are): y_t[r] as the reference computes it. The tile's rows go in quads q = 0..3 of
-// rows {q, 4 + q, 8 + q, 12 + q}: per quad and group the four rows' bytes are loaded once and
-// transposed by 128-bit chunks (lane L = row 4L + q), each chunk unpacked once for all T tokens and
-// multiplied by the token's matching 16 activation bytes broadcast to every lane. A quad's vector
-// then holds four partial sums per row, and four quads reduce to the 16 row totals in 9 operations
-// per token (integer adds: any order gives the exact sum); from there the order is the
-// reference's, 16 rows per instruction. The same groups of the next 16 rows are prefetched into L2
-// as these are read (decode streams the matrix from DRAM).
+// The tile's rows for the T tokens from t0, whose activations are laid out by lane_columns at
+// xs + t * groups * kLaneGroupBytes: y_t[r] as the reference computes it. The rows go in quads
+// q = 0..3 of rows {q, 4 + q, 8 + q, 12 + q}: per quad and group the four rows' bytes are loaded
+// once and transposed by 128-bit chunks (lane L = row 4L + q), each chunk unpacked once for all T
+// tokens and multiplied by the token's matching 16 activation bytes repeated in every lane. A
+// quad's vector then holds four partial sums per row, and four quads reduce to the 16 row totals
+// in 9 operations per token (integer adds: any order gives the exact sum). The same groups of the
+// next 16 rows are prefetched into L2 as these are read (decode streams the matrix from DRAM).
 template <bool Q8, int T>
 void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
                  std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
@@ -234,7 +234,6 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   constexpr int kParts = Q8 ? 2 : 1;  // 64-byte parts of a row's group
-  const auto lane_bytes = [](const std::int8_t* p) { return _mm512_loadu_si512(p); };
   tile_rows<Q8, T>(w, a, t0, y, y_stride, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
     const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
     const std::int8_t* xg[T];
@@ -255,15 +254,15 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
             // columns 64 part + 16k .. + 15
             const __m512i wv = _mm512_xor_si512(V[k], flip);
             for (int t = 0; t < T; ++t) {
-              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], wv, lane_bytes(xg[t] + 64 * (4 * part + k)));
+              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], wv, _mm512_loadu_si512(xg[t] + 64 * (4 * part + k)));
             }
           } else {
             // even columns 32k, 32k + 2, ... (low nibbles) and the odd ones (high nibbles)
             const __m512i lo = _mm512_and_si512(V[k], m4);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(V[k], 4), m4);
             for (int t = 0; t < T; ++t) {
-              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], lo, lane_bytes(xg[t] + 64 * k));
-              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], hi, lane_bytes(xg[t] + 64 * (4 + k)));
+              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], lo, _mm512_loadu_si512(xg[t] + 64 * k));
+              quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], hi, _mm512_loadu_si512(xg[t] + 64 * (4 + k)));
             }
           }
         }
