@@ -36,6 +36,7 @@
 #include "cli/option_checks.hpp"
 #include "compute/forward/expert_batch.hpp"
 #include "compute/forward/int8_mode.hpp"
+#include "compute/forward/head_mode.hpp"
 #include "compute/forward/lut_mode.hpp"
 #include "compute/engram/engram_read_meter.hpp"
 #include "compute/io/daemon_attach.hpp"
@@ -68,6 +69,7 @@ struct BenchArgs {
   std::string prefill_int8;        // --prefill-int8: WASTE_PREFILL_INT8's values, for A/B (empty: as set)
   std::string decode_int8;         // --decode-int8: WASTE_DECODE_INT8's values (empty: as set)
   std::string lut;                 // --lut: WASTE_LUT's values, for A/B (empty: as set)
+  std::string decode_head;         // --decode-head: WASTE_DECODE_HEAD's values (empty: as set)
   std::string policy_sim;          // routing trace (JSON lines)
   std::string capacity;            // --policy-sim capacities
   int sim_lookahead = 0;           // --policy-sim: hinted next-layer experts per layer
@@ -181,6 +183,7 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
               {"lut", forward::lut_mode_report()},
               {"prefill_int8", forward::int8_prefill_enabled()},
               {"decode_int8", forward::int8_decode_enabled()},
+              {"decode_head", forward::head_mode_report()},
               {"expert_format", r.info.expert_format},
               {"direct_io", r.info.direct_io},
               {"budget_bytes", ctx.budget_bytes},
@@ -207,11 +210,13 @@ void print_json_report(const BenchReport& r, const EngineArgs& args, const RunCo
 }
 
 void print_table(const BenchReport& r) {
-  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s  prompt int8 %s  decode int8 %s\n",
+  std::printf("threads %d  kernels %s  lut %s  experts %s  direct_io %s  embedding %s  prompt int8 %s  decode int8 %s"
+              "  decode head %s\n",
               r.info.threads, r.info.kernel_isa.c_str(), forward::lut_mode_report().c_str(),
               r.info.expert_format.c_str(), r.info.direct_io ? "on" : "off",
               r.info.embedding_resident_bytes > 0 ? "resident" : "on disk",
-              forward::int8_prefill_enabled() ? "on" : "off", forward::int8_decode_enabled() ? "on" : "off");
+              forward::int8_prefill_enabled() ? "on" : "off", forward::int8_decode_enabled() ? "on" : "off",
+              forward::head_mode_report().c_str());
   std::printf("%-8s %7s %10s %10s %10s %10s %6s %10s\n", "phase", "tokens", "seconds", "tok/s", "hits", "misses",
               "hit%", "GB read");
   for (const auto& [name, p] : {std::pair{"prefill", &r.prefill}, std::pair{"decode", &r.decode}}) {
@@ -257,6 +262,10 @@ std::vector<std::string> child_workload_args(const BenchArgs& a) {
   if (!a.lut.empty()) {
     args.push_back("--lut");
     args.push_back(a.lut);
+  }
+  if (!a.decode_head.empty()) {
+    args.push_back("--decode-head");
+    args.push_back(a.decode_head);
   }
   if (a.profile) args.push_back("--profile");
   if (!a.engram_readahead.empty()) {
@@ -496,6 +505,11 @@ int run_bench(BenchArgs a) {
     if (!mode) return report_error("bench", mode.error());
     forward::set_lut_mode(*mode, "--lut");
   }
+  if (!a.decode_head.empty()) {
+    auto mode = forward::parse_head_mode(a.decode_head, "--decode-head");
+    if (!mode) return report_error("bench", mode.error());
+    forward::set_head_mode(*mode, "--decode-head");
+  }
   if (!a.policy_sim.empty()) return run_policy_sim_mode(a);
   if (a.engine.model.empty()) return report_error("bench", "a MODEL is required (except with --policy-sim)");
   if (a.reader_sweep) return run_reader_sweep_mode(a);
@@ -584,6 +598,13 @@ const CommandRegistration kRegistration{Command{
                      "given, $WASTE_DECODE_INT8 decides, and when that is unset too, on where the CPU has AVX-512 VNNI")
           ->type_name("on|off")
           ->default_str(forward::int8_decode_enabled() ? "on" : "off");
+      sub.add_option("--decode-head", args->decode_head,
+                     "Which lm_head decode steps read under the int8 decode rule: q8 (the stored Q8G), q6 or q4 (a "
+                     "6-bit or 4-bit copy made at open: 3/4 or 1/2 of the bytes per token, within a bound: "
+                     "docs/QUALITY.md); when not given, $WASTE_DECODE_HEAD decides, and when that is unset too, " +
+                         std::string(forward::head_mode_name(forward::default_head_mode())))
+          ->type_name("q8|q6|q4")
+          ->default_str(std::string(forward::head_mode_name(forward::default_head_mode())));
       sub.add_option("--lut", args->lut,
                      "How decode looks up 8-bit-index experts (VQ3R): f32 tables or q16 (int16 tables from "
                      "registers, within a bound: docs/QUALITY.md); when not given, $WASTE_LUT decides, and when that "

@@ -8,12 +8,15 @@
 #include "compute/engram/engram_json.hpp"
 #include "compute/engram/engram_read_meter.hpp"
 #include "compute/forward/expert_batch.hpp"
+#include "compute/forward/head_mode.hpp"
 #include "compute/forward/int8_mode.hpp"
 #include "compute/forward/forward.hpp"
 #include "compute/forward/lookahead.hpp"
 #include "compute/api/engine_open.hpp"
 #include "compute/io/daemon_connect.hpp"
+#include "compute/kernels/int8_matmul.hpp"
 #include "compute/kernels/kernels.hpp"
+#include "compute/model/decode_head.hpp"
 #include "compute/model/resident_tensor.hpp"
 #include "compute/model/weights.hpp"
 #include "compute/runtime/thread_pool.hpp"
@@ -43,6 +46,7 @@ struct Engine::Impl {
   Codebooks codebooks;
   model::ModelWeights weights;
   std::optional<model::ResidentTensor> embedding;  // weights.embed points here when loaded
+  std::optional<model::DecodeHead> decode_head;    // weights.lm_head_decode points here when made
   std::unique_ptr<ExpertSource> source;
   std::unique_ptr<ThreadPool> pool;
   const kernels::KernelTable* kernels = nullptr;
@@ -198,6 +202,14 @@ Result<std::unique_ptr<Engine>> Engine::open(const EngineOptions& options,
   }
   impl->pool = std::make_unique<ThreadPool>(options.threads);
   impl->kernels = &kernels::active();
+  // Decode rows' head: the stored Q8G, or its Q6P or Q4G copy (forward/head_mode.hpp), made only
+  // where decode rows take the int8 product at all.
+  if (const forward::HeadMode copy = model::decode_head_copy(impl->container->manifest); copy != forward::HeadMode::q8) {
+    auto head = model::DecodeHead::requantize(impl->weights.lm_head, copy, *impl->pool);
+    if (!head) return std::unexpected(head.error().with_context(where));
+    impl->decode_head = std::move(*head);
+    impl->weights.lm_head_decode = impl->decode_head->matrix();
+  }
   impl->logits.assign(std::size_t(c.vocab), 0.0f);
   impl->codebook_base.assign(std::size_t(c.n_layers), -1);
   for (const auto& [layer, bank] : impl->container->manifest.banks) {

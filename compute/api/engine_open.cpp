@@ -8,6 +8,7 @@
 #include "compute/io/daemon_attach.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "compute/io/in_process_plane.hpp"
+#include "compute/model/decode_head.hpp"
 #include "shared/memory/budget.hpp"
 #include "shared/memory/ram.hpp"
 
@@ -19,7 +20,7 @@ Result<std::shared_ptr<const ContainerInfo>> read_container(const std::filesyste
   return std::make_shared<const ContainerInfo>(std::move(*info));
 }
 
-Result<InProcessCache> in_process_cache(const MemoryPlan& plan, std::string_view budget) {
+Result<InProcessCache> in_process_cache(const MemoryPlan& plan, std::string_view budget, std::uint64_t client_extra_bytes) {
   std::optional<std::uint64_t> requested;
   if (!budget.empty()) {
     auto bytes = parse_bytes(budget);
@@ -29,8 +30,12 @@ Result<InProcessCache> in_process_cache(const MemoryPlan& plan, std::string_view
   auto choice = resolve_budget(plan, requested, usable_ram().cap_bytes);
   if (!choice) return std::unexpected(choice.error());
   const bool embed = embedding_resident(plan, choice->budget_bytes);
-  const std::uint64_t for_experts = choice->budget_bytes - (embed ? plan.embed_bytes : 0);
-  return InProcessCache{arena_slots(plan, for_experts), choice->budget_bytes, choice->above_cap, embed};
+  // A budget given is the whole process's: the extra bytes come out of the experts' share. The
+  // automatic one is the plan's choice, which does not know them: they come on top.
+  const std::uint64_t held = (embed ? plan.embed_bytes : 0) + (requested ? client_extra_bytes : 0);
+  const std::uint64_t for_experts = choice->budget_bytes > held ? choice->budget_bytes - held : 0;
+  return InProcessCache{arena_slots(plan, for_experts), choice->budget_bytes + (requested ? 0 : client_extra_bytes),
+                        choice->above_cap, embed};
 }
 
 Result<InProcessCache> in_process_cache(const std::filesystem::path& model, int ctx_tokens,
@@ -55,7 +60,9 @@ Result<EngineParts> open_expert_plane(const EngineOptions& options, const Contai
     if (options.daemon.linger_ms >= 0) co.linger = std::chrono::milliseconds(options.daemon.linger_ms);
     auto plan = plan_memory(container.manifest, std::uint32_t(options.ctx_tokens), options.prefill_chunk);
     if (!plan) return std::unexpected(plan.error());
-    co.state_bytes = plan->state_bytes * std::uint64_t(options.daemon.sequences) + plan->scratch_bytes;
+    // The decode head's copy (compute/model/decode_head.hpp) is this engine's too.
+    co.state_bytes = plan->state_bytes * std::uint64_t(options.daemon.sequences) + plan->scratch_bytes +
+                     model::decode_head_copy_bytes(container.manifest);
     auto attached = attach_daemon(options.model, container, co);
     if (!attached) return std::unexpected(attached.error());
     parts.daemon = std::move(attached->connection);
@@ -147,7 +154,7 @@ Result<OpenedEngine> open_engine(const OpenRequest& r) {
     if (!r.cache_records) {
       auto plan = plan_memory(container->manifest, std::uint32_t(options.ctx_tokens), options.prefill_chunk);
       if (!plan) return std::unexpected(plan.error());
-      cache = in_process_cache(*plan, r.budget);
+      cache = in_process_cache(*plan, r.budget, model::decode_head_copy_bytes(container->manifest));
       if (!cache) return std::unexpected(cache.error());
     }
     if (r.on_cache) r.on_cache(*cache);

@@ -41,8 +41,11 @@ struct InProcessCache {
                                    // `records` is then what is left after it
 };
 // The arena the budget (`budget` "" = automatic) leaves, after the embedding table when
-// embedding_resident() says it fits.
-Result<InProcessCache> in_process_cache(const MemoryPlan& plan, std::string_view budget);
+// embedding_resident() says it fits; `client_extra_bytes` this process holds beside its plan (the
+// decode head's copy: model::decode_head_copy_bytes) come out of a given budget's experts' share, and
+// on top of the automatic one (budget_bytes then counts them).
+Result<InProcessCache> in_process_cache(const MemoryPlan& plan, std::string_view budget,
+                                        std::uint64_t client_extra_bytes = 0);
 // `cache_records` if given (embedding on disk), else the same planned from DIR/manifest.json
 // (errors name the path).
 Result<InProcessCache> in_process_cache(const std::filesystem::path& model, int ctx_tokens,

@@ -112,7 +112,7 @@ Status Forward::batch_pass(std::span<const Segment> segments) {
   if (batch_logits_.size() < K * V) batch_logits_.resize(K * V);
   if (head_kinds_.size() < K) head_kinds_.resize(K);
   for (std::size_t k = 0; k < K; ++k) head_kinds_[k] = static_cast<unsigned char>(segments[k].prompt);
-  head_tokens(exec_, w_.lm_head, pre_h_.data(), std::int64_t(H), std::span<const unsigned char>(head_kinds_.data(), K),
+  head_tokens(exec_, w_.lm_head, w_.decode_head(), pre_h_.data(), std::int64_t(H), std::span<const unsigned char>(head_kinds_.data(), K),
               batch_logits_.data(), std::int64_t(V));
   for (std::size_t k = 0; k < K; ++k) {
     std::memcpy(segments[k].logits.data(), batch_logits_.data() + k * V, V * sizeof(float));

@@ -265,7 +265,7 @@ void Forward::finish(float* x, const float* ps, const float* blocks, int n_block
   // logits = lm_head(norm(x))
   rms_norm(x, w_.final_norm.data(), hid, c_.rms_eps, h_.data());
   const unsigned char kind[1] = {static_cast<unsigned char>(prompt)};
-  head_tokens(exec_, w_.lm_head, h_.data(), hid, kind, logits.data(), c_.vocab);
+  head_tokens(exec_, w_.lm_head, w_.decode_head(), h_.data(), hid, kind, logits.data(), c_.vocab);
   watch.lap(profile::Stage::lm_head);
 }
 

@@ -76,14 +76,27 @@ void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float*
           [&](int r) { return int8_for_kind(exec.prompt_rows[std::size_t(r)]); });
 }
 
-void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride,
-                 std::span<const unsigned char> kinds, float* y, std::int64_t y_stride) {
+void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const kernels::QuantMatrix& w_decode, const float* x,
+                 std::int64_t x_stride, std::span<const unsigned char> kinds, float* y, std::int64_t y_stride) {
   const int n = int(kinds.size());
-  if (!int8_decode_enabled() || !kernels::int8_matmul_supports(w)) {
+  if (!int8_decode_enabled() || !kernels::int8_matmul_supports(w) || !kernels::int8_matmul_supports(w_decode)) {
     matmul_f32(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
-  by_runs(exec, w, x, x_stride, n, y, y_stride, [&](int r) { return kinds[std::size_t(r)] == 0; });  // decode rows
+  // Runs of decode rows (kind 0) against w_decode by the int8 product, runs of prompt rows against w by f32.
+  for (int r0 = 0; r0 < n;) {
+    const bool decode = kinds[std::size_t(r0)] == 0;
+    int r1 = r0 + 1;
+    while (r1 < n && (kinds[std::size_t(r1)] == 0) == decode) ++r1;
+    const float* xr = x + std::int64_t(r0) * x_stride;
+    float* yr = y + std::int64_t(r0) * y_stride;
+    if (decode) {
+      matmul_int8(exec, w_decode, xr, x_stride, r1 - r0, yr, y_stride);
+    } else {
+      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+    }
+    r0 = r1;
+  }
 }
 
 float rms_inverse(const float* x, int n, float eps) {

@@ -38,9 +38,10 @@ void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float*
                    float* y, std::int64_t y_stride);
 // The lm_head of kinds.size() rows (kinds as Exec::prompt_rows: 1 a prompt token, 0 a decode
 // step): under the decode rule the decode rows take the int8 product (takes_int8_rules' exception,
-// int8_mode.hpp), the others the f32 kernels; each row the bits it gets alone.
-void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride,
-                 std::span<const unsigned char> kinds, float* y, std::int64_t y_stride);
+// int8_mode.hpp), the others the f32 kernels; each row the bits it gets alone. Decode rows read
+// `w_decode` (ModelWeights::decode_head(): w itself, or its copy under head_mode.hpp's q6 or q4).
+void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const kernels::QuantMatrix& w_decode, const float* x,
+                 std::int64_t x_stride, std::span<const unsigned char> kinds, float* y, std::int64_t y_stride);
 // Which rows of a call of n rows take the int8 product under the rules (the matrix must still be one
 // int8_matmul_supports takes): over the pass's rows (n == exec.prompt_rows.size()) each row by its
 // kind (int8_for_kind); outside a pass (no flags: a decode step) by the decode rule; any other call

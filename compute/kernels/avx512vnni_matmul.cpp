@@ -27,6 +27,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cstring>
 #include <vector>
 
@@ -47,26 +48,65 @@ constexpr int kTokenStep = 8;    // int32 accumulators in registers
 constexpr int kFewTokensBelow = 16;
 
 // What a format's unsigned codes are offset by (the reference's weight is code - offset).
-template <bool Q8>
-constexpr int kCodeOffset = Q8 ? 128 : 8;
+enum class Code { q4, q8, q6 };  // Q4G, Q8G, Q6P (int8_matmul.hpp)
+template <Code C>
+constexpr bool kQ8 = C == Code::q8;
+template <Code C>
+constexpr int kCodeOffset = C == Code::q8 ? 128 : C == Code::q6 ? 32 : 8;
+// Bytes of a row's group (Q6P: its low bits; the high bits follow all groups' low bits).
+template <Code C>
+constexpr int kGroupBytes = C == Code::q8 ? kInt8Group : kInt8Group / 2;
+// Q6P: where row `row`'s group g's high-bit planes start (int8_matmul.hpp).
+inline const std::uint8_t* q6_planes(const std::uint8_t* row, int groups, int g) {
+  return row + std::int64_t(groups) * 64 + std::int64_t(g) * 32;
+}
+
+// Q6P: codes from the low nibbles of `nibbles` (the stored byte, or shifted down by 4 for the high
+// nibbles) and a plane whose bits 4, 5 hold each byte's high 2 bits (the mask drops the rest).
+inline __m512i q6_codes(__m512i nibbles, __m512i plane_at_4) {
+  const __m512i high = _mm512_and_si512(plane_at_4, _mm512_set1_epi8(0x30));
+  return _mm512_ternarylogic_epi32(nibbles, _mm512_set1_epi8(15), high, 0xEA);  // (a & b) | c
+}
+// Bits 2k, 2k + 1 of every byte to bits 4, 5 (16-bit shifts: what crosses a byte lands outside them).
+template <int K>
+inline __m512i q6_field_at_4(__m512i plane) {
+  if constexpr (K == 0) return _mm512_slli_epi16(plane, 4);
+  if constexpr (K == 1) return _mm512_slli_epi16(plane, 2);
+  if constexpr (K == 2) return plane;
+  if constexpr (K == 3) return _mm512_srli_epi16(plane, 2);
+}
+// One 16-byte plane in all four 128-bit lanes, lane k shifted as q6_field_at_4<k> (the rotate count
+// (4 - 2k) mod 32 per lane: a 32-bit rotate moves the field as the shifts do).
+inline __m512i q6_lanes_at_4(const std::uint8_t* plane) {
+  const __m512i counts = _mm512_set_epi32(30, 30, 30, 30, 0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4);
+  return _mm512_rolv_epi32(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(plane))), counts);
+}
 
 // Rows [r0, r0 + 16), group g -> wbuf[k4][row][4] (k4 = column / 4 within the group).
-template <bool Q8>
+template <Code C>
 inline void transpose_tile(const QuantMatrix& w, std::int64_t r0, int g, std::uint8_t* rowbuf, std::uint8_t* wbuf) {
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i perm_lo = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
   const __m512i perm_hi = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int r = 0; r < kTileRows; ++r) {
-    if constexpr (Q8) {
+    if constexpr (kQ8<C>) {
       const std::uint8_t* row = w.payload + (r0 + r) * w.row_stride + std::int64_t(g) * kInt8Group;
       _mm512_store_si512(rowbuf + r * kInt8Group, _mm512_xor_si512(_mm512_loadu_si512(row), flip));
       _mm512_store_si512(rowbuf + r * kInt8Group + 64, _mm512_xor_si512(_mm512_loadu_si512(row + 64), flip));
       continue;
     }
-    const __m512i p = _mm512_loadu_si512(w.payload + (r0 + r) * w.row_stride + std::int64_t(g) * (kInt8Group / 2));
-    const __m512i lo = _mm512_and_si512(p, m4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+    const std::uint8_t* row = w.payload + (r0 + r) * w.row_stride;
+    const __m512i p = _mm512_loadu_si512(row + std::int64_t(g) * kGroupBytes<C>);
+    __m512i lo, hi;
+    if constexpr (C == Code::q6) {
+      const std::uint8_t* planes = q6_planes(row, int(w.cols / kInt8Group), g);
+      lo = q6_codes(p, q6_lanes_at_4(planes));
+      hi = q6_codes(_mm512_srli_epi16(p, 4), q6_lanes_at_4(planes + 16));
+    } else {
+      lo = _mm512_and_si512(p, m4);
+      hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+    }
     // Per 128-bit lane L: unpacklo holds columns 32L..32L+15, unpackhi 32L+16..32L+31.
     const __m512i a = _mm512_unpacklo_epi8(lo, hi);
     const __m512i b = _mm512_unpackhi_epi8(lo, hi);
@@ -80,7 +120,7 @@ inline void transpose_tile(const QuantMatrix& w, std::int64_t r0, int g, std::ui
   }
 }
 
-template <int TT, bool Q8>
+template <int TT, Code C>
 inline void tokens_step(const std::uint8_t* wbuf, const Int8Acts& a, int t_first, int g, __m512 sw, __m512* accf) {
   __m512i acci[TT];
   const std::int8_t* xb[TT];
@@ -98,7 +138,7 @@ inline void tokens_step(const std::uint8_t* wbuf, const Int8Acts& a, int t_first
   }
   for (int t = 0; t < TT; ++t) {
     const std::size_t at = std::size_t(t_first + t) * std::size_t(a.groups) + std::size_t(g);
-    const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
+    const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<C> * a.sum[at]));
     const __m512 both = _mm512_mul_ps(sw, _mm512_set1_ps(a.scale[at]));
     accf[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(acci[t]), corr), both, accf[t]);
   }
@@ -135,14 +175,14 @@ constexpr int kLaneGroupBytes = 8 * 64;
 // Token t's activations, per group, as the few-token tile takes them: Q4G chunk j < 4 holds even
 // columns 32j, 32j + 2, .. + 30 (the low nibbles of the stored bytes 16j..16j+15), chunk 4 + j the
 // odd ones; Q8G chunk j holds columns 16j..16j+15. Each chunk repeated in the four lanes.
-template <bool Q8>
+template <Code C>
 inline void lane_columns(const Int8Acts& a, int t, std::int8_t* out) {
   const std::int8_t* xq = a.q.data() + std::size_t(t) * std::size_t(a.cols);
   for (int g = 0; g < a.groups; ++g) {
     const std::int8_t* x = xq + std::size_t(g) * kInt8Group;
     std::int8_t* o = out + std::size_t(g) * kLaneGroupBytes;
     for (int half = 0; half < 2; ++half) {
-      if constexpr (Q8) {
+      if constexpr (kQ8<C>) {
         for (int j = 0; j < 4; ++j) {
           const __m128i chunk = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + 64 * half + 16 * j));
           _mm512_storeu_si512(o + 64 * (4 * half + j), _mm512_broadcast_i32x4(chunk));
@@ -181,7 +221,7 @@ inline __m512i reduce_quads(const __m512i Q[4]) {
 // last one and are not stored) walked a block of 16 groups at a time, the block's row scales
 // converted and transposed once; per group `group_sums(g, sums)` leaves each token's 16 row totals
 // in sums[t], and from there the order is the reference's, 16 rows per instruction.
-template <bool Q8, int T, class GroupSums>
+template <Code C, int T, class GroupSums>
 [[gnu::always_inline]] inline void tile_rows(const QuantMatrix& w, const Int8Acts& a, int t0, float* y,
                                              std::int64_t y_stride, std::int64_t r0, int valid,
                                              GroupSums&& group_sums) {
@@ -204,7 +244,7 @@ template <bool Q8, int T, class GroupSums>
       const __m512 sw_g = _mm512_load_ps(sw[gi]);
       for (int t = 0; t < T; ++t) {
         const std::size_t at = std::size_t(t0 + t) * std::size_t(groups) + std::size_t(g);
-        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<Q8> * a.sum[at]));
+        const __m512 corr = _mm512_set1_ps(float(-kCodeOffset<C> * a.sum[at]));
         const __m512 both = _mm512_mul_ps(sw_g, _mm512_set1_ps(a.scale[at]));
         acc[t] = _mm512_fmadd_ps(_mm512_add_ps(_mm512_cvtepi32_ps(sums[t]), corr), both, acc[t]);
       }
@@ -224,7 +264,7 @@ template <bool Q8, int T, class GroupSums>
 // quad's vector then holds four partial sums per row, and four quads reduce to the 16 row totals
 // in 9 operations per token (integer adds: any order gives the exact sum). The same groups of the
 // next 16 rows are prefetched into L2 as these are read (decode streams the matrix from DRAM).
-template <bool Q8, int T>
+template <Code C, int T>
 void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
                  std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
   const std::size_t token_bytes = std::size_t(a.groups) * kLaneGroupBytes;
@@ -233,9 +273,9 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  constexpr int kParts = Q8 ? 2 : 1;  // 64-byte parts of a row's group
-  tile_rows<Q8, T>(w, a, t0, y, y_stride, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
-    const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
+  constexpr int kParts = kQ8<C> ? 2 : 1;  // 64-byte parts of a row's group
+  tile_rows<C, T>(w, a, t0, y, y_stride, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
+    const std::int64_t off = std::int64_t(g) * kGroupBytes<C>;
     const std::int8_t* xg[T];
     for (int t = 0; t < T; ++t) xg[t] = xs + std::size_t(t) * token_bytes + std::size_t(g) * kLaneGroupBytes;
     __m512i quad[T][4];
@@ -249,8 +289,21 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
           P[L] = _mm512_loadu_si512(at);
         }
         transpose_chunks(P, V);
-        for (int k = 0; k < 4; ++k) {
-          if constexpr (Q8) {
+        // Q6P: lane L of `even` / `odd` holds row 4L + q's high-bit plane of even / odd columns.
+        __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+        if constexpr (C == Code::q6) {
+          const auto planes = [&](int L) {
+            const std::uint8_t* at = q6_planes(rows[4 * L + q], a.groups, g);
+            if (prefetch && g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(at + ahead), _MM_HINT_T1);
+            return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+          };
+          const __m512i a01 = _mm512_inserti64x4(_mm512_castsi256_si512(planes(0)), planes(1), 1);
+          const __m512i a23 = _mm512_inserti64x4(_mm512_castsi256_si512(planes(2)), planes(3), 1);
+          even = _mm512_shuffle_i32x4(a01, a23, 0x88);
+          odd = _mm512_shuffle_i32x4(a01, a23, 0xDD);
+        }
+        const auto chunk = [&]<int k>(std::integral_constant<int, k>) __attribute__((always_inline)) {
+          if constexpr (kQ8<C>) {
             // columns 64 part + 16k .. + 15
             const __m512i wv = _mm512_xor_si512(V[k], flip);
             for (int t = 0; t < T; ++t) {
@@ -258,14 +311,24 @@ void rows_tokens(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs,
             }
           } else {
             // even columns 32k, 32k + 2, ... (low nibbles) and the odd ones (high nibbles)
-            const __m512i lo = _mm512_and_si512(V[k], m4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(V[k], 4), m4);
+            __m512i lo, hi;
+            if constexpr (C == Code::q6) {
+              lo = q6_codes(V[k], q6_field_at_4<k>(even));
+              hi = q6_codes(_mm512_srli_epi16(V[k], 4), q6_field_at_4<k>(odd));
+            } else {
+              lo = _mm512_and_si512(V[k], m4);
+              hi = _mm512_and_si512(_mm512_srli_epi16(V[k], 4), m4);
+            }
             for (int t = 0; t < T; ++t) {
               quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], lo, _mm512_loadu_si512(xg[t] + 64 * k));
               quad[t][q] = _mm512_dpbusd_epi32(quad[t][q], hi, _mm512_loadu_si512(xg[t] + 64 * (4 + k)));
             }
           }
-        }
+        };
+        chunk(std::integral_constant<int, 0>{});
+        chunk(std::integral_constant<int, 1>{});
+        chunk(std::integral_constant<int, 2>{});
+        chunk(std::integral_constant<int, 3>{});
       }
     }
     for (int t = 0; t < T; ++t) sums[t] = reduce_quads(quad[t]);
@@ -312,7 +375,7 @@ inline void split_columns(const Int8Acts& a, int t, std::int8_t* out) {
 // row sums (45 instructions). With one token this streams the matrix at the read rate, and the
 // quad tile below was no faster there (bench_kernels lm_head, alternated: 87-94% of a plain read
 // through the quads, 89-96% this way, within the machine's noise), so a decode step keeps it.
-template <bool Q8>
+template <Code C>
 void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, float* y, std::int64_t r0,
                     int valid, bool prefetch) {
   const std::uint8_t* rows[kTileRows];
@@ -320,18 +383,24 @@ void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* 
   const std::int64_t ahead = kTileRows * w.row_stride;
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  tile_rows<Q8, 1>(w, a, 0, y, 0, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
-    const std::int64_t off = std::int64_t(g) * (Q8 ? kInt8Group : kInt8Group / 2);
+  tile_rows<C, 1>(w, a, 0, y, 0, r0, valid, [&](int g, __m512i* sums) __attribute__((always_inline)) {
+    const std::int64_t off = std::int64_t(g) * kGroupBytes<C>;
     const __m512i xe = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group);
     const __m512i xo = _mm512_loadu_si512(xs + std::size_t(g) * kInt8Group + 64);
     __m512i part[kTileRows];
     for (int r = 0; r < kTileRows; ++r) {
       if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off), _MM_HINT_T1);
       __m512i lo, hi;
-      if constexpr (Q8) {
+      if constexpr (kQ8<C>) {
         if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(rows[r] + ahead + off + 64), _MM_HINT_T1);
         lo = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off), flip);
         hi = _mm512_xor_si512(_mm512_loadu_si512(rows[r] + off + 64), flip);
+      } else if constexpr (C == Code::q6) {
+        const std::uint8_t* planes = q6_planes(rows[r], a.groups, g);
+        if (prefetch && g % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(planes + ahead), _MM_HINT_T1);
+        const __m512i p = _mm512_loadu_si512(rows[r] + off);
+        lo = q6_codes(p, q6_lanes_at_4(planes));
+        hi = q6_codes(_mm512_srli_epi16(p, 4), q6_lanes_at_4(planes + 16));
       } else {
         const __m512i p = _mm512_loadu_si512(rows[r] + off);
         lo = _mm512_and_si512(p, m4);
@@ -346,21 +415,21 @@ void rows_one_token(const QuantMatrix& w, const Int8Acts& a, const std::int8_t* 
 // Up to kTokenGroup tokens share one pass over a tile's weights (their partial sums stay in L1).
 constexpr int kTokenGroup = 4;
 
-template <bool Q8, int T>
+template <Code C, int T>
 void rows_tokens_upto(int n, const QuantMatrix& w, const Int8Acts& a, const std::int8_t* xs, int t0, float* y,
                       std::int64_t y_stride, std::int64_t r0, int valid, bool prefetch) {
   if constexpr (T > 1) {
-    if (n < T) return rows_tokens_upto<Q8, T - 1>(n, w, a, xs, t0, y, y_stride, r0, valid, prefetch);
+    if (n < T) return rows_tokens_upto<C, T - 1>(n, w, a, xs, t0, y, y_stride, r0, valid, prefetch);
   }
-  rows_tokens<Q8, T>(w, a, xs, t0, y, y_stride, r0, valid, prefetch);
+  rows_tokens<C, T>(w, a, xs, t0, y, y_stride, r0, valid, prefetch);
 }
 
-template <bool Q8>
+template <Code C>
 void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                        std::int64_t row_begin, std::int64_t row_end) {
   if (a.n == 1) {
     const std::int8_t* xs = a.q.data();
-    if constexpr (!Q8) {
+    if constexpr (!kQ8<C>) {
       thread_local std::vector<std::int8_t> split;
       split.resize(std::size_t(a.cols));
       split_columns(a, 0, split.data());
@@ -368,27 +437,27 @@ void matmul_few_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::i
     }
     for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
       const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
-      rows_one_token<Q8>(w, a, xs, y, r0, valid, r0 + 2 * kTileRows <= row_end);
+      rows_one_token<C>(w, a, xs, y, r0, valid, r0 + 2 * kTileRows <= row_end);
     }
     return;
   }
   thread_local std::vector<std::int8_t> lanes;
   const std::size_t token_bytes = std::size_t(a.groups) * kLaneGroupBytes;
   lanes.resize(std::size_t(a.n) * token_bytes);
-  for (int t = 0; t < a.n; ++t) lane_columns<Q8>(a, t, lanes.data() + std::size_t(t) * token_bytes);
+  for (int t = 0; t < a.n; ++t) lane_columns<C>(a, t, lanes.data() + std::size_t(t) * token_bytes);
   const std::int8_t* xs = lanes.data();
   for (std::int64_t r0 = row_begin; r0 < row_end; r0 += kTileRows) {
     const int valid = int(std::min<std::int64_t>(kTileRows, row_end - r0));
     const bool prefetch = r0 + 2 * kTileRows <= row_end;
     for (int t0 = 0; t0 < a.n; t0 += kTokenGroup) {
       const int n = std::min(kTokenGroup, a.n - t0);
-      rows_tokens_upto<Q8, kTokenGroup>(n, w, a, xs + std::size_t(t0) * token_bytes, t0, y, y_stride, r0, valid,
+      rows_tokens_upto<C, kTokenGroup>(n, w, a, xs + std::size_t(t0) * token_bytes, t0, y, y_stride, r0, valid,
                                         prefetch && t0 == 0);
     }
   }
 }
 
-template <bool Q8>
+template <Code C>
 void matmul_many_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                         std::int64_t row_begin, std::int64_t row_end) {
   alignas(64) std::uint8_t rowbuf[kTileRows * kInt8Group];
@@ -401,12 +470,12 @@ void matmul_many_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::
       __m512 accf[kTokenBlock];
       for (int t = 0; t < tn; ++t) accf[t] = _mm512_setzero_ps();
       for (int g = 0; g < a.groups; ++g) {
-        transpose_tile<Q8>(w, r0, g, rowbuf, wbuf);
+        transpose_tile<C>(w, r0, g, rowbuf, wbuf);
         for (int r = 0; r < kTileRows; ++r) swv[r] = fp16_to_f32(w.scales[(r0 + r) * a.groups + g]);
         const __m512 sw = _mm512_load_ps(swv);
         int t = 0;
-        for (; t + kTokenStep <= tn; t += kTokenStep) tokens_step<kTokenStep, Q8>(wbuf, a, t0 + t, g, sw, accf + t);
-        for (; t < tn; ++t) tokens_step<1, Q8>(wbuf, a, t0 + t, g, sw, accf + t);
+        for (; t + kTokenStep <= tn; t += kTokenStep) tokens_step<kTokenStep, C>(wbuf, a, t0 + t, g, sw, accf + t);
+        for (; t < tn; ++t) tokens_step<1, C>(wbuf, a, t0 + t, g, sw, accf + t);
       }
       for (int t = 0; t < tn; ++t) _mm512_storeu_ps(y + std::int64_t(t0 + t) * y_stride + r0, accf[t]);
     }
@@ -418,11 +487,13 @@ void matmul_many_tokens(const QuantMatrix& w, const Int8Acts& a, float* y, std::
 
 void matmul_i8_avx512vnni(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
                           std::int64_t row_begin, std::int64_t row_end) {
-  const bool q8 = w.fmt == kFmtQ8G;
-  if (a.n < kFewTokensBelow) {
-    (q8 ? matmul_few_tokens<true> : matmul_few_tokens<false>)(w, a, y, y_stride, row_begin, row_end);
+  const bool few = a.n < kFewTokensBelow;
+  if (w.fmt == kFmtQ8G) {
+    (few ? matmul_few_tokens<Code::q8> : matmul_many_tokens<Code::q8>)(w, a, y, y_stride, row_begin, row_end);
+  } else if (w.fmt == kFmtQ6P) {
+    (few ? matmul_few_tokens<Code::q6> : matmul_many_tokens<Code::q6>)(w, a, y, y_stride, row_begin, row_end);
   } else {
-    (q8 ? matmul_many_tokens<true> : matmul_many_tokens<false>)(w, a, y, y_stride, row_begin, row_end);
+    (few ? matmul_few_tokens<Code::q4> : matmul_many_tokens<Code::q4>)(w, a, y, y_stride, row_begin, row_end);
   }
 }
 

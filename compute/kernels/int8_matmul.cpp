@@ -45,8 +45,9 @@ void quantize_acts(const float* x, std::int64_t x_stride, int n, std::int64_t co
 }
 
 bool int8_matmul_supports(const QuantMatrix& w) {
-  return (w.fmt == detail::kFmtQ4G || w.fmt == detail::kFmtQ8G) && w.group == kInt8Group && w.cols % kInt8Group == 0 &&
-         w.scales != nullptr;
+  const bool q6p = w.fmt == kFmtQ6P && w.row_stride == w.cols / kInt8Group * kQ6PGroupBytes;
+  return (w.fmt == detail::kFmtQ4G || w.fmt == detail::kFmtQ8G || q6p) && w.group == kInt8Group &&
+         w.cols % kInt8Group == 0 && w.scales != nullptr;
 }
 
 void matmul_i8_generic(const QuantMatrix& w, const Int8Acts& a, float* y, std::int64_t y_stride,
@@ -66,6 +67,18 @@ void matmul_i8_generic(const QuantMatrix& w, const Int8Acts& a, float* y, std::i
           const auto* q8 = reinterpret_cast<const std::int8_t*>(p);
           for (int c = g * kInt8Group; c < (g + 1) * kInt8Group; ++c) dot += std::int32_t(q8[c]) * std::int32_t(xq[c]);
           acc = std::fma(float(dot), both, acc);
+          continue;
+        }
+        if (w.fmt == kFmtQ6P) {
+          const std::uint8_t* pg = p + std::int64_t(g) * 64;
+          const std::uint8_t* ph = p + std::int64_t(groups) * 64 + std::int64_t(g) * 32;
+          for (int c = 0; c < kInt8Group; ++c) {
+            const int i = c >> 1;
+            const int low = (c & 1) ? (pg[i] >> 4) : (pg[i] & 15);
+            const int high = (ph[16 * (c & 1) + (i & 15)] >> (2 * (i >> 4))) & 3;
+            dot += (low | high << 4) * std::int32_t(xq[g * kInt8Group + c]);
+          }
+          acc = std::fma(float(dot) + float(-32 * a.sum[at]), both, acc);
           continue;
         }
         for (int c = g * kInt8Group; c < (g + 1) * kInt8Group; ++c) {

@@ -131,6 +131,12 @@ struct ModelWeights {
   const TrunkTensor* embed = nullptr;    // [vocab, hid], usually on disk: one row read per token
   std::vector<float> final_norm;         // [hid]
   QuantMatrix lm_head;                   // [vocab, hid]
+  // Decode rows' head when it is not lm_head itself: the Q6P or Q4G copy Engine::open makes under
+  // forward::HeadMode q6 or q4 (compute/model/decode_head.hpp); payload nullptr otherwise.
+  QuantMatrix lm_head_decode{};
+  [[nodiscard]] const QuantMatrix& decode_head() const {
+    return lm_head_decode.payload != nullptr ? lm_head_decode : lm_head;
+  }
   std::vector<float> out_res_norm, out_res_proj;  // [hid] (K3 output AttnRes)
   std::vector<LayerWeights> layers;
 

@@ -4,7 +4,9 @@ Revelation's chapters are fed one token at a time as decode steps (waste-dump-lo
 every position's logits score the next token. Run once with the decode rule off (f32 trunk products)
 and once on (int8): perplexity over every scored position, top-1 agreement between the two, max
 |logit difference|. Prompt tokens are not involved (every token is a decode step).
-Usage: measure_decode.py CONTAINER DUMP_TOOL [--work DIR] [--threads N]
+`--head q6|q4` compares the decode head instead (WASTE_DECODE_HEAD q8 then the given one, the decode
+rule on for both).
+Usage: measure_decode.py CONTAINER DUMP_TOOL [--work DIR] [--threads N] [--head q6|q4]
 """
 import argparse
 import math
@@ -21,8 +23,9 @@ import kjv_data as kd  # noqa: E402
 from measure_prefill import chapters, nll_and_top  # noqa: E402
 
 
-def dump(tool, cdir, ids, path, threads, mode):
-    env = dict(os.environ, WASTE_DECODE_INT8=mode)
+def dump(tool, cdir, ids, path, threads, mode, head):
+    env = dict(os.environ, WASTE_DECODE_HEAD=mode, WASTE_DECODE_INT8="on") if head else \
+        dict(os.environ, WASTE_DECODE_INT8=mode)
     subprocess.run([tool, cdir, path, "--prompt", ",".join(map(str, ids)), "--decode", "0", "--chunk", "1",
                     "--threads", str(threads), "--ctx", str(len(ids) + 8)], env=env, check=True, capture_output=True)
     with open(path, "rb") as f:
@@ -42,6 +45,7 @@ def main():
     ap.add_argument("dump_tool")
     ap.add_argument("--work", default="/tmp/kjv-decode")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--head", choices=("q6", "q4"), help="the q8 decode head (off) against this one (on)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     enc = kd.Encoder(kd.read_tiktoken(os.path.join(HERE, "tiktoken.model")))
@@ -52,7 +56,8 @@ def main():
     for ids in seqs:
         logits = {}
         for mode in ("off", "on"):
-            lg = dump(a.dump_tool, a.container, ids, os.path.join(a.work, "d.bin"), a.threads, mode)
+            value = {"off": "q8", "on": a.head}[mode] if a.head else mode
+            lg = dump(a.dump_tool, a.container, ids, os.path.join(a.work, "d.bin"), a.threads, value, bool(a.head))
             logits[mode] = lg
             for pos in range(len(ids) - 1):  # the logits after token pos score token pos + 1
                 x, t = nll_and_top(lg[pos], ids[pos + 1])

@@ -9,6 +9,7 @@
 #include "compute/kernels/int8_matmul.hpp"
 #include "int8_prefill_guard.hpp"
 #include "compute/kernels/kernels.hpp"
+#include "compute/model/decode_head.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "test_kernels_fixtures.hpp"
 
@@ -107,33 +108,41 @@ TEST_CASE("head_tokens: decode rows by the int8 product under the decode rule, p
   const std::vector<float> x = waste::test::random_floats(static_cast<std::size_t>(x_stride * kTokens), 901);
   waste::ThreadPool pool(2);
   const waste::forward::Exec exec{pool, waste::kernels::active()};
-  for (const bool rule : {true, false}) {
-    INFO("decode rule " << rule);
-    waste::test::Int8PrefillGuard mode(true, rule);
-    std::vector<float> y(static_cast<std::size_t>(y_stride * kTokens), -3.0f);
-    waste::forward::head_tokens(exec, m.view, x.data(), x_stride, kinds, y.data(), y_stride);
-    for (int t = 0; t < kTokens; ++t) {
-      INFO("row " << t << " kind " << int(kinds[t]));
-      std::vector<float> alone(static_cast<std::size_t>(kRows), -5.0f);
-      const bool int8 = rule && kinds[t] == 0;
-      if (int8) {
-        waste::kernels::Int8Acts a;
-        waste::kernels::quantize_acts(x.data() + t * x_stride, kCols, 1, kCols, a);
-        waste::kernels::matmul_i8_generic(m.view, a, alone.data(), kRows, 0, kRows);
-      } else {
-        waste::forward::matvec(exec, m.view, x.data() + t * x_stride, alone.data());
+  auto q6 = waste::model::DecodeHead::requantize(m.view, waste::forward::HeadMode::q6, pool);
+  auto q4 = waste::model::DecodeHead::requantize(m.view, waste::forward::HeadMode::q4, pool);
+  REQUIRE(q6);
+  REQUIRE(q4);
+  for (const int copy : {8, 6, 4}) {
+    // Decode rows read w_decode: the matrix itself or its copy (head_mode.hpp); prompt rows the matrix.
+    const waste::kernels::QuantMatrix& w_decode = copy == 6 ? q6->matrix() : copy == 4 ? q4->matrix() : m.view;
+    for (const bool rule : {true, false}) {
+      INFO("decode rule " << rule << " decode head q" << copy);
+      waste::test::Int8PrefillGuard mode(true, rule);
+      std::vector<float> y(static_cast<std::size_t>(y_stride * kTokens), -3.0f);
+      waste::forward::head_tokens(exec, m.view, w_decode, x.data(), x_stride, kinds, y.data(), y_stride);
+      for (int t = 0; t < kTokens; ++t) {
+        INFO("row " << t << " kind " << int(kinds[t]));
+        std::vector<float> alone(static_cast<std::size_t>(kRows), -5.0f);
+        const bool int8 = rule && kinds[t] == 0;
+        if (int8) {
+          waste::kernels::Int8Acts a;
+          waste::kernels::quantize_acts(x.data() + t * x_stride, kCols, 1, kCols, a);
+          waste::kernels::matmul_i8_generic(w_decode, a, alone.data(), kRows, 0, kRows);
+        } else {
+          waste::forward::matvec(exec, m.view, x.data() + t * x_stride, alone.data());
+        }
+        CHECK(std::memcmp(y.data() + t * y_stride, alone.data(), alone.size() * sizeof(float)) == 0);
+        // And it is not the other kind's product.
+        std::vector<float> other(static_cast<std::size_t>(kRows), -5.0f);
+        if (int8) {
+          waste::forward::matvec(exec, m.view, x.data() + t * x_stride, other.data());
+        } else {
+          waste::kernels::Int8Acts a;
+          waste::kernels::quantize_acts(x.data() + t * x_stride, kCols, 1, kCols, a);
+          waste::kernels::matmul_i8_generic(w_decode, a, other.data(), kRows, 0, kRows);
+        }
+        CHECK(std::memcmp(y.data() + t * y_stride, other.data(), other.size() * sizeof(float)) != 0);
       }
-      CHECK(std::memcmp(y.data() + t * y_stride, alone.data(), alone.size() * sizeof(float)) == 0);
-      // And it is not the other kind's product.
-      std::vector<float> other(static_cast<std::size_t>(kRows), -5.0f);
-      if (int8) {
-        waste::forward::matvec(exec, m.view, x.data() + t * x_stride, other.data());
-      } else {
-        waste::kernels::Int8Acts a;
-        waste::kernels::quantize_acts(x.data() + t * x_stride, kCols, 1, kCols, a);
-        waste::kernels::matmul_i8_generic(m.view, a, other.data(), kRows, 0, kRows);
-      }
-      CHECK(std::memcmp(y.data() + t * y_stride, other.data(), other.size() * sizeof(float)) != 0);
     }
   }
 }

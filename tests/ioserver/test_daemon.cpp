@@ -12,6 +12,9 @@
 #include "compute/api/engine.hpp"
 #include "compute/io/daemon_connect.hpp"
 #include "compute/io/daemon_expert_source.hpp"
+#include "compute/forward/int8_mode.hpp"
+#include "compute/model/decode_head.hpp"
+#include "shared/container/container.hpp"
 #include "shared/ipc/control_client.hpp"
 #include "shared/ipc/ioserver_launch.hpp"
 #include "shared/ipc/segment_names.hpp"
@@ -231,7 +234,10 @@ TEST_CASE("an engine declares the state of every sequence it holds, at its conte
   REQUIRE(stats);
   REQUIRE((*stats)["clients"].size() == 1);
   const MemoryPlan plan = plan_memory(model, 512).value();
-  CHECK((*stats)["clients"][0]["state_bytes"] == 3 * plan.state_bytes + plan.scratch_bytes);
+  // Beside them, the decode head's copy when this process makes one (compute/model/decode_head.hpp).
+  const std::uint64_t head = model::decode_head_copy_bytes(ContainerInfo::open(model).value().manifest);
+  CHECK(head == (forward::int8_decode_enabled() ? 256u * 98u : 0u));  // tiny: vocab 256, one group of 128
+  CHECK((*stats)["clients"][0]["state_bytes"] == 3 * plan.state_bytes + plan.scratch_bytes + head);
   CHECK(plan.state_bytes != plan_memory(model).value().state_bytes);  // the context is what was declared
 
   o.daemon.sequences = 0;

@@ -20,6 +20,7 @@
 
 #include "compute/kernels/int8_matmul.hpp"
 #include "compute/kernels/kernels.hpp"
+#include "compute/model/decode_head.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/fp16.hpp"
 #include "../test_kernels_fixtures.hpp"
@@ -369,20 +370,31 @@ void bench_lm_head(int rounds, bool huge) {
 // it (forward::matvec_tokens: the table's matmul, row chunks over two threads): ms per call and
 // per token, and the weight bytes' rate. One token is matvec's tile; more share each weight load.
 // q4: the same shape in Q4G, the trunk projections' format (too large for the cache, as the
-// trunk's matrices are together).
-void bench_lm_head_tokens(int reps, bool q4) {
+// trunk's matrices are together). q6: the decode head's Q6P copy of the Q8G matrix
+// (compute/model/decode_head.hpp), the int8 product only (the f32 kernels do not read it).
+void bench_lm_head_tokens(int reps, std::string_view fmt) {
   using namespace waste;
   constexpr std::int64_t kRows = 163840, kCols = 2304;
-  const BenchMatrix m = bench_matrix(q4 ? 3 : 2, kRows, kCols);
+  const bool q4 = fmt == "q4", q6 = fmt == "q6";
+  BenchMatrix m = bench_matrix(q4 ? 3 : 2, kRows, kCols);
   ThreadPool pool2(2);
+  if (q6) {
+    auto head = model::DecodeHead::requantize(m.view, forward::HeadMode::q6, pool2);
+    if (!head) std::abort();
+    m.payload.assign(head->matrix().payload, head->matrix().payload + head->matrix().rows * head->matrix().row_stride);
+    m.scales.assign(head->matrix().scales, head->matrix().scales + kRows * (kCols / 128));
+    m.view = head->matrix();
+    m.view.payload = m.payload.data();
+    m.view.scales = m.scales.data();
+  }
   std::printf("\nlm_head %s %lldx%lld against n tokens, two threads, best of %d\n%-10s %6s %10s %12s %9s\n",
-              q4 ? "Q4G" : "Q8G", static_cast<long long>(kRows), static_cast<long long>(kCols), reps, "isa", "tokens",
-              "ms", "ms/token", "GB/s");
+              q6 ? "Q6P" : q4 ? "Q4G" : "Q8G", static_cast<long long>(kRows), static_cast<long long>(kCols), reps, "isa",
+              "tokens", "ms", "ms/token", "GB/s");
   for (const int n : {1, 2, 4, 8, 16}) {
     const std::vector<float> x = test::random_floats(static_cast<std::size_t>(kCols * n), 9);
     std::vector<float> y(static_cast<std::size_t>(kRows * n));
     for (const kernels::KernelTable* k : kernels::supported()) {
-      if (std::string_view(k->isa) == "generic") continue;
+      if (std::string_view(k->isa) == "generic" || q6) continue;
       const double us = best_us(reps, false, [&] {
         pool2.parallel_for(kRows, 64, [&](std::int64_t b, std::int64_t e) {
           if (n == 1) {
@@ -447,7 +459,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "lm_head_tokens") {  // lm_head against 1..8 tokens
-    bench_lm_head_tokens(argc > 2 ? std::atoi(argv[2]) : 5, argc > 3 && std::string_view(argv[3]) == "q4");
+    bench_lm_head_tokens(argc > 2 ? std::atoi(argv[2]) : 5, argc > 3 ? std::string_view(argv[3]) : "q8");
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "rvq") {  // the RVQ section only

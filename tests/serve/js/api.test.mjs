@@ -204,9 +204,9 @@ test('4 concurrent seeded streams give exactly the tokens of the same 4 one afte
 
 // A completion that runs to the context unless cancelled: eos (the only stop id of /v1/completions)
 // banned through logit_bias.
-function endless() {
-  const eos = JSON.parse(readFileSync(path.join(container.model, 'manifest.json'), 'utf8')).config.eos_token_id;
-  return { model: 'tiny', prompt: 'Tell me about the fox.', max_tokens: 100000, temperature: 0, logit_bias: { [eos]: -100 } };
+function endless(model = container.model, maxTokens = 100000) {
+  const eos = JSON.parse(readFileSync(path.join(model, 'manifest.json'), 'utf8')).config.eos_token_id;
+  return { model: 'tiny', prompt: 'Tell me about the fox.', max_tokens: maxTokens, temperature: 0, logit_bias: { [eos]: -100 } };
 }
 
 test('a client that disconnects mid-stream frees its slot', async () => {
@@ -254,9 +254,10 @@ test('429 past the queue, then SIGTERM drains the stream in flight and exits 0',
   const small = await startServer(own.model, ['--parallel', '1', '--queue', '0', '--drain-seconds', '30']);
   try {
     const c = new OpenAI({ apiKey: 'x', baseURL: `${small.url}/v1`, maxRetries: 0 });
-    const stream = await c.chat.completions.create({ model: 'tiny', messages, max_tokens: 40, temperature: 0, stream: true });
+    // 1,000 tokens whatever the model answers (eos banned): the slot stays taken past the next request.
+    const stream = await c.completions.create({ ...endless(own.model, 1000), stream: true });
     const iterator = stream[Symbol.asyncIterator]();
-    await iterator.next();  // the role chunk: the one slot is now taken
+    await iterator.next();  // the first token: the one slot is now taken
     const busy = await rawRequest(small.port, post('/v1/completions', JSON.stringify({ model: 'tiny', prompt: 'x' })));
     assert.equal(busy.status, 429);
     assert.match(busy.headers, /^Retry-After: 1$/mi);
@@ -264,7 +265,7 @@ test('429 past the queue, then SIGTERM drains the stream in flight and exits 0',
     small.proc.kill('SIGTERM');
     const rest = [];
     for (let r = await iterator.next(); !r.done; r = await iterator.next()) rest.push(r.value);
-    assert.ok(['stop', 'length'].includes(rest.at(-1).choices[0].finish_reason));  // finished, not cut
+    assert.equal(rest.at(-1).choices[0].finish_reason, 'length');  // finished, not cut
     const { code } = await withTimeout(small.exited, 30000, 'exit after drain');
     assert.equal(code, 0);
     assert.match(small.stderr(), /waste serve: stopped \(0 cancelled at the deadline\)/);
