@@ -53,6 +53,7 @@ class SseAnswer final : public http::StreamedBody {
     if (shape.think) think_.emplace(*shape.think, shape.inside);
   }
   ~SseAnswer() override { stream_->cancel(); }  // over, sent or not: nothing more is read
+  void set_waker(std::function<void()> wake) override { stream_->set_waker(std::move(wake)); }
 
   bool poll(std::string& out) override {
     std::vector<Delta> deltas;
@@ -161,6 +162,7 @@ class BlockingAnswer final : public http::DeferredReply {
       : stream_(std::move(stream)), ids_(std::move(ids)), endpoint_(endpoint), want_logprobs_(want_logprobs),
         shape_(std::move(shape)), hold_(std::move(hold)) {}
   ~BlockingAnswer() override { stream_->cancel(); }
+  void set_waker(std::function<void()> wake) override { stream_->set_waker(std::move(wake)); }
 
   std::optional<http::Reply> poll() override {
     std::vector<Delta> deltas;

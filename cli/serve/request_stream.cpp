@@ -14,22 +14,33 @@ const char* finish_name(Finish finish) noexcept {
 }
 
 void RequestStream::push(Delta delta) {
+  std::function<void()> wake;
   {
     std::lock_guard lock(mutex_);
     deltas_.push_back(std::move(delta));
+    wake = wake_;
   }
   ready_.notify_one();
+  if (wake) wake();
+}
+
+void RequestStream::set_waker(std::function<void()> wake) {
+  std::lock_guard lock(mutex_);
+  wake_ = std::move(wake);
 }
 
 void RequestStream::finish(Finish reason, int prompt_tokens, int completion_tokens, std::string error) {
+  std::function<void()> wake;
   {
     std::lock_guard lock(mutex_);
     finish_ = reason;
     prompt_tokens_ = prompt_tokens;
     completion_tokens_ = completion_tokens;
     error_ = std::move(error);
+    wake = wake_;
   }
   ready_.notify_one();
+  if (wake) wake();
 }
 
 void RequestStream::set_cached_tokens(int cached_tokens) {

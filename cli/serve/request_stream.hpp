@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -53,6 +54,9 @@ class RequestStream {
   // HTTP thread: the deltas pushed since the last call, waiting up to `timeout` when there are
   // none and the request is not finished. Returns true once the finish has been taken as well.
   bool take(std::vector<Delta>& out, std::chrono::milliseconds timeout);
+  // HTTP thread: called (on the engine thread, outside the lock) after every push and the finish,
+  // so the transport sends a token when it comes rather than at its next poll tick.
+  void set_waker(std::function<void()> wake);
   void cancel() { cancelled_.store(true, std::memory_order_release); }
   [[nodiscard]] Finish finish_reason() const;
   [[nodiscard]] int prompt_tokens() const;
@@ -69,6 +73,7 @@ class RequestStream {
   int completion_tokens_ = 0;
   int cached_tokens_ = 0;
   std::string error_;
+  std::function<void()> wake_;
   // Writer: the HTTP thread (release); reader: the engine thread (acquire) before each pass.
   std::atomic<bool> cancelled_{false};
 };

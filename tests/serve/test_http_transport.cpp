@@ -10,10 +10,16 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "cli/serve/api_key.hpp"
 #include "cli/serve/http/request_parser.hpp"
+#include "cli/serve/http/transport.hpp"
 #include "cli/serve/http_server.hpp"
 #include "tests/serve/http_client.hpp"
 
@@ -246,4 +252,122 @@ TEST_CASE("HttpServer: past --max-connections a new connection gets 503 and is c
 }
 
 }  // namespace
+}  // namespace waste::serve
+
+namespace waste::serve {
+namespace {
+
+// An answer that has news when the test says so, and wakes the connection then
+// (StreamedBody/DeferredReply::set_waker).
+struct Waking {
+  std::mutex m;
+  std::string pending;
+  bool done = false;
+  std::function<void()> wake;
+  void set(std::function<void()> w) {
+    std::lock_guard lock(m);
+    wake = std::move(w);
+  }
+  bool has_waker() {
+    std::lock_guard lock(m);
+    return bool(wake);
+  }
+  void add(const std::string& text, bool last) {
+    std::function<void()> w;
+    {
+      std::lock_guard lock(m);
+      pending += text;
+      done = last;
+      w = wake;
+    }
+    if (w) w();
+  }
+};
+
+struct WakingBody final : http::StreamedBody {
+  std::shared_ptr<Waking> w = std::make_shared<Waking>();
+  bool poll(std::string& out) override {
+    std::lock_guard lock(w->m);
+    out += std::exchange(w->pending, {});
+    return w->done;
+  }
+  void client_gone() override {}
+  void set_waker(std::function<void()> wake) override { w->set(std::move(wake)); }
+};
+
+struct WakingDeferred final : http::DeferredReply {
+  std::shared_ptr<Waking> w = std::make_shared<Waking>();
+  std::optional<http::Reply> poll() override {
+    std::lock_guard lock(w->m);
+    if (!w->done) return std::nullopt;
+    http::Reply r;
+    r.content_type = "text/plain";
+    r.body = w->pending;
+    return r;
+  }
+  void client_gone() override {}
+  void set_waker(std::function<void()> wake) override { w->set(std::move(wake)); }
+};
+
+struct WakingHandler final : http::HttpHandler {
+  std::shared_ptr<Waking> news;
+  bool streamed = true;
+  void handle(http::HttpRequest, http::Respond respond) override {
+    http::Reply r;
+    if (streamed) {
+      auto body = std::make_shared<WakingBody>();
+      news = body->w;
+      r.content_type = "text/event-stream";
+      r.stream = std::move(body);
+    } else {
+      auto deferred = std::make_shared<WakingDeferred>();
+      news = deferred->w;
+      r.deferred = std::move(deferred);
+    }
+    respond(std::move(r));
+  }
+  http::Reply refuse(const http::Refusal&) override { return http::Reply{400}; }
+};
+
+}  // namespace
+
+// Hazard: a streamed token (or a blocking answer) waited for the transport's next poll tick (10 ms
+// each time: served tokens came at multiples of 10 ms). With the answer's waker the connection
+// sends it at once. Here the tick is a minute, so what arrives within 10 s came by the waker.
+TEST_CASE("HttpTransport: an answer's news is sent when it wakes the connection, not at the next tick",
+          "[serve][http]") {
+  for (const bool streamed : {true, false}) {
+    INFO((streamed ? "streamed" : "deferred"));
+    HttpLimits limits;
+    limits.poll_ms = 60000;
+    WakingHandler handler;
+    handler.streamed = streamed;
+    http::HttpTransport transport(limits, handler);
+    REQUIRE(transport.start("127.0.0.1", 0));
+    http_test::RawSocket s(transport.port());
+    REQUIRE(s.ok());
+    REQUIRE(s.send_all("GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    std::thread producer([&] {
+      for (int i = 0; i < 500 && !(handler.news && handler.news->has_waker()); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (!handler.news) return;
+      handler.news->add("first ", false);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      handler.news->add("second", true);
+    });
+    const std::string answer = s.read_all(std::chrono::seconds(10));
+    producer.join();
+    REQUIRE(handler.news);
+    CHECK(answer.find("HTTP/1.1 200 OK") == 0);
+    if (streamed) {
+      CHECK(answer.find("6\r\nfirst \r\n") != std::string::npos);
+      CHECK(answer.find("6\r\nsecond\r\n0\r\n\r\n") != std::string::npos);
+    } else {
+      CHECK(http_test::parse_answer(answer).body == "first second");
+    }
+    transport.stop();
+  }
+}
+
 }  // namespace waste::serve

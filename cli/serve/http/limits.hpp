@@ -20,6 +20,9 @@ struct HttpLimits {
   int accept_queue = 128;                // the listen() backlog (the kernel caps it at somaxconn)
   int io_threads = 2;                    // threads running the connections (asio io_context)
   int linger_seconds = 2;                // after an error answer: read and discard what the client still sends
+  // How often a deferred or streamed answer is polled when it has not woken the connection
+  // (StreamedBody::set_waker): pings, a gone client, answers without a waker. Not a flag.
+  int poll_ms = 10;
 };
 
 }  // namespace waste::serve::http

@@ -30,6 +30,9 @@ class DeferredReply {
   virtual std::optional<Reply> poll() = 0;
   // The client closed its connection: the answer will not be read.
   virtual void client_gone() = 0;
+  // `wake` (callable from any thread) makes the transport poll now rather than at its next tick;
+  // an answer that knows when it has news calls it then. Called once, before the first poll.
+  virtual void set_waker(std::function<void()> wake) { (void)wake; }
 };
 
 // A body produced over time (SSE). The head (status 200 and the reply's headers) is sent first,
@@ -41,6 +44,9 @@ class StreamedBody {
   // Called on an I/O thread; must not block.
   virtual bool poll(std::string& out) = 0;
   virtual void client_gone() = 0;
+  // As DeferredReply::set_waker: a body that calls `wake` when it has bytes is sent without
+  // waiting for the transport's next tick.
+  virtual void set_waker(std::function<void()> wake) { (void)wake; }
 };
 
 struct Reply {

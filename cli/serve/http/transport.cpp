@@ -36,8 +36,7 @@ using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 namespace bh = boost::beast::http;
 
-constexpr auto kPollInterval = std::chrono::milliseconds(10);  // deferred / streamed replies
-constexpr int kPeerCheckTicks = 10;                            // the socket is checked every 100 ms
+constexpr int kPeerCheckTicks = 10;  // the socket is checked every 10 polls (100 ms at the default poll_ms when idle)
 constexpr std::size_t kBufferSlack = 8u << 10;                 // read buffer beyond the header limit
 constexpr std::size_t kLingerChunk = 16u << 10;
 
@@ -274,11 +273,13 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
     }
     if (reply.deferred) {
       deferred_ = std::move(reply.deferred);
+      deferred_->set_waker(waker());
       state_ = State::waiting;
       return schedule_tick();
     }
     if (reply.stream) {
       stream_ = std::move(reply.stream);
+      stream_->set_waker(waker());
       chunked_ = version_ >= 11;
       if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends at close
       state_ = State::streaming;
@@ -304,11 +305,36 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
     });
   }
 
+  // The next poll: at the tick, or now when the answer woke us (wake()) since the last poll.
   void schedule_tick() {
-    tick_.expires_after(kPollInterval);
+    if (wake_pending_) {
+      wake_pending_ = false;
+      asio::post(socket_.get_executor(), [self = shared_from_this()] { self->on_tick(); });
+      return;
+    }
+    tick_armed_ = true;
+    tick_.expires_after(std::chrono::milliseconds(limits_.poll_ms));
     tick_.async_wait([self = shared_from_this()](const error_code& ec) {
-      if (!ec) self->on_tick();
+      self->tick_armed_ = false;
+      if (!ec || (ec == asio::error::operation_aborted && self->wake_pending_)) {
+        self->wake_pending_ = false;
+        self->on_tick();
+      }
     });
+  }
+
+  // What a deferred or streamed answer calls (any thread) when it has news: the connection polls
+  // it now, not at the next tick (a token waited up to HttpLimits::poll_ms for it before).
+  std::function<void()> waker() {
+    return [weak = weak_from_this()] {
+      if (auto self = weak.lock()) {
+        asio::post(self->socket_.get_executor(), [self] {
+          if (self->state_ == State::closed) return;
+          self->wake_pending_ = true;
+          if (self->tick_armed_) self->tick_.cancel();  // its handler sees the wake and polls
+        });
+      }
+    };
   }
 
   void on_tick() {
@@ -388,6 +414,8 @@ class HttpTransport::Impl::Connection : public std::enable_shared_from_this<Conn
   unsigned version_ = 11;
   int served_ = 0;
   std::uint64_t ticks_ = 0;
+  bool tick_armed_ = false;    // tick_ has a wait pending
+  bool wake_pending_ = false;  // the answer has news since the last poll
   std::string out_;
   std::shared_ptr<DeferredReply> deferred_;
   std::shared_ptr<StreamedBody> stream_;
