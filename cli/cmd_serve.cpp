@@ -27,6 +27,7 @@
 #include "cli/serve/model_spec.hpp"
 #include "cli/serve/request_limits.hpp"
 #include "cli/serve/scheduler.hpp"
+#include "compute/model/decode_head.hpp"
 #include "compute/vision/media_prompt.hpp"
 #include "shared/ipc/runtime_dir.hpp"
 #include "shared/memory/budget.hpp"
@@ -170,7 +171,8 @@ Result<std::vector<serve::ModelConfig>> model_configs(const ServeArgs& a) {
     if (!plan) return std::unexpected(plan.error());
     auto daemon_plan = plan_memory((*container)->manifest);
     if (!daemon_plan) return std::unexpected(daemon_plan.error());
-    serve::ModelFootprint footprint = serve::model_footprint(*plan, *daemon_plan, a.scheduler.parallel, a.engine.ctx);
+    serve::ModelFootprint footprint = serve::model_footprint(*plan, *daemon_plan, a.scheduler.parallel, a.engine.ctx,
+                                                             model::decode_head_copy_bytes((*container)->manifest));
     out.push_back({std::move(spec), footprint});
   }
   return out;

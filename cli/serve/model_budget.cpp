@@ -6,12 +6,14 @@
 
 namespace waste::serve {
 
-ModelFootprint model_footprint(const MemoryPlan& plan, const MemoryPlan& daemon_plan, int sequences, int ctx_tokens) {
+ModelFootprint model_footprint(const MemoryPlan& plan, const MemoryPlan& daemon_plan, int sequences, int ctx_tokens,
+                               std::uint64_t client_extra_bytes) {
   // The daemon keeps whole slots of its largest record for the cache's floor (budget_ledger.hpp).
   const std::uint64_t record = plan.max_record_bytes;
   const std::uint64_t cache_floor =
       record == 0 ? plan.min_expert_cache_bytes : (plan.min_expert_cache_bytes + record - 1) / record * record;
-  const std::uint64_t client = plan.state_bytes * std::uint64_t(std::max(1, sequences)) + plan.scratch_bytes;
+  const std::uint64_t client =
+      plan.state_bytes * std::uint64_t(std::max(1, sequences)) + plan.scratch_bytes + client_extra_bytes;
   ModelFootprint f;
   f.floor_bytes = std::max(plan.trunk_bytes + cache_floor + client, daemon_plan.floor_bytes);
   f.working_set_bytes = plan.working_set_bytes;

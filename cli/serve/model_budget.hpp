@@ -35,7 +35,10 @@ struct ModelFootprint {
 // From the plan at the server's ctx (`plan`) and the plan a daemon checks an explicit budget
 // against (`daemon_plan`, at the default ctx): trunk + the expert cache's floor (whole arena
 // slots) + `sequences` sequences' state and one scratch, and never under the daemon's floor.
-ModelFootprint model_footprint(const MemoryPlan& plan, const MemoryPlan& daemon_plan, int sequences, int ctx_tokens);
+// `client_extra_bytes`: what the engine holds beside its plan's state and scratch (the decode head's
+// copy, compute/model/decode_head.hpp), counted with the client.
+ModelFootprint model_footprint(const MemoryPlan& plan, const MemoryPlan& daemon_plan, int sequences, int ctx_tokens,
+                               std::uint64_t client_extra_bytes = 0);
 
 // A model of this server that holds part of the budget.
 struct BudgetHolder {

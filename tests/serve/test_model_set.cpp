@@ -251,6 +251,9 @@ TEST_CASE("serve budget: a model's footprint is its daemon's floor for every seq
   CHECK(f.whole_set_bytes == 0);   // no records in the plan: no whole set
   plan.expert_records = 10;        // every record in its own 30-byte slot beside trunk and clients
   CHECK(model_footprint(plan, daemon_plan, 4, 512).whole_set_bytes == 1000 + 10 * 30 + 4 * 100 + 50);
+  // The decode head's copy is the client's too: in the floor and beside the whole set.
+  CHECK(model_footprint(plan, daemon_plan, 4, 512, 7).floor_bytes == 1000 + 90 + 4 * 100 + 50 + 7);
+  CHECK(model_footprint(plan, daemon_plan, 4, 512, 7).whole_set_bytes == 1000 + 10 * 30 + 4 * 100 + 50 + 7);
   daemon_plan.floor_bytes = 5000;  // a daemon refuses an explicit budget under its own floor
   CHECK(model_footprint(plan, daemon_plan, 4, 512).floor_bytes == 5000);
   CHECK(model_footprint(plan, daemon_plan, 4, 512).whole_set_bytes == 5000);
