@@ -14,7 +14,6 @@
 #include "compute/forward/lookahead.hpp"
 #include "compute/api/engine_open.hpp"
 #include "compute/io/daemon_connect.hpp"
-#include "compute/kernels/int8_matmul.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/decode_head.hpp"
 #include "compute/model/resident_tensor.hpp"

@@ -31,11 +31,11 @@ void matmul_int8(const Exec& exec, const kernels::QuantMatrix& w, const float* x
   exec.pool.parallel_for(w.rows, kMatvecMinRows,
                          [&](std::int64_t begin, std::int64_t end) { fn(w, acts, y, y_stride, begin, end); });
 }
-// Each run of rows that decide alike (int8(r)) in one call: int8 rows by the int8 product, the
-// others by f32.
+// Each run of rows that decide alike (int8(r)) in one call: int8 rows by the int8 product on
+// w_int8, the others by f32 on w.
 template <class RowTakesInt8>
-void by_runs(const Exec& exec, const kernels::QuantMatrix& w, const float* x, std::int64_t x_stride, int n, float* y,
-             std::int64_t y_stride, RowTakesInt8 int8) {
+void by_runs(const Exec& exec, const kernels::QuantMatrix& w, const kernels::QuantMatrix& w_int8, const float* x,
+             std::int64_t x_stride, int n, float* y, std::int64_t y_stride, RowTakesInt8 int8) {
   for (int r0 = 0; r0 < n;) {
     const bool run_int8 = int8(r0);
     int r1 = r0 + 1;
@@ -43,7 +43,7 @@ void by_runs(const Exec& exec, const kernels::QuantMatrix& w, const float* x, st
     const float* xr = x + std::int64_t(r0) * x_stride;
     float* yr = y + std::int64_t(r0) * y_stride;
     if (run_int8) {
-      matmul_int8(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
+      matmul_int8(exec, w_int8, xr, x_stride, r1 - r0, yr, y_stride);
     } else {
       matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
     }
@@ -72,7 +72,7 @@ void matvec_tokens(const Exec& exec, const kernels::QuantMatrix& w, const float*
     matmul_int8(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
-  by_runs(exec, w, x, x_stride, n, y, y_stride,
+  by_runs(exec, w, w, x, x_stride, n, y, y_stride,
           [&](int r) { return int8_for_kind(exec.prompt_rows[std::size_t(r)]); });
 }
 
@@ -83,20 +83,8 @@ void head_tokens(const Exec& exec, const kernels::QuantMatrix& w, const kernels:
     matmul_f32(exec, w, x, x_stride, n, y, y_stride);
     return;
   }
-  // Runs of decode rows (kind 0) against w_decode by the int8 product, runs of prompt rows against w by f32.
-  for (int r0 = 0; r0 < n;) {
-    const bool decode = kinds[std::size_t(r0)] == 0;
-    int r1 = r0 + 1;
-    while (r1 < n && (kinds[std::size_t(r1)] == 0) == decode) ++r1;
-    const float* xr = x + std::int64_t(r0) * x_stride;
-    float* yr = y + std::int64_t(r0) * y_stride;
-    if (decode) {
-      matmul_int8(exec, w_decode, xr, x_stride, r1 - r0, yr, y_stride);
-    } else {
-      matmul_f32(exec, w, xr, x_stride, r1 - r0, yr, y_stride);
-    }
-    r0 = r1;
-  }
+  // Decode rows (kind 0) against w_decode by the int8 product, prompt rows against w by f32.
+  by_runs(exec, w, w_decode, x, x_stride, n, y, y_stride, [&](int r) { return kinds[std::size_t(r)] == 0; });
 }
 
 float rms_inverse(const float* x, int n, float eps) {

@@ -58,7 +58,7 @@ template <Code C>
 constexpr int kGroupBytes = C == Code::q8 ? kInt8Group : kInt8Group / 2;
 // Q6P: where row `row`'s group g's high-bit planes start (int8_matmul.hpp).
 inline const std::uint8_t* q6_planes(const std::uint8_t* row, int groups, int g) {
-  return row + std::int64_t(groups) * 64 + std::int64_t(g) * 32;
+  return row + q6p_planes_offset(groups, g);
 }
 
 // Q6P: codes from the low nibbles of `nibbles` (the stored byte, or shifted down by 4 for the high

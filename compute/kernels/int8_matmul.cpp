@@ -70,8 +70,8 @@ void matmul_i8_generic(const QuantMatrix& w, const Int8Acts& a, float* y, std::i
           continue;
         }
         if (w.fmt == kFmtQ6P) {
-          const std::uint8_t* pg = p + std::int64_t(g) * 64;
-          const std::uint8_t* ph = p + std::int64_t(groups) * 64 + std::int64_t(g) * 32;
+          const std::uint8_t* pg = p + q6p_low_offset(g);
+          const std::uint8_t* ph = p + q6p_planes_offset(groups, g);
           for (int c = 0; c < kInt8Group; ++c) {
             const int i = c >> 1;
             const int low = (c & 1) ? (pg[i] >> 4) : (pg[i] & 15);

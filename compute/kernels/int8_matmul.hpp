@@ -33,6 +33,9 @@ namespace waste::kernels {
 inline constexpr int kInt8Group = 128;
 inline constexpr std::uint8_t kFmtQ6P = 64;     // QuantMatrix::fmt of the run-time 6-bit layout
 inline constexpr int kQ6PGroupBytes = 96;        // its bytes per row and group: 64 low bits, 32 high
+// Where a Q6P row's group g keeps its low nibbles and its two high-bit planes (byte offsets in the row).
+constexpr std::int64_t q6p_low_offset(int g) { return std::int64_t(g) * 64; }
+constexpr std::int64_t q6p_planes_offset(int groups, int g) { return std::int64_t(groups) * 64 + std::int64_t(g) * 32; }
 
 // n tokens of one input, quantised per group of kInt8Group columns.
 struct Int8Acts {

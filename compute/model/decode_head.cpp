@@ -24,8 +24,8 @@ void quantize_q6p(std::span<const float> row, std::uint8_t* payload, std::uint16
   const std::size_t groups = row.size() / kGroup;
   for (std::size_t g = 0; g < groups; ++g) {
     const float* w = row.data() + g * kGroup;
-    std::uint8_t* p = payload + g * 64;
-    std::uint8_t* h = payload + groups * 64 + g * 32;
+    std::uint8_t* p = payload + kernels::q6p_low_offset(int(g));
+    std::uint8_t* h = payload + kernels::q6p_planes_offset(int(groups), int(g));
     float amax = 0.0f;
     for (int c = 0; c < kGroup; ++c) amax = std::max(amax, std::fabs(w[c]));
     const float s = std::max(amax, 1e-8f) / 31.0f;
