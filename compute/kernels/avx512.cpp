@@ -22,6 +22,8 @@ const KernelTable& avx512_table() {
       .kda_head_step = avx512_impl::kda_head_step,
       .vq4p_from_registers = true,
       .weighted_rows = avx512_impl::weighted_rows,
+      .exp_weights = avx512_impl::exp_matches_libm() ? avx512_impl::exp_weights : nullptr,
+      .sum_exp = avx512_impl::sum_exp,
   };
   return table;
 }

@@ -1,6 +1,7 @@
 // Picks the KernelTable once per process (Highway's "hoist the dispatch" rule): the best ISA this
 // CPU supports, unless WASTE_FORCE_ISA=generic|avx2|avx512|avx512vbmi|neon names another supported one.
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <cstdlib>
 #include <string_view>
@@ -110,6 +111,28 @@ void weighted_rows(const KernelTable& table, const QuantMatrix& w, std::int64_t 
     return;
   }
   weighted_rows_reference(w, row0, n_rows, x, x_stride, n, y, y_stride);
+}
+
+void exp_weights_reference(const float* x, int n, float sub, float div, float* y) {
+  for (int i = 0; i < n; ++i) y[i] = std::exp((x[i] - sub) / div);
+}
+
+void exp_weights(const KernelTable& table, const float* x, int n, float sub, float div, float* y) {
+  if (table.exp_weights != nullptr) {
+    table.exp_weights(x, n, sub, div, y);
+    return;
+  }
+  exp_weights_reference(x, n, sub, div, y);
+}
+
+double sum_exp_reference(const float* x, std::int64_t n, double sub) {
+  double total = 0;
+  for (std::int64_t i = 0; i < n; ++i) total += std::exp(double(x[i]) - sub);
+  return total;
+}
+
+double sum_exp(const KernelTable& table, const float* x, std::int64_t n, double sub) {
+  return table.sum_exp != nullptr ? table.sum_exp(x, n, sub) : sum_exp_reference(x, n, sub);
 }
 
 void rvq_apply_vq4p_each(const KernelTable& table, const RvqMatrix& m, int n, const std::int8_t* const* lut_q,

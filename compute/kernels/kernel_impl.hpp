@@ -130,6 +130,11 @@ void kda_head_step(float* S, const float* q, const float* k, const float* v, con
 void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
                 std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,
                 int row_end);
+// avx512_exp.cpp: sampling's weights (the C library's expf, bit for bit, where
+// exp_matches_libm() says the running one is the one repeated) and a logprob's normaliser.
+void exp_weights(const float* x, int n, float sub, float div, float* y);
+bool exp_matches_libm();
+double sum_exp(const float* x, std::int64_t n, double sub);
 }  // namespace avx512_impl
 // The avx512vbmi table's two VQ4P applies (bit-identical; which one the table takes is
 // avx512vbmi.cpp's `vq4p_by_pairs`): byte planes, 64 rows per vpermb (avx512vbmi.cpp), and stage

@@ -116,6 +116,16 @@ struct KernelTable {
   // vector kernel; `weighted_rows` then runs the reference.
   void (*weighted_rows)(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x, std::int64_t x_stride,
                         int n, float* y, std::int64_t y_stride) = nullptr;
+
+  // Sampling's weights over a vocabulary row: y[i] = std::exp((x[i] - sub) / div) for i < n, the
+  // subtraction and division in float, the C library's expf bit for bit. nullptr where a table has
+  // no vector kernel, or where the running C library's expf is not the one the kernel repeats
+  // (avx512_exp.cpp checks at start-up); `exp_weights` then runs the reference.
+  void (*exp_weights)(const float* x, int n, float sub, float div, float* y) = nullptr;
+  // A logprob's normaliser: the sum over i < n of exp(double(x[i]) - sub), in double. Not bitwise:
+  // within 1e-14 relative of `sum_exp_reference` (std::exp, summed in order) for x[i] - sub <= 0.
+  // nullptr: the reference.
+  double (*sum_exp)(const float* x, std::int64_t n, double sub) = nullptr;
 };
 
 inline constexpr int kKdaMaxDim = 1024;        // kda_head_step keeps D floats on the stack
@@ -135,6 +145,13 @@ void weighted_rows(const KernelTable& table, const QuantMatrix& w, std::int64_t 
                    std::int64_t x_stride, int n, float* y, std::int64_t y_stride);
 void weighted_rows_reference(const QuantMatrix& w, std::int64_t row0, int n_rows, const float* x,
                              std::int64_t x_stride, int n, float* y, std::int64_t y_stride);
+
+// Sampling's weights and a logprob's normaliser (the entries above): the table's vector kernel
+// where it has one, else the references below.
+void exp_weights(const KernelTable& table, const float* x, int n, float sub, float div, float* y);
+void exp_weights_reference(const float* x, int n, float sub, float div, float* y);
+double sum_exp(const KernelTable& table, const float* x, std::int64_t n, double sub);
+double sum_exp_reference(const float* x, std::int64_t n, double sub);
 
 // Number of VQ4P LUT blocks (size of block_scales) for n_vectors positions.
 constexpr int lut_quant_blocks(int n_vectors) {

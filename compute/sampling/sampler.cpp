@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "compute/kernels/kernels.hpp"
+
 namespace waste {
 
 Sampler::Sampler(SamplingParams params)
@@ -40,15 +42,13 @@ int Sampler::sample_plain(std::span<const float> logits) {
   const int k = (params_.top_k > 0 && params_.top_k < vocab) ? params_.top_k : vocab;
   if (k < vocab || params_.top_p < 1.0f) return sample_truncated(logits, k, max_logit, u);
 
-  const float temperature = params_.temperature;
   // Each weight is computed once and kept for the walk to the target (the same values the walk
-  // would compute again).
+  // would compute again): exp((logit - max) / temperature), the C library's expf bit for bit on
+  // every ISA (kernels::exp_weights), summed in order.
   weight_.resize(static_cast<std::size_t>(vocab));
+  kernels::exp_weights(kernels::active(), logits.data(), vocab, max_logit, params_.temperature, weight_.data());
   float total = 0.0f;
-  for (int i = 0; i < vocab; ++i) {
-    weight_[i] = std::exp((logits[i] - max_logit) / temperature);
-    total += weight_[i];
-  }
+  for (int i = 0; i < vocab; ++i) total += weight_[i];
   const float target = u * total;
   float running = 0.0f;
   for (int i = 0; i < vocab; ++i) {

@@ -2,7 +2,7 @@
 // Not a test: numbers depend on the machine. Shapes are Kimi-Linear's (hidden 2304, expert
 // inter 1024, vocab 163840). Usage: bench_kernels [seconds_per_case [rvq_reps]] |
 // bench_kernels rvq [reps] | bench_kernels trunk [reps] | bench_kernels lm_head [rounds [huge]] |
-// bench_kernels lm_head_tokens [reps [q4]]
+// bench_kernels lm_head_tokens [reps [q4]] | bench_kernels sampling [reps]
 #include <chrono>
 #include <cstdio>
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/decode_head.hpp"
 #include "compute/runtime/thread_pool.hpp"
+#include "compute/sampling/sampler.hpp"
 #include "shared/fp16.hpp"
 #include "../test_kernels_fixtures.hpp"
 
@@ -445,6 +446,31 @@ void bench_prefill(double seconds) {
   }
 }
 
+// One stream's sampling over the Kimi-Linear vocabulary: the sampler's weights (exp_weights), the
+// logprob's normaliser (sum_exp), and a whole Sampler::sample, each ISA's kernel against the
+// reference, one thread, best of `reps` (CPU time).
+void bench_sampling(int reps) {
+  constexpr int kVocab = 163840;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> logits(kVocab), weights(kVocab);
+  for (float& v : logits) v = dist(rng);
+  const float max = *std::max_element(logits.begin(), logits.end());
+  std::printf("\nsampling over %d logits, one thread, best of %d, us\n%-12s %12s %12s\n", kVocab, reps, "isa",
+              "exp_weights", "sum_exp");
+  std::printf("%-12s %12.1f %12.1f\n", "reference",
+              best_ns(reps, [&] { waste::kernels::exp_weights_reference(logits.data(), kVocab, max, 0.8f, weights.data()); }) / 1e3,
+              best_ns(reps, [&] { volatile double s = waste::kernels::sum_exp_reference(logits.data(), kVocab, max); (void)s; }) / 1e3);
+  for (const waste::kernels::KernelTable* table : waste::kernels::supported()) {
+    std::printf("%-12s %12.1f %12.1f\n", table->isa,
+                best_ns(reps, [&] { waste::kernels::exp_weights(*table, logits.data(), kVocab, max, 0.8f, weights.data()); }) / 1e3,
+                best_ns(reps, [&] { volatile double s = waste::kernels::sum_exp(*table, logits.data(), kVocab, max); (void)s; }) / 1e3);
+  }
+  waste::Sampler sampler({.temperature = 0.8f, .seed = 1});
+  std::printf("Sampler::sample (active table, temperature 0.8): %.1f us\n",
+              best_ns(reps, [&] { volatile int t = sampler.sample(logits); (void)t; }) / 1e3);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "prefill") {
     bench_prefill(argc > 2 ? std::atof(argv[2]) : 0.3);
@@ -460,6 +486,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::string_view(argv[1]) == "lm_head_tokens") {  // lm_head against 1..8 tokens
     bench_lm_head_tokens(argc > 2 ? std::atoi(argv[2]) : 5, argc > 3 ? std::string_view(argv[3]) : "q8");
+    return 0;
+  }
+  if (argc > 1 && std::string_view(argv[1]) == "sampling") {
+    bench_sampling(argc > 2 ? std::atoi(argv[2]) : 50);
     return 0;
   }
   if (argc > 1 && std::string_view(argv[1]) == "rvq") {  // the RVQ section only
