@@ -10,6 +10,7 @@
 
 #include "compute/forward/lut_mode.hpp"
 #include "compute/kernels/kernels.hpp"
+#include "compute/model/decode_head.hpp"
 #include "compute/runtime/thread_pool.hpp"
 #include "shared/container/expert_record.hpp"
 
@@ -200,6 +201,7 @@ double stage_ms(const profile::EngineProfile& p, profile::Stage s, int tokens) {
 
 TrunkTraffic trunk_traffic(const Manifest& manifest, const ModelConfig& config) {
   TrunkTraffic t;
+  std::uint64_t lm_head_matrix = 0;
   for (const TrunkTensorInfo& e : manifest.trunk) {
     std::string_view name = e.name;
     if (!manifest.tensor_prefix.empty()) {
@@ -209,6 +211,7 @@ TrunkTraffic trunk_traffic(const Manifest& manifest, const ModelConfig& config) 
     if (contains(name, "embed_tokens")) continue;  // one row per token
     if (contains(name, "lm_head") || name == "model.norm.weight") {
       t.lm_head += e.bytes;
+      if (contains(name, "lm_head")) lm_head_matrix += e.bytes;
       continue;
     }
     const int layer = layer_of(name);
@@ -223,6 +226,11 @@ TrunkTraffic trunk_traffic(const Manifest& manifest, const ModelConfig& config) 
     } else {
       t.other += e.bytes;
     }
+  }
+  // Decode rows read the decode head's copy where the engine makes one (model::decode_head_copy):
+  // its bytes, not the stored matrix's.
+  if (const std::uint64_t copy = model::decode_head_copy_bytes(manifest); copy > 0) {
+    t.lm_head = t.lm_head - lm_head_matrix + copy;
   }
   return t;
 }
@@ -309,7 +317,7 @@ FloorReport floor_report(const ContainerInfo& info, const ModelConfig& c, const 
                       stage_ms(decode, Stage::expert_matmul, T) + stage_ms(decode, Stage::lut_build, T),
                       std::to_string(int(pairs)) + " experts at the measured LUT apply and build rates"});
   r.stages.push_back({"lm_head", double(r.trunk.lm_head) / bytes_per_ms, stage_ms(decode, Stage::lm_head, T),
-                      "its bytes at the streaming rate"});
+                      "its bytes at the streaming rate (decode's copy where made)"});
   const double kda_steps = double(c.n_kda_layers()) * c.kda_heads;
   r.stages.push_back({"attn_kda",
                       double(r.trunk.attn_kda) / bytes_per_ms + kda_steps * rates.kda_head_step_us / threads / 1e3,
