@@ -377,6 +377,8 @@ const KernelTable& avx2_table() {
       .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
       .vq4p_from_registers = false,
+      .exp_weights = impl::exp_matches_libm() ? impl::exp_weights : nullptr,
+      .sum_exp = impl::sum_exp,
   };
   return table;
 }

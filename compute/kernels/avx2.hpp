@@ -28,4 +28,9 @@ void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, cons
                 int row_end);
 void kda_head_step(float* S, const float* q, const float* k, const float* v, const float* g,
                    float beta, int D, float* o);
+// avx2_exp.cpp: sampling's weights (the C library's expf, bit for bit, where exp_matches_libm()
+// says the running one is the one repeated) and a logprob's normaliser.
+void exp_weights(const float* x, int n, float sub, float div, float* y);
+bool exp_matches_libm();
+double sum_exp(const float* x, std::int64_t n, double sub);
 }  // namespace waste::kernels::detail::avx2_impl

@@ -88,10 +88,11 @@ TEST_CASE("exp_weights subtracts and divides in float as the sampler does", "[co
 }
 
 #if defined(__GLIBC__) && (defined(__x86_64__) || defined(_M_X64))
-TEST_CASE("the AVX-512 tables take the vector exp_weights with glibc's expf", "[compute][kernels][exp]") {
-  // The start-up check (avx512_exp.cpp) keeps the kernel where the C library agrees: glibc's does.
+TEST_CASE("the AVX2 and AVX-512 tables take the vector exp_weights with glibc's expf", "[compute][kernels][exp]") {
+  // The start-up checks (avx2_exp.cpp, avx512_exp.cpp) keep the kernel where the C library agrees:
+  // glibc's does.
   for (const KernelTable* table : waste::kernels::supported()) {
-    if (std::string(table->isa).starts_with("avx512")) {
+    if (std::string(table->isa).starts_with("avx")) {
       INFO("isa " << table->isa);
       REQUIRE(table->exp_weights != nullptr);
       REQUIRE(table->sum_exp != nullptr);
