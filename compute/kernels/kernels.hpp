@@ -120,7 +120,7 @@ struct KernelTable {
   // Sampling's weights over a vocabulary row: y[i] = std::exp((x[i] - sub) / div) for i < n, the
   // subtraction and division in float, the C library's expf bit for bit. nullptr where a table has
   // no vector kernel, or where the running C library's expf is not the one the kernel repeats
-  // (avx512_exp.cpp checks at start-up); `exp_weights` then runs the reference.
+  // (avx2_exp.cpp and avx512_exp.cpp check at start-up); `exp_weights` then runs the reference.
   void (*exp_weights)(const float* x, int n, float sub, float div, float* y) = nullptr;
   // A logprob's normaliser: the sum over i < n of exp(double(x[i]) - sub), in double. Not bitwise:
   // within 1e-14 relative of `sum_exp_reference` (std::exp, summed in order) for x[i] - sub <= 0.
