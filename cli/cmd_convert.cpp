@@ -124,7 +124,7 @@ const CommandRegistration kRegistration{Command{
           ->required();
       sub.add_option("--out", args->out, "Output container directory (NAME.waste)")->type_name("DIR")->required();
       sub.add_option("--experts", args->experts,
-                     "Expert format: auto (VQ4P where this CPU looks VQ4P up from registers, AVX-512; VQ3R "
+                     "Expert format: auto (VQ4P where this CPU looks VQ4P up from registers, AVX2 and AVX-512; VQ3R "
                      "elsewhere), vq3r, vq4p or vq2r; every one runs on every CPU")
           ->type_name("FORMAT")
           ->default_str("auto");

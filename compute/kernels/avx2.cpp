@@ -262,8 +262,8 @@ void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int 
                     row_end);
 }
 
-void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
-                    float* y, int row_begin, int row_end) {
+void rvq_apply_vq4p_gather(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                           float* y, int row_begin, int row_end) {
   assert(row_begin % kRowBlock == 0);
   constexpr int kPerVector = 4 * 64;
   const std::int64_t block_bytes = static_cast<std::int64_t>(m.n_vectors) * kRowBlock * 3;
@@ -371,12 +371,12 @@ const KernelTable& avx2_table() {
       .rvq_lut_build = impl::rvq_lut_build,
       .rvq_lut_quantize = impl::rvq_lut_quantize,
       .rvq_apply = impl::rvq_apply,
-      .rvq_apply_vq4p = impl::rvq_apply_vq4p,
+      .rvq_apply_vq4p = impl::rvq_apply_vq4p_shuffle,
       .rvq_lut_to_q16 = generic_impl::rvq_lut_to_q16,
       .rvq_apply_q16 = generic_impl::rvq_apply_q16,
       .rvq_matmul = impl::rvq_matmul,
       .kda_head_step = impl::kda_head_step,
-      .vq4p_from_registers = false,
+      .vq4p_from_registers = true,
       .exp_weights = impl::exp_matches_libm() ? impl::exp_weights : nullptr,
       .sum_exp = impl::sum_exp,
   };

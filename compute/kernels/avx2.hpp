@@ -20,8 +20,12 @@ void rvq_apply(const RvqMatrix& m, const float* lut, int entries, float* y, int 
 enum class RvqLookups { gather, loads };
 void rvq_apply_lookups(RvqLookups how, const RvqMatrix& m, const float* lut, int entries, float* y,
                        int row_begin, int row_end);
-void rvq_apply_vq4p(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
-                    float* y, int row_begin, int row_end);
+// VQ4P: the stage tables by in-lane byte shuffles (avx2_vq4p.cpp; the table's), or widened to int32
+// and gathered (avx2.cpp; kept for comparison, tested equal).
+void rvq_apply_vq4p_shuffle(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                            float* y, int row_begin, int row_end);
+void rvq_apply_vq4p_gather(const RvqMatrix& m, const std::int8_t* lut_q, const float* block_scales,
+                           float* y, int row_begin, int row_end);
 // rvq_matmul: avx2_rvq_matmul.cpp (2-row tiles; the AVX-512 table has 4-row ones).
 void rvq_matmul(const RvqMatrix& m, const float* const* books, int vec_dim, const float* x,
                 std::int64_t x_stride, int n, float* y, std::int64_t y_stride, int row_begin,

@@ -102,9 +102,10 @@ struct KernelTable {
   void (*kda_head_step)(float* S, const float* q, const float* k, const float* v, const float* g,
                         float beta, int D, float* o);
 
-  // rvq_apply_vq4p looks its 64-entry stage tables up from registers (avx512: vpermt2w, avx512vbmi:
-  // vpermb), several times the VQ3R apply's rate; elsewhere it gathers and VQ3R is the faster
-  // format (docs/PERFORMANCE.md). What the converter's default expert format follows.
+  // rvq_apply_vq4p looks its 64-entry stage tables up from registers (avx2: four vpshufb a stage,
+  // avx512: vpermt2w, avx512vbmi: vpermb), several times the VQ3R apply's rate; elsewhere (generic,
+  // neon) VQ3R is the faster format (docs/PERFORMANCE.md). What the converter's default expert
+  // format follows.
   bool vq4p_from_registers = false;
 
   // MLA's absorbed query (compute/forward/mla.cpp) and the like: rows [row0, row0 + n_rows) of a

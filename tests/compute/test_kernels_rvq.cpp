@@ -62,6 +62,10 @@ std::vector<NamedApply> vq4p_applies() {
   std::vector<NamedApply> applies;
   for (const KernelTable* k : waste::kernels::supported()) applies.push_back({k->isa, k->rvq_apply_vq4p});
 #if defined(__x86_64__)
+  if (waste::kernels::find("avx2") != nullptr) {
+    applies.push_back({"avx2 gather", waste::kernels::detail::avx2_impl::rvq_apply_vq4p_gather});
+    applies.push_back({"avx2 shuffle", waste::kernels::detail::avx2_impl::rvq_apply_vq4p_shuffle});
+  }
   if (waste::kernels::find("avx512vbmi") != nullptr) {
     applies.push_back({"avx512vbmi planes", waste::kernels::detail::avx512vbmi_impl::rvq_apply_vq4p});
     if (__builtin_cpu_supports("avx512vnni")) {

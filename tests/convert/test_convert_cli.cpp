@@ -222,7 +222,7 @@ TEST_CASE("waste convert's default expert format follows the CPU's kernels, --ex
   test::TempDir dir("conv-cli-format");
   test::write_kimi_checkpoint(dir.path() / "src", "tiny");
   const std::string src = (dir.path() / "src").string();
-  // auto: VQ4P where the table looks VQ4P up from registers (avx512, avx512vbmi), VQ3R elsewhere.
+  // auto: VQ4P where the table looks VQ4P up from registers (avx2, avx512, avx512vbmi), VQ3R elsewhere.
   for (const kernels::KernelTable* kt : kernels::supported()) {
     test::EnvVar isa("WASTE_FORCE_ISA", std::string{kt->isa});
     const fs::path out = dir.path() / (std::string("auto-") + kt->isa + ".waste");

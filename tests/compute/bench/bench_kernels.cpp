@@ -18,6 +18,9 @@
 
 #include <sys/mman.h>
 
+#if defined(__x86_64__)
+#include "compute/kernels/avx2.hpp"
+#endif
 #include "compute/kernels/int8_matmul.hpp"
 #include "compute/kernels/kernels.hpp"
 #include "compute/model/decode_head.hpp"
@@ -104,6 +107,17 @@ void bench_rvq(int reps) {
                   t_vq3 / 1e3, t_vq3 / shape.rows, lookups3 / t_vq3, t_build / 1e3, t_vq4p / 1e3,
                   lookups4 / t_vq4p, t_to_q16 / 1e3, t_q16 / 1e3, lookups3 / t_q16);
     }
+#if defined(__x86_64__)
+    // The AVX2 table's VQ4P apply before its byte shuffles: the int8 tables widened and gathered.
+    if (kernels::find("avx2") != nullptr) {
+      const double t_gather = best_ns(reps, [&] {
+        kernels::detail::avx2_impl::rvq_apply_vq4p_gather(vq4p.view, lut_q.data(), block_scales.data(), y.data(), 0,
+                                                          shape.rows);
+      });
+      std::printf("%-8s %-10s vq4p by gathers (avx2's before): %.1f us, %.2f lookups/ns\n", "avx2", shape.name,
+                  t_gather / 1e3, lookups4 / t_gather);
+    }
+#endif
   }
 }
 
